@@ -1,0 +1,91 @@
+package executor
+
+import (
+	"context"
+
+	"github.com/kernelbox/kernelbox/jupyter"
+)
+
+// Backend decides where a session's kernel runs: it provides, per session, a Jupyter
+// server on which the executor starts that session's kernel. Everything above the
+// backend (the protocol, files, policy, results) is the same for every backend.
+//
+// Implementations must be safe for concurrent use.
+type Backend interface {
+	// Name is the backend's short name ("none", "local", "docker", "remote").
+	Name() string
+
+	// Open places one session: it returns a Jupyter server on which the session's
+	// kernel may be started, with the session's files visible to the kernel at
+	// Server.KernelPath. Open may start processes or containers; the returned
+	// Placement releases them.
+	Open(ctx context.Context, spec SessionSpec) (Placement, error)
+
+	// Close releases everything the backend started, including placements that
+	// were not closed. The context bounds the teardown.
+	Close(ctx context.Context) error
+}
+
+// SessionSpec describes one session to place.
+type SessionSpec struct {
+	// ID is the session id, or a placeholder of the form ".warm-…" for warm-pool
+	// members that have no session yet. Used for labels and logs.
+	ID string
+
+	// Dir is the host path of the session directory, holding inputs/ and outputs/.
+	// A warm-pool member's directory is renamed to its session's when it is taken,
+	// so backends must refer to Dir by what they opened (a bind mount, a kernel's
+	// cwd), not by re-reading the path later.
+	Dir string
+
+	// Data lists host directories to expose read-only at data/<Name> in the session.
+	Data []DataMount
+}
+
+// DataMount is a host directory exposed read-only inside a session at data/<Name>.
+type DataMount struct {
+	Name    string
+	HostDir string
+}
+
+// Placement is where one session's kernel runs.
+type Placement interface {
+	// Server returns how to reach the Jupyter server and which kernel to start.
+	// It is constant for the life of the placement.
+	Server() Server
+
+	// Close releases what Open started for this session (for example its
+	// container). The kernel itself has already been shut down by the executor,
+	// or is gone.
+	Close(ctx context.Context) error
+}
+
+// Server tells the executor how to start a session's kernel.
+type Server struct {
+	// Endpoint reaches the Jupyter server.
+	Endpoint jupyter.Endpoint
+
+	// KernelName is the kernelspec to start. Empty means the server's default.
+	KernelName string
+
+	// KernelPath is the kernel's working directory relative to the server's root
+	// directory; the session's inputs/ and outputs/ are found relative to it.
+	KernelPath string
+
+	// KernelEnv is passed in the start request's "env" (Enterprise Gateway reads
+	// KERNEL_* variables from it). Nil sends none.
+	KernelEnv map[string]string
+}
+
+// Diagnoser is implemented by placements that can explain why a kernel died, for
+// example a container that was OOM-killed. Diagnose returns a short human-readable
+// cause, or "" when none is known.
+type Diagnoser interface {
+	Diagnose(ctx context.Context) string
+}
+
+// HealthChecker is implemented by backends that can report whether they can place
+// sessions right now (a reachable Docker daemon, a running server).
+type HealthChecker interface {
+	Health(ctx context.Context) error
+}

@@ -1,0 +1,281 @@
+// Package jupyterproc starts and stops a Jupyter Server child process the way kernelbox
+// runs it: in a private 0700 runtime directory, on a unix socket (or a loopback TCP
+// port, for tests of TCP gateways), with a random token, the iopub rate limits off, a
+// kernelspec whose kernels die with the server, and the server itself in its own
+// process group with PR_SET_PDEATHSIG so that it dies with kernelbox.
+//
+// Start reading at [Start].
+package jupyterproc
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/kernelbox/kernelbox/internal/serverflags"
+	"github.com/kernelbox/kernelbox/jupyter"
+)
+
+// Options configures one server. Python and RootDir are required.
+type Options struct {
+	// Python is an interpreter that can import jupyter_server and ipykernel.
+	Python string
+	// RootDir is the server's root directory; kernel paths are relative to it.
+	RootDir string
+	// TCPAddr, when set (for example "127.0.0.1:0"), makes the server listen on that
+	// loopback address instead of a unix socket. Port 0 picks a free port.
+	TCPAddr string
+	// ReadyTimeout bounds the wait for the server to answer. Defaults to 60 seconds.
+	ReadyTimeout time.Duration
+	// Env is added to the server's (and so its kernels') environment.
+	Env []string
+	// Logger receives the server's lifecycle logs. Defaults to discarding them.
+	Logger *slog.Logger
+}
+
+// Server is a running Jupyter Server child process. Its methods are safe for
+// concurrent use.
+type Server struct {
+	cmd        *exec.Cmd
+	runtimeDir string
+	endpoint   jupyter.Endpoint
+	log        *slog.Logger
+	out        *tailBuffer
+
+	done    chan struct{} // closed when the process has exited
+	waitErr error
+	stop    sync.Once
+}
+
+// Start starts a server and waits until it answers GET /api.
+func Start(ctx context.Context, o Options) (*Server, error) {
+	if o.Python == "" || o.RootDir == "" {
+		return nil, errors.New("jupyter server: Python and RootDir are required")
+	}
+	if o.ReadyTimeout <= 0 {
+		o.ReadyTimeout = 60 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	// Short and private: a unix socket path must fit in 107 bytes.
+	runtimeDir, err := os.MkdirTemp("", "kernelbox-")
+	if err != nil {
+		return nil, fmt.Errorf("jupyter server: runtime dir: %w", err)
+	}
+	if err := os.Chmod(runtimeDir, 0o700); err != nil {
+		os.RemoveAll(runtimeDir)
+		return nil, err
+	}
+	s, err := start(ctx, o, runtimeDir)
+	if err != nil {
+		os.RemoveAll(runtimeDir)
+		return nil, err
+	}
+	return s, nil
+}
+
+func start(ctx context.Context, o Options, runtimeDir string) (*Server, error) {
+	dataDir := filepath.Join(runtimeDir, "data")
+	if err := writeKernelSpec(dataDir, o.Python); err != nil {
+		return nil, err
+	}
+	token, err := randomToken()
+	if err != nil {
+		return nil, err
+	}
+	cfg := serverflags.Config{
+		Token:         token,
+		RootDir:       o.RootDir,
+		AllowRoot:     os.Geteuid() == 0,
+		DefaultKernel: KernelName,
+	}
+	ep := jupyter.Endpoint{Token: token}
+	var tcpArgs []string
+	if o.TCPAddr != "" {
+		host, port, err := freeAddr(o.TCPAddr)
+		if err != nil {
+			return nil, err
+		}
+		tcpArgs = []string{"--ServerApp.ip=" + host, "--ServerApp.port=" + port, "--ServerApp.port_retries=0"}
+		ep.URL = "http://" + net.JoinHostPort(host, port)
+	} else {
+		cfg.Socket = filepath.Join(runtimeDir, "j.sock")
+		ep.Socket = cfg.Socket
+	}
+	args := append([]string{"-Xfrozen_modules=off", "-m", "jupyter_server"}, serverflags.Args(cfg)...)
+	args = append(args, tcpArgs...)
+	cmd := exec.Command(o.Python, args...)
+	cmd.Dir = o.RootDir
+	cmd.Env = append(os.Environ(),
+		"JUPYTER_RUNTIME_DIR="+filepath.Join(runtimeDir, "runtime"),
+		"JUPYTER_DATA_DIR="+dataDir,
+		"JUPYTER_CONFIG_DIR="+filepath.Join(runtimeDir, "config"),
+		"JUPYTER_PATH="+dataDir,
+		"JUPYTER_PLATFORM_DIRS=1",
+		"IPYTHONDIR="+filepath.Join(runtimeDir, "ipython"),
+		"MPLCONFIGDIR="+filepath.Join(runtimeDir, "mpl"),
+		"MPLBACKEND=Agg",
+		"PYDEVD_DISABLE_FILE_VALIDATION=1",
+		"PYTHONNOUSERSITE=1",
+	)
+	cmd.Env = append(cmd.Env, o.Env...)
+	out := newTailBuffer(64 << 10)
+	cmd.Stdout, cmd.Stderr = out, out
+	// Own process group, so Stop reaches the server and whatever it spawned that
+	// stayed in its group; Pdeathsig, so it dies with us even if we are SIGKILLed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("jupyter server: start %s: %w", o.Python, err)
+	}
+	s := &Server{
+		cmd:        cmd,
+		runtimeDir: runtimeDir,
+		endpoint:   ep,
+		log:        o.Logger.With("pid", cmd.Process.Pid),
+		out:        out,
+		done:       make(chan struct{}),
+	}
+	go func() {
+		s.waitErr = cmd.Wait()
+		close(s.done)
+	}()
+	if err := s.waitReady(ctx, o.ReadyTimeout); err != nil {
+		_ = s.Stop(context.Background())
+		return nil, err
+	}
+	s.log.Debug("jupyter server ready", "endpoint", ep.URL+ep.Socket)
+	return s, nil
+}
+
+// waitReady polls GET /api until it answers, the process exits or time runs out.
+func (s *Server) waitReady(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c, err := jupyter.NewClient(s.endpoint, &jupyter.ClientOptions{Timeout: 2 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer c.CloseIdle()
+	delay := 20 * time.Millisecond
+	for {
+		if _, err := c.Version(ctx); err == nil {
+			return nil
+		}
+		select {
+		case <-s.done:
+			return fmt.Errorf("jupyter server exited before it was ready (%v); its output:\n%s", s.waitErr, s.LogTail())
+		case <-ctx.Done():
+			return fmt.Errorf("jupyter server not ready after %s; its output:\n%s", timeout, s.LogTail())
+		case <-time.After(delay):
+		}
+		if delay < 200*time.Millisecond {
+			delay *= 2
+		}
+	}
+}
+
+// Endpoint returns how to reach the server.
+func (s *Server) Endpoint() jupyter.Endpoint { return s.endpoint }
+
+// Pid returns the server's process id (also its process group id).
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
+
+// Done is closed when the server process has exited.
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// ExitErr returns how the process exited; valid after Done is closed.
+func (s *Server) ExitErr() error {
+	<-s.done
+	return s.waitErr
+}
+
+// LogTail returns the last lines the server wrote to stdout and stderr.
+func (s *Server) LogTail() string { return s.out.String() }
+
+// Stop asks the server to shut down (SIGTERM: it stops its kernels), waits until ctx
+// is done or 10 seconds pass, then kills its process group, and removes its runtime
+// directory.
+func (s *Server) Stop(ctx context.Context) error {
+	s.stop.Do(func() {
+		pgid := s.cmd.Process.Pid
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		t := time.NewTimer(10 * time.Second)
+		defer t.Stop()
+		select {
+		case <-s.done:
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		<-s.done
+		os.RemoveAll(s.runtimeDir)
+	})
+	return nil
+}
+
+func randomToken() (string, error) {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// freeAddr resolves a loopback host:port, picking a free port for port 0.
+func freeAddr(addr string) (string, string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", "", fmt.Errorf("jupyter server: listen address %q: %w", addr, err)
+	}
+	if port != "0" && port != "" {
+		return host, port, nil
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return "", "", err
+	}
+	defer l.Close()
+	return host, strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func newTailBuffer(max int) *tailBuffer { return &tailBuffer{max: max} }
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.max {
+		t.buf = append([]byte(nil), t.buf[len(t.buf)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := t.buf
+	if i := bytes.IndexByte(b, '\n'); len(b) == t.max && i >= 0 {
+		b = b[i+1:]
+	}
+	return string(bytes.TrimSpace(b))
+}

@@ -1,0 +1,54 @@
+// Package serverflags builds the command line of a Jupyter Server that kernelbox starts
+// itself (the local backend's child process and the docker backend's container), so
+// both run the server the same way: on a unix socket, with a random token, and with the
+// iopub rate limits off so that no output is dropped silently by the server (the
+// executor caps output itself and says so).
+package serverflags
+
+
+// Config describes one Jupyter Server to start.
+type Config struct {
+	// Socket is the unix socket path the server listens on (as the server sees it).
+	Socket string
+	// Token is the server's auth token; it must not be empty (an empty token makes
+	// Jupyter Server refuse POSTs with 403 XSRF errors).
+	Token string
+	// RootDir is the server's root directory; kernel paths are relative to it.
+	RootDir string
+	// AllowRoot adds --allow-root; set it only when the server runs as uid 0.
+	AllowRoot bool
+	// DefaultKernel names the kernelspec started when a request names none.
+	// Empty leaves the server's default (python3).
+	DefaultKernel string
+}
+
+// Args returns the arguments that follow "python3 -m jupyter_server".
+func Args(c Config) []string {
+	args := []string{
+		"--ServerApp.sock=" + c.Socket,
+		"--ServerApp.sock_mode=0600",
+		"--ServerApp.token=" + c.Token,
+		"--ServerApp.password=",
+		"--ServerApp.root_dir=" + c.RootDir,
+		"--ServerApp.open_browser=False",
+		// No server-side output dropping: kernelbox caps output per call and reports
+		// truncation honestly, which a server-side drop would defeat.
+		"--ServerApp.limit_rate=False",
+		"--ServerApp.iopub_data_rate_limit=0",
+		"--ServerApp.iopub_msg_rate_limit=0",
+		// Tracebacks are the point of running code for an agent.
+		"--MappingKernelManager.allow_tracebacks=True",
+		// Kernels are culled by the executor, which knows about sessions.
+		"--MappingKernelManager.cull_idle_timeout=0",
+		// Pings keep a dead peer from holding a websocket open forever.
+		"--ServerApp.tornado_settings=" + "{'ws_ping_interval':10000}",
+		"--ServerApp.log_level=WARN",
+	}
+	if c.DefaultKernel != "" {
+		args = append(args, "--MappingKernelManager.default_kernel_name="+c.DefaultKernel)
+	}
+	if c.AllowRoot {
+		args = append(args, "--allow-root")
+	}
+	return args
+}

@@ -1,0 +1,97 @@
+// Package testenv decides whether integration tests can run here. Tests that need a
+// real Jupyter Server or Docker engine call Jupyter or Docker: when the dependency is
+// missing they skip, unless KERNELBOX_REQUIRE_JUPYTER=1 / KERNELBOX_REQUIRE_DOCKER=1 is
+// set (CI sets both), in which case they fail, so CI can never pass by skipping.
+package testenv
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Candidates lists the interpreters tried, in order, when KERNELBOX_PYTHON is unset.
+// Debian's /usr/bin/python3 comes first: the first python3 on PATH may be a pyenv
+// build without Jupyter.
+var Candidates = []string{"/usr/bin/python3", "python3"}
+
+var (
+	findOnce   sync.Once
+	findPython string
+	findErr    string
+)
+
+// Python returns an interpreter that can import jupyter_server and ipykernel, or ""
+// and a reason.
+func Python() (string, string) {
+	findOnce.Do(func() {
+		cands := Candidates
+		if p := os.Getenv("KERNELBOX_PYTHON"); p != "" {
+			cands = []string{p}
+		}
+		var tried []string
+		for _, c := range cands {
+			path, err := exec.LookPath(c)
+			if err != nil {
+				tried = append(tried, c+": not found")
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			out, err := exec.CommandContext(ctx, path, "-c", "import jupyter_server, ipykernel").CombinedOutput()
+			cancel()
+			if err == nil {
+				findPython = path
+				return
+			}
+			tried = append(tried, path+": "+strings.TrimSpace(lastLine(string(out))))
+		}
+		findErr = "no Python with jupyter_server and ipykernel (" + strings.Join(tried, "; ") +
+			"); run scripts/setup.sh"
+	})
+	return findPython, findErr
+}
+
+// Jupyter returns the Python to run Jupyter Server with, skipping or failing t when
+// there is none.
+func Jupyter(t testing.TB) string {
+	t.Helper()
+	p, why := Python()
+	if p == "" {
+		missing(t, "KERNELBOX_REQUIRE_JUPYTER", why)
+	}
+	return p
+}
+
+// Docker skips or fails t when the Docker engine cannot be reached.
+func Docker(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "docker", "version", "--format", "{{.Server.APIVersion}}").CombinedOutput()
+	if err != nil {
+		missing(t, "KERNELBOX_REQUIRE_DOCKER", "docker engine unreachable: "+strings.TrimSpace(string(out)))
+	}
+}
+
+// Short reports whether long integration tests should be cut down.
+func Short() bool { return testing.Short() }
+
+func missing(t testing.TB, env, why string) {
+	t.Helper()
+	if os.Getenv(env) == "1" {
+		t.Fatalf("%s=1 but %s", env, why)
+	}
+	t.Skipf("skipping: %s (set %s=1 to make this a failure)", why, env)
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}

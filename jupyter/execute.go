@@ -1,0 +1,131 @@
+package jupyter
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+)
+
+// Execution is one execute_request in flight. Read its output with Next until it
+// returns io.EOF (complete) or another error, then call Close. Next may be called again
+// after it returned a context error: the execution goes on until the kernel finishes,
+// dies or is interrupted. An Execution is used by one goroutine at a time.
+type Execution struct {
+	conn  *Conn
+	call  *call
+	close sync.Once
+}
+
+// Execute sends an execute_request for code and returns the execution in flight.
+// allow_stdin is always false.
+func (c *Conn) Execute(ctx context.Context, req ExecuteRequest) (*Execution, error) {
+	req.AllowStdin = false
+	if req.UserExpressions == nil {
+		req.UserExpressions = map[string]string{}
+	}
+	m, err := newMessage(c.opts.SessionID, ChannelShell, "execute_request", req)
+	if err != nil {
+		return nil, err
+	}
+	cl := &call{
+		id:      m.Header.MsgID,
+		execute: true,
+		msgs:    make(chan *Message, 64),
+		gone:    make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	if err := c.register(cl); err != nil {
+		return nil, err
+	}
+	if err := c.send(ctx, m); err != nil {
+		c.unregister(cl.id)
+		return nil, err
+	}
+	return &Execution{conn: c, call: cl}, nil
+}
+
+// MsgID returns the request's msg_id, the parent id of every message it causes.
+func (e *Execution) MsgID() string { return e.call.id }
+
+// Next returns the next output message of the execution: stream, display_data,
+// update_display_data, execute_result, error, clear_output, or another iopub message
+// whose parent is this request (status and execute_input are consumed). It returns
+// io.EOF once both the execute_reply and the "idle" status have arrived and every
+// output before them was returned; an error wrapping ErrKernelDied,
+// ErrConnectionLost or ErrClosed when the execution failed; or ctx's error.
+func (e *Execution) Next(ctx context.Context) (*Message, error) {
+	select {
+	case m := <-e.call.msgs:
+		return m, nil
+	default:
+	}
+	select {
+	case m := <-e.call.msgs:
+		return m, nil
+	case <-e.call.done:
+		select {
+		case m := <-e.call.msgs:
+			return m, nil
+		default:
+		}
+		if e.call.err != nil {
+			return nil, e.call.err
+		}
+		return nil, io.EOF
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Done is closed when the execution has completed or failed.
+func (e *Execution) Done() <-chan struct{} { return e.call.done }
+
+// Reply returns the decoded execute_reply once Next has returned io.EOF, else nil.
+func (e *Execution) Reply() (*ExecuteReply, error) {
+	select {
+	case <-e.call.done:
+	default:
+		return nil, fmt.Errorf("execution %s has not completed", e.call.id)
+	}
+	if e.call.err != nil {
+		return nil, e.call.err
+	}
+	var r ExecuteReply
+	if err := e.call.reply.DecodeContent(&r); err != nil {
+		return nil, fmt.Errorf("decode execute_reply: %w", err)
+	}
+	return &r, nil
+}
+
+// Close abandons the execution if it is still running: later messages for it are
+// dropped. The kernel is not interrupted. Close is idempotent.
+func (e *Execution) Close() {
+	e.close.Do(func() {
+		close(e.call.gone)
+		e.conn.unregister(e.call.id)
+	})
+}
+
+// Run executes code and calls onOutput for each output message as it arrives; it
+// returns the execute_reply. It is the simple form of Execute for callers that need no
+// control over timeouts beyond ctx.
+func (c *Conn) Run(ctx context.Context, code string, onOutput func(*Message)) (*ExecuteReply, error) {
+	ex, err := c.Execute(ctx, ExecuteRequest{Code: code, StoreHistory: true})
+	if err != nil {
+		return nil, err
+	}
+	defer ex.Close()
+	for {
+		m, err := ex.Next(ctx)
+		if err == io.EOF {
+			return ex.Reply()
+		}
+		if err != nil {
+			return nil, err
+		}
+		if onOutput != nil {
+			onOutput(m)
+		}
+	}
+}

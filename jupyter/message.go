@@ -1,0 +1,136 @@
+package jupyter
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// ProtocolVersion is the Jupyter messaging protocol version kernelbox speaks.
+const ProtocolVersion = "5.3"
+
+// Channel names.
+const (
+	ChannelShell   = "shell"
+	ChannelIOPub   = "iopub"
+	ChannelControl = "control"
+	ChannelStdin   = "stdin"
+)
+
+// Header is a Jupyter message header. A parent header that is empty ({}) decodes to
+// the zero Header.
+type Header struct {
+	MsgID    string `json:"msg_id,omitempty"`
+	MsgType  string `json:"msg_type,omitempty"`
+	Session  string `json:"session,omitempty"`
+	Username string `json:"username,omitempty"`
+	Date     string `json:"date,omitempty"`
+	Version  string `json:"version,omitempty"`
+}
+
+// Message is one Jupyter message as carried over the WebSocket. Content and Metadata
+// are kept as raw JSON and decoded on demand with [Message.DecodeContent].
+type Message struct {
+	Channel      string          `json:"channel"`
+	Header       Header          `json:"header"`
+	ParentHeader Header          `json:"parent_header"`
+	Metadata     json.RawMessage `json:"metadata"`
+	Content      json.RawMessage `json:"content"`
+	Buffers      [][]byte        `json:"-"`
+
+	// Truncated is set when the message arrived larger than the connection's
+	// MaxMessageBytes: Content then holds what could be salvaged (for a stream
+	// message, the start of its text) and DroppedBytes how much was discarded.
+	Truncated    bool  `json:"-"`
+	DroppedBytes int64 `json:"-"`
+}
+
+// Type returns the message type from the header.
+func (m *Message) Type() string { return m.Header.MsgType }
+
+// ParentID returns the msg_id of the request this message answers, or "".
+func (m *Message) ParentID() string { return m.ParentHeader.MsgID }
+
+// DecodeContent unmarshals the message content into v.
+func (m *Message) DecodeContent(v any) error {
+	if len(m.Content) == 0 {
+		return json.Unmarshal([]byte("{}"), v)
+	}
+	return json.Unmarshal(m.Content, v)
+}
+
+// newMessage builds a request message for the given channel and type.
+func newMessage(session, channel, msgType string, content any) (*Message, error) {
+	raw, err := json.Marshal(content)
+	if err != nil {
+		return nil, err
+	}
+	return &Message{
+		Channel: channel,
+		Header: Header{
+			MsgID:    uuid.NewString(),
+			MsgType:  msgType,
+			Session:  session,
+			Username: "kernelbox",
+			Date:     time.Now().UTC().Format("2006-01-02T15:04:05.000000Z"),
+			Version:  ProtocolVersion,
+		},
+		Metadata: json.RawMessage("{}"),
+		Content:  raw,
+	}, nil
+}
+
+// ExecuteRequest is the content of an execute_request. AllowStdin is always sent as
+// false: a cell that calls input() fails at once instead of hanging.
+type ExecuteRequest struct {
+	Code            string            `json:"code"`
+	Silent          bool              `json:"silent"`
+	StoreHistory    bool              `json:"store_history"`
+	UserExpressions map[string]string `json:"user_expressions"`
+	AllowStdin      bool              `json:"allow_stdin"`
+	StopOnError     bool              `json:"stop_on_error"`
+}
+
+// ExecuteReply is the content of an execute_reply. Status is "ok", "error" or
+// "aborted"; aborted replies carry no execution count.
+type ExecuteReply struct {
+	Status          string                     `json:"status"`
+	ExecutionCount  int                        `json:"execution_count"`
+	UserExpressions map[string]json.RawMessage `json:"user_expressions,omitempty"`
+	Ename           string                     `json:"ename,omitempty"`
+	Evalue          string                     `json:"evalue,omitempty"`
+	Traceback       []string                   `json:"traceback,omitempty"`
+}
+
+// StreamContent is the content of a stream message.
+type StreamContent struct {
+	Name string `json:"name"`
+	Text string `json:"text"`
+}
+
+// DisplayContent is the content of display_data, update_display_data and
+// execute_result messages (ExecutionCount only for execute_result).
+type DisplayContent struct {
+	Data           map[string]json.RawMessage `json:"data"`
+	Metadata       map[string]json.RawMessage `json:"metadata"`
+	Transient      map[string]json.RawMessage `json:"transient,omitempty"`
+	ExecutionCount int                        `json:"execution_count,omitempty"`
+}
+
+// ErrorContent is the content of an iopub error message.
+type ErrorContent struct {
+	Ename     string   `json:"ename"`
+	Evalue    string   `json:"evalue"`
+	Traceback []string `json:"traceback"`
+}
+
+// ClearOutputContent is the content of a clear_output message.
+type ClearOutputContent struct {
+	Wait bool `json:"wait"`
+}
+
+// StatusContent is the content of an iopub status message.
+type StatusContent struct {
+	ExecutionState string `json:"execution_state"`
+}

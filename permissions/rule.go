@@ -1,0 +1,179 @@
+package permissions
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// Rule allows, denies or asks about the capabilities whose name matches Capability
+// and whose canonical target matches Target.
+type Rule struct {
+	// Effect is what the rule does when it matches.
+	Effect Effect `json:"effect"`
+
+	// Capability is a glob on the capability name: "filesystem.read",
+	// "filesystem.*", "*". * matches any run of characters, ? one character.
+	Capability string `json:"capability"`
+
+	// Target is a glob on the canonical target path (see the package comment for
+	// its syntax), or "" to match any target and also no target. A non-empty
+	// Target never matches a capability without target.
+	Target string `json:"target,omitempty"`
+
+	// Reason says why the rule exists, in words that fit in "denied by rule
+	// "<Reason>"". It names the rule in decisions, errors and logs.
+	Reason string `json:"reason,omitempty"`
+
+	// Source says where the rule came from: "builtin", "policy.json rule 3".
+	// It is not read from a policy file; the loader sets it.
+	Source string `json:"-"`
+}
+
+// String describes the rule, such as `deny * /etc/shadow "system secrets" (builtin)`.
+func (r Rule) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s", r.Effect, r.Capability)
+	if r.Target != "" {
+		fmt.Fprintf(&b, " %s", r.Target)
+	}
+	if r.Reason != "" {
+		fmt.Fprintf(&b, " %q", r.Reason)
+	}
+	if r.Source != "" {
+		fmt.Fprintf(&b, " (%s)", r.Source)
+	}
+	return b.String()
+}
+
+// label names the rule in a reason: `rule "system secrets" (builtin)`, or by its
+// content when it has no Reason.
+func (r Rule) label() string {
+	name := r.Reason
+	if name == "" {
+		name = fmt.Sprintf("%s %s", r.Effect, r.Capability)
+		if r.Target != "" {
+			name += " " + r.Target
+		}
+	}
+	if r.Source == "" {
+		return fmt.Sprintf("rule %q", name)
+	}
+	return fmt.Sprintf("rule %q (%s)", name, r.Source)
+}
+
+// Validate checks the rule's syntax: a known effect, a non-empty capability pattern,
+// and an absolute, well-formed target pattern. It does not need the variables' values.
+func (r Rule) Validate() error {
+	if !r.Effect.valid() {
+		if r.Effect == 0 {
+			return errors.New("missing effect (want allow, deny or ask)")
+		}
+		return fmt.Errorf("invalid effect %d", uint8(r.Effect))
+	}
+	if r.Capability == "" {
+		return errors.New("empty capability pattern")
+	}
+	if r.Target != "" {
+		if _, err := parsePattern(r.Target); err != nil {
+			return fmt.Errorf("target %q: %w", r.Target, err)
+		}
+	}
+	return nil
+}
+
+// compiledRule is a rule ready to be matched: its pattern parsed and its variables
+// expanded. A rule that cannot be (broken) has err set; see compileRules.
+type compiledRule struct {
+	rule Rule
+	err  error
+	// alts are the pattern's alternative element lists; a target matching any of
+	// them matches the rule.
+	alts [][]elem
+}
+
+// compileRules prepares rules for evaluation with vars. With resolveDeny, the literal
+// leading part of every deny and ask pattern is also resolved through symlinks and
+// matched as an alternative, so that "deny ${home}/.ssh/**" still covers the keys
+// when ~/.ssh is a symlink to elsewhere.
+//
+// Allow patterns are never resolved that way, on purpose: whoever can replace a
+// directory named in an allow pattern by a symlink (code running in a session whose
+// directory an allow rule names, say) could otherwise point the allow at "/". An
+// allow pattern therefore matches only targets that really live where it says.
+// Resolving deny and ask patterns can only make a decision stricter.
+func compileRules(rules []Rule, vars Vars, resolveDeny bool) []compiledRule {
+	out := make([]compiledRule, len(rules))
+	for i, r := range rules {
+		out[i] = compileRule(r, vars, resolveDeny)
+	}
+	return out
+}
+
+// compileRule prepares one rule; see compileRules.
+func compileRule(r Rule, vars Vars, resolveDeny bool) compiledRule {
+	c := compiledRule{rule: r}
+	if err := r.Validate(); err != nil {
+		c.err = err
+		return c
+	}
+	if r.Target == "" {
+		return c
+	}
+	p, err := parsePattern(r.Target)
+	if err != nil {
+		c.err = err
+		return c
+	}
+	elems, err := p.expand(vars)
+	if err != nil {
+		c.err = fmt.Errorf("target %q: %w", r.Target, err)
+		return c
+	}
+	c.alts = [][]elem{elems}
+	if resolveDeny && r.Effect != Allow {
+		n := literalPrefix(elems)
+		names := make([]string, n)
+		for i, e := range elems[:n] {
+			names[i] = e.text
+		}
+		prefix := string(filepath.Separator) + filepath.Join(names...)
+		if real := resolveExisting(prefix); real != filepath.Clean(prefix) {
+			alt := make([]elem, 0, len(elems))
+			for _, name := range splitPath(real) {
+				alt = append(alt, elem{kind: elemLiteral, text: name})
+			}
+			c.alts = append(c.alts, append(alt, elems[n:]...))
+		}
+	}
+	return c
+}
+
+// matches reports whether the rule applies to rc. A broken rule (err set) applies,
+// failing closed, to every capability its Capability glob matches (every capability
+// if that is empty) that has a target, or any capability if it has no Target
+// pattern; Evaluate never asks this of a broken allow rule, which matches nothing.
+func (c compiledRule) matches(rc ResolvedCapability) bool {
+	if c.err == nil || c.rule.Capability != "" {
+		if !matchWildcard(c.rule.Capability, rc.Name) {
+			return false
+		}
+	}
+	if c.rule.Target == "" {
+		return true
+	}
+	if rc.Target == "" {
+		return false
+	}
+	if c.err != nil {
+		return true
+	}
+	names := splitPath(rc.Target)
+	for _, alt := range c.alts {
+		if matchElems(alt, names) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what kernelbox's local backend, tests and demo need from Debian's packages.
+# Idempotent: does nothing when every package is already installed.
+set -euo pipefail
+
+pkgs=(
+  python3-jupyter-server python3-ipykernel python3-jupyter-client
+  python3-pandas python3-matplotlib python3-nbclient python3-nbformat
+  debootstrap
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all Debian packages present"
+  exit 0
+fi
+
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "setup: done"
