@@ -89,3 +89,10 @@ type Diagnoser interface {
 type HealthChecker interface {
 	Health(ctx context.Context) error
 }
+
+// DataMounter is implemented by backends that expose SessionSpec.Data themselves, for
+// example as read-only bind mounts. For other backends the executor copies each data
+// directory into the session (read-only files, no symlinks) before its kernel starts.
+type DataMounter interface {
+	MountsData() bool
+}

@@ -41,7 +41,7 @@ func writeKernelSpec(dataDir, python string) error {
 		"language":       "python",
 		"interrupt_mode": "signal",
 		"env": map[string]string{
-			"MPLBACKEND":                     "Agg",
+			"MPLBACKEND":                     "module://matplotlib_inline.backend_inline",
 			"PYDEVD_DISABLE_FILE_VALIDATION": "1",
 			"PYTHONDONTWRITEBYTECODE":        "1",
 		},

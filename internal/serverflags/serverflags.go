@@ -5,7 +5,6 @@
 // executor caps output itself and says so).
 package serverflags
 
-
 // Config describes one Jupyter Server to start.
 type Config struct {
 	// Socket is the unix socket path the server listens on (as the server sees it).

@@ -9,50 +9,20 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-)
 
-// Candidates lists the interpreters tried, in order, when KERNELBOX_PYTHON is unset.
-// Debian's /usr/bin/python3 comes first: the first python3 on PATH may be a pyenv
-// build without Jupyter.
-var Candidates = []string{"/usr/bin/python3", "python3"}
-
-var (
-	findOnce   sync.Once
-	findPython string
-	findErr    string
+	"github.com/kernelbox/kernelbox/internal/pyfind"
 )
 
 // Python returns an interpreter that can import jupyter_server and ipykernel, or ""
 // and a reason.
 func Python() (string, string) {
-	findOnce.Do(func() {
-		cands := Candidates
-		if p := os.Getenv("KERNELBOX_PYTHON"); p != "" {
-			cands = []string{p}
-		}
-		var tried []string
-		for _, c := range cands {
-			path, err := exec.LookPath(c)
-			if err != nil {
-				tried = append(tried, c+": not found")
-				continue
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			out, err := exec.CommandContext(ctx, path, "-c", "import jupyter_server, ipykernel").CombinedOutput()
-			cancel()
-			if err == nil {
-				findPython = path
-				return
-			}
-			tried = append(tried, path+": "+strings.TrimSpace(lastLine(string(out))))
-		}
-		findErr = "no Python with jupyter_server and ipykernel (" + strings.Join(tried, "; ") +
-			"); run scripts/setup.sh"
-	})
-	return findPython, findErr
+	p, err := pyfind.Find("")
+	if err != nil {
+		return "", err.Error()
+	}
+	return p, ""
 }
 
 // Jupyter returns the Python to run Jupyter Server with, skipping or failing t when
@@ -86,12 +56,4 @@ func missing(t testing.TB, env, why string) {
 		t.Fatalf("%s=1 but %s", env, why)
 	}
 	t.Skipf("skipping: %s (set %s=1 to make this a failure)", why, env)
-}
-
-func lastLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		return s[i+1:]
-	}
-	return s
 }

@@ -1,0 +1,19 @@
+// Package executor runs agents' Python code in stateful Jupyter kernels, one kernel per
+// session, on a pluggable Backend.
+//
+// Start reading at [Executor] and [Executor.Execute]: a [Request] names a session, the
+// code and the host files to stage; the executor checks the request against the
+// permission policy, finds or starts the session's kernel on the backend, stages the
+// inputs, runs the code over the kernel gateway protocol (package jupyter), collects
+// what the code wrote to outputs/ as artifacts, and returns a [Result] whose outputs
+// are in nbformat v4 shape.
+//
+// The [Backend] interface (backend.go) is the only thing that differs between running
+// kernels in a local process, in a Docker container or on a remote gateway; everything
+// in this package is the same for all of them.
+//
+// Guarantees: a call returns within its timeout plus a bounded grace with an honest
+// status; a session whose kernel was restarted says so (Result.StateLost); output is
+// capped per call and truncation is reported; calls on one session run in arrival
+// order; sessions, queues and output are bounded.
+package executor

@@ -1,0 +1,375 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/kernelbox/kernelbox/permissions"
+	"github.com/kernelbox/kernelbox/workspace"
+)
+
+// Executor runs code in stateful per-session kernels. Sessions are created on first
+// use; calls on one session run one at a time in arrival order, calls on different
+// sessions run in parallel. All methods are safe for concurrent use.
+type Executor struct {
+	opts Options
+	log  *slog.Logger
+	perm *permissions.Engine
+	pool *pool
+
+	mu       sync.Mutex
+	sessions map[string]*session
+	retired  map[string]string // session id -> why its state is gone
+	closed   bool
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// New returns an executor. It starts no kernel until the first call (or, with
+// Options.Warm, the warm pool in the background).
+func New(opts Options) (*Executor, error) {
+	opts.setDefaults()
+	if opts.Workspace == nil {
+		return nil, errors.New("executor: Options.Workspace is required")
+	}
+	perm := opts.Permissions
+	if perm == nil {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("executor: default policy: %w", err)
+		}
+		home, _ := os.UserHomeDir()
+		perm = &permissions.Engine{
+			Policy: permissions.DefaultPolicy(),
+			Vars:   permissions.Vars{Workdir: wd, Home: home, Artifacts: opts.Workspace.ArtifactsDir()},
+			Logger: opts.Logger,
+		}
+	}
+	if err := checkData(perm, opts.Data); err != nil {
+		return nil, err
+	}
+	e := &Executor{
+		opts:     opts,
+		log:      opts.Logger,
+		perm:     sessionGuard(perm, opts.Workspace),
+		sessions: make(map[string]*session),
+		stop:     make(chan struct{}),
+	}
+	if opts.Backend != nil && opts.Warm > 0 {
+		e.pool = newPool(e, opts.Warm)
+	}
+	if opts.IdleTimeout > 0 {
+		e.wg.Add(1)
+		go e.cullLoop()
+	}
+	return e, nil
+}
+
+// sessionGuard returns a copy of perm whose policy also denies reading any session's
+// private directory: one agent must not stage another session's files through the
+// host path. Artifacts, which are shared on purpose, stay readable.
+func sessionGuard(perm *permissions.Engine, ws *workspace.Manager) *permissions.Engine {
+	p := *perm
+	p.Policy.Rules = append(append([]permissions.Rule(nil), perm.Policy.Rules...), permissions.Rule{
+		Effect:     permissions.Deny,
+		Capability: "*",
+		Target:     filepath.Join(ws.Root(), "sessions", "**"),
+		Reason:     "session directories are private to their sessions",
+		Source:     "executor",
+	})
+	return &p
+}
+
+// Backend returns the executor's backend name ("none" when execution is disabled).
+func (e *Executor) Backend() string {
+	if e.opts.Backend == nil {
+		return "none"
+	}
+	return e.opts.Backend.Name()
+}
+
+// Execute runs one call and returns its result. The error is non-nil only when the
+// call could not run: an invalid request (ErrInvalidRequest), a denial (ErrDenied; the
+// result is then also returned, with status denied), execution disabled (ErrDisabled),
+// overload (ErrTooManySessions, ErrQueueFull), a backend failure (ErrBackend) or
+// shutdown (ErrClosed, ErrSessionClosed). Errors raised by the code, timeouts and
+// kernel deaths are results, with a nil error.
+func (e *Executor) Execute(ctx context.Context, req Request) (*Result, error) {
+	return e.ExecuteStream(ctx, req, nil)
+}
+
+// ExecuteStream is Execute with onEvent called, on the calling goroutine's behalf but
+// from the session's worker, for each output as it arrives. onEvent must not block
+// for long: it holds up the session.
+func (e *Executor) ExecuteStream(ctx context.Context, req Request, onEvent func(Event)) (*Result, error) {
+	start := time.Now()
+	if err := req.validate(&e.opts); err != nil {
+		return nil, err
+	}
+	if e.opts.Backend == nil {
+		return nil, fmt.Errorf("%w: no backend is configured (start kernelbox with --backend local or --backend docker)", ErrDisabled)
+	}
+	inputs, err := e.check(ctx, req)
+	if err != nil {
+		var denied *permissions.DeniedError
+		if errors.As(err, &denied) {
+			return &Result{
+				SessionID:  req.SessionID,
+				Status:     StatusDenied,
+				Outputs:    []Output{},
+				Artifacts:  []Artifact{},
+				Error:      &ErrorInfo{Ename: "PermissionDenied", Evalue: denied.Error()},
+				DurationMS: time.Since(start).Milliseconds(),
+			}, err
+		}
+		return nil, err
+	}
+	s, err := e.session(req.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	j := newJob(ctx, jobExecute, req, inputs, onEvent, start)
+	if err := s.enqueue(j); err != nil {
+		return nil, err
+	}
+	return j.wait()
+}
+
+// check runs the permission engine over the call and returns the inputs to stage.
+func (e *Executor) check(ctx context.Context, req Request) ([]workspace.Input, error) {
+	args := map[string]any{}
+	if len(req.Inputs) > 0 {
+		args[permissions.InputsArg] = req.Inputs
+	}
+	report, err := e.perm.Check(ctx, permissions.ExecuteCapabilities(), args)
+	if err != nil {
+		if errors.Is(err, permissions.ErrInvalidArgument) {
+			return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+		}
+		if errors.Is(err, permissions.ErrDenied) {
+			return nil, fmt.Errorf("%w: %w", ErrDenied, err)
+		}
+		return nil, err
+	}
+	var inputs []workspace.Input
+	for _, rc := range report.Allowed(permissions.FilesystemRead) {
+		inputs = append(inputs, workspace.Input{
+			Name:      filepath.Base(rc.Requested),
+			Source:    rc.Target,
+			Requested: rc.Requested,
+		})
+	}
+	return inputs, nil
+}
+
+// session returns the live session id, creating it if needed.
+func (e *Executor) session(id string) (*session, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, ErrClosed
+	}
+	if s := e.sessions[id]; s != nil {
+		return s, nil
+	}
+	if len(e.sessions) >= e.opts.MaxSessions {
+		return nil, fmt.Errorf("%w: %d sessions are live (the limit); close one (DELETE /v1/sessions/{id}, `kernelbox reset`), wait for idle sessions to be culled, or raise --max-sessions",
+			ErrTooManySessions, len(e.sessions))
+	}
+	s := newSession(e, id)
+	e.sessions[id] = s
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		s.run()
+	}()
+	return s, nil
+}
+
+// forget removes a session from the map if it is still the one registered.
+func (e *Executor) forget(s *session) {
+	e.mu.Lock()
+	if e.sessions[s.id] == s {
+		delete(e.sessions, s.id)
+	}
+	e.mu.Unlock()
+}
+
+func (e *Executor) lookup(id string) (*session, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, ErrClosed
+	}
+	s := e.sessions[id]
+	if s == nil {
+		return nil, fmt.Errorf("%w: %q", ErrNoSession, id)
+	}
+	return s, nil
+}
+
+// Sessions returns the live sessions, sorted by id.
+func (e *Executor) Sessions() []SessionInfo {
+	e.mu.Lock()
+	list := make([]*session, 0, len(e.sessions))
+	for _, s := range e.sessions {
+		list = append(list, s)
+	}
+	e.mu.Unlock()
+	infos := make([]SessionInfo, 0, len(list))
+	for _, s := range list {
+		infos = append(infos, s.info())
+	}
+	sort.Slice(infos, func(i, j int) bool { return infos[i].ID < infos[j].ID })
+	return infos
+}
+
+// Session returns one live session's state.
+func (e *Executor) Session(id string) (SessionInfo, error) {
+	s, err := e.lookup(id)
+	if err != nil {
+		return SessionInfo{}, err
+	}
+	return s.info(), nil
+}
+
+// Interrupt interrupts the session's running call, if any (as Ctrl-C would).
+func (e *Executor) Interrupt(ctx context.Context, id string) error {
+	s, err := e.lookup(id)
+	if err != nil {
+		return err
+	}
+	return s.interrupt(ctx)
+}
+
+// ResetSession gives the session a fresh kernel: its variables are gone, its files
+// stay. It waits for calls queued before it; interrupt a running call first to stop it
+// sooner.
+func (e *Executor) ResetSession(ctx context.Context, id string) error {
+	s, err := e.lookup(id)
+	if err != nil {
+		return err
+	}
+	j := newJob(ctx, jobReset, Request{SessionID: id}, nil, nil, time.Now())
+	if err := s.enqueue(j); err != nil {
+		return err
+	}
+	_, err = j.wait()
+	return err
+}
+
+// CloseSession stops the session's kernel, fails its queued calls with
+// ErrSessionClosed and deletes its directory. Its artifacts stay.
+func (e *Executor) CloseSession(ctx context.Context, id string) error {
+	s, err := e.lookup(id)
+	if err != nil {
+		return err
+	}
+	e.forget(s)
+	return s.close(ctx, true)
+}
+
+// Close stops every session and the backend, within Options.ShutdownTimeout. Calls in
+// flight end (as timeouts, or with ErrSessionClosed if still queued).
+func (e *Executor) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	list := make([]*session, 0, len(e.sessions))
+	for _, s := range e.sessions {
+		list = append(list, s)
+	}
+	e.sessions = map[string]*session{}
+	e.mu.Unlock()
+	close(e.stop)
+
+	ctx, cancel := context.WithTimeout(context.Background(), e.opts.ShutdownTimeout)
+	defer cancel()
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for _, s := range list {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.close(ctx, false); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if e.pool != nil {
+		e.pool.close(ctx)
+	}
+	e.wg.Wait()
+	if e.opts.Backend != nil {
+		if err := e.opts.Backend.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("close backend: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// cullLoop closes sessions idle for longer than IdleTimeout.
+func (e *Executor) cullLoop() {
+	defer e.wg.Done()
+	every := min(max(e.opts.IdleTimeout/4, time.Second), time.Minute)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-t.C:
+		}
+		e.mu.Lock()
+		var idle []*session
+		for _, s := range e.sessions {
+			if s.idleFor() > e.opts.IdleTimeout {
+				idle = append(idle, s)
+			}
+		}
+		for _, s := range idle {
+			delete(e.sessions, s.id)
+		}
+		e.mu.Unlock()
+		for _, s := range idle {
+			e.log.Info("closing idle session", "session", s.id, "idle_timeout", e.opts.IdleTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), e.opts.ShutdownTimeout)
+			_ = s.close(ctx, false)
+			cancel()
+		}
+	}
+}
+
+// checkData validates the data mounts and checks each against the permission policy.
+func checkData(perm *permissions.Engine, data []DataMount) error {
+	seen := map[string]bool{}
+	for _, d := range data {
+		if d.Name == "" || d.Name == "." || d.Name == ".." || filepath.Base(d.Name) != d.Name {
+			return fmt.Errorf("data mount %q: the name must be a plain directory name", d.Name)
+		}
+		if seen[d.Name] {
+			return fmt.Errorf("data mount %q: the name is used twice", d.Name)
+		}
+		seen[d.Name] = true
+		caps := []permissions.Capability{{Name: permissions.FilesystemRead, TargetArg: "dir"}}
+		if _, err := perm.Check(context.Background(), caps, map[string]any{"dir": d.HostDir}); err != nil {
+			return fmt.Errorf("data mount %q: %w", d.Name, err)
+		}
+	}
+	return nil
+}

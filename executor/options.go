@@ -1,0 +1,127 @@
+package executor
+
+import (
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kernelbox/kernelbox/permissions"
+	"github.com/kernelbox/kernelbox/workspace"
+)
+
+// Options configures an Executor. Backend and Workspace are required; every other
+// zero value means the documented default.
+type Options struct {
+	// Backend provides a Jupyter server per session. Nil disables execution:
+	// every call fails with ErrDisabled.
+	Backend Backend
+
+	// Workspace owns the session directories and the artifacts directory.
+	Workspace *workspace.Manager
+
+	// Permissions checks every call and every input. Defaults to the built-in
+	// policy (reads allowed under the current directory, secrets denied, no
+	// approver so anything unmatched is denied).
+	Permissions *permissions.Engine
+
+	// Data lists host directories exposed read-only in every session at
+	// data/<Name>. They are subject to the permission policy (filesystem.read).
+	Data []DataMount
+
+	// DefaultTimeout bounds a call whose request sets none. Defaults to 5 minutes.
+	DefaultTimeout time.Duration
+	// MaxTimeout caps any call's timeout. Defaults to 1 hour.
+	MaxTimeout time.Duration
+	// InterruptGrace is how long a timed-out call may take to stop after its
+	// kernel is interrupted before the kernel is restarted. Defaults to 3 seconds.
+	InterruptGrace time.Duration
+	// StartTimeout bounds starting a session's kernel (server or container
+	// included). Defaults to 2 minutes.
+	StartTimeout time.Duration
+
+	// MaxCodeBytes caps the size of a call's code. Defaults to 1 MiB.
+	MaxCodeBytes int
+	// MaxInputs caps the number of inputs of one call. Defaults to 100.
+	MaxInputs int
+	// MaxStreamBytes caps the stdout+stderr text kept per call; the rest is
+	// dropped and the result marked truncated. Defaults to 8 MiB.
+	MaxStreamBytes int
+	// MaxOutputs caps the number of outputs kept per call. Defaults to 1000.
+	MaxOutputs int
+	// MaxRichBytes caps the rich output (images, HTML) kept per call.
+	// Defaults to 32 MiB.
+	MaxRichBytes int
+
+	// MaxSessions caps the number of live sessions. Defaults to one per 384 MiB of
+	// physical memory, between 4 and 64.
+	MaxSessions int
+	// QueueSize caps the calls waiting behind a session's running call.
+	// Defaults to 16.
+	QueueSize int
+	// IdleTimeout closes sessions idle for that long (their files and artifacts
+	// stay on disk). Defaults to 30 minutes; negative disables culling.
+	IdleTimeout time.Duration
+	// ShutdownTimeout bounds Close. Defaults to 20 seconds.
+	ShutdownTimeout time.Duration
+
+	// Warm keeps that many kernels started ahead of need, so that a new
+	// session's first call does not wait for a kernel to start. Defaults to 0.
+	Warm int
+
+	// Logger receives the executor's logs. Defaults to discarding them.
+	Logger *slog.Logger
+}
+
+func (o *Options) setDefaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	defInt := func(d *int, v int) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.DefaultTimeout, 5*time.Minute)
+	def(&o.MaxTimeout, time.Hour)
+	def(&o.InterruptGrace, 3*time.Second)
+	def(&o.StartTimeout, 2*time.Minute)
+	def(&o.IdleTimeout, 30*time.Minute)
+	def(&o.ShutdownTimeout, 20*time.Second)
+	defInt(&o.MaxCodeBytes, 1<<20)
+	defInt(&o.MaxInputs, 100)
+	defInt(&o.MaxStreamBytes, 8<<20)
+	defInt(&o.MaxOutputs, 1000)
+	defInt(&o.MaxRichBytes, 32<<20)
+	defInt(&o.MaxSessions, defaultMaxSessions())
+	defInt(&o.QueueSize, 16)
+	if o.Warm < 0 {
+		o.Warm = 0
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// defaultMaxSessions allows one session per 384 MiB of physical memory (a kernel
+// takes 70-80 MB idle; data work takes more), between 4 and 64.
+func defaultMaxSessions() int {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 16
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "MemTotal:" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				break
+			}
+			return min(max(int(kb/(384<<10)), 4), 64)
+		}
+	}
+	return 16
+}

@@ -1,0 +1,273 @@
+package executor
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/kernelbox/kernelbox/jupyter"
+)
+
+// Event is one thing that happened during a call, delivered to an ExecuteStream
+// callback as it happens.
+type Event struct {
+	// Type is "status", "stream", "display", "update_display", "result", "error" or
+	// "clear_output".
+	Type string `json:"type"`
+
+	// State is set for status events: "queued" (waiting behind other calls of the
+	// session), "starting" (a kernel is being started), "running".
+	State string `json:"state,omitempty"`
+
+	// Name and Text are set for stream events: one chunk of stdout or stderr.
+	Name string `json:"name,omitempty"`
+	Text string `json:"text,omitempty"`
+
+	// Output is set for display, update_display, result and error events.
+	Output *Output `json:"output,omitempty"`
+
+	// Wait is set for clear_output events that wait for the next output.
+	Wait bool `json:"wait,omitempty"`
+}
+
+var ansiPattern = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]`)
+
+// StripANSI removes ANSI terminal escape sequences (the colors of IPython tracebacks).
+func StripANSI(s string) string { return ansiPattern.ReplaceAllString(s, "") }
+
+// collector turns a call's iopub messages into nbformat outputs, within caps, and
+// forwards each as an Event. It is used by one goroutine.
+type collector struct {
+	maxStream  int
+	maxOutputs int
+	maxRich    int
+	onEvent    func(Event)
+
+	outputs      []Output
+	streamBytes  int
+	richBytes    int
+	clearPending bool
+
+	droppedStream  int64
+	droppedOutputs int
+	droppedRich    int64
+	serverDropped  bool
+}
+
+func newCollector(o *Options, onEvent func(Event)) *collector {
+	return &collector{
+		maxStream:  o.MaxStreamBytes,
+		maxOutputs: o.MaxOutputs,
+		maxRich:    o.MaxRichBytes,
+		onEvent:    onEvent,
+	}
+}
+
+func (c *collector) emit(e Event) {
+	if c.onEvent != nil {
+		c.onEvent(e)
+	}
+}
+
+// add handles one iopub message of the call.
+func (c *collector) add(m *jupyter.Message) {
+	if m.Truncated {
+		c.droppedStream += m.DroppedBytes
+	}
+	switch m.Type() {
+	case "stream":
+		var s jupyter.StreamContent
+		if m.DecodeContent(&s) != nil {
+			return
+		}
+		if s.Name == "stderr" && (strings.HasPrefix(s.Text, "IOPub data rate exceeded") ||
+			strings.HasPrefix(s.Text, "IOPub message rate exceeded")) {
+			// The server's own note that it dropped output: there is no other
+			// signal of it in the protocol.
+			c.serverDropped = true
+		}
+		c.addStream(s.Name, s.Text)
+	case "display_data", "execute_result":
+		var d jupyter.DisplayContent
+		if m.DecodeContent(&d) != nil {
+			return
+		}
+		out := Output{OutputType: m.Type(), Data: d.Data, Metadata: d.Metadata, DisplayID: displayID(d.Transient)}
+		if m.Type() == "execute_result" {
+			n := d.ExecutionCount
+			out.ExecutionCount = &n
+		}
+		if m.Truncated {
+			c.droppedOutputs++
+			return
+		}
+		typ := "display"
+		if m.Type() == "execute_result" {
+			typ = "result"
+		}
+		if c.addRich(out) {
+			c.emit(Event{Type: typ, Output: &out})
+		}
+	case "update_display_data":
+		var d jupyter.DisplayContent
+		if m.DecodeContent(&d) != nil {
+			return
+		}
+		id := displayID(d.Transient)
+		for i := range c.outputs {
+			if id != "" && c.outputs[i].DisplayID == id {
+				c.outputs[i].Data, c.outputs[i].Metadata = d.Data, d.Metadata
+			}
+		}
+		out := Output{OutputType: "display_data", Data: d.Data, Metadata: d.Metadata, DisplayID: id}
+		c.emit(Event{Type: "update_display", Output: &out})
+	case "error":
+		var e jupyter.ErrorContent
+		if m.DecodeContent(&e) != nil {
+			return
+		}
+		out := Output{OutputType: "error", Ename: e.Ename, Evalue: e.Evalue, Traceback: e.Traceback}
+		c.applyClear()
+		c.append(out)
+		c.emit(Event{Type: "error", Output: &out})
+	case "clear_output":
+		var cl jupyter.ClearOutputContent
+		_ = m.DecodeContent(&cl)
+		if cl.Wait {
+			c.clearPending = true
+		} else {
+			c.clear()
+		}
+		c.emit(Event{Type: "clear_output", Wait: cl.Wait})
+	}
+}
+
+func (c *collector) addStream(name, text string) {
+	c.applyClear()
+	room := c.maxStream - c.streamBytes
+	if len(text) > room {
+		keep := cutUTF8(text, max(room, 0))
+		c.droppedStream += int64(len(text) - len(keep))
+		text = keep
+	}
+	if text == "" {
+		return
+	}
+	c.streamBytes += len(text)
+	c.emit(Event{Type: "stream", Name: name, Text: text})
+	if n := len(c.outputs); n > 0 && c.outputs[n-1].OutputType == "stream" && c.outputs[n-1].Name == name {
+		c.outputs[n-1].Text += text
+		return
+	}
+	c.append(Output{OutputType: "stream", Name: name, Text: text})
+}
+
+// addRich appends a display or result, unless it would pass the rich-data cap.
+func (c *collector) addRich(out Output) bool {
+	c.applyClear()
+	size := 0
+	for _, v := range out.Data {
+		size += len(v)
+	}
+	if c.richBytes+size > c.maxRich {
+		c.droppedRich += int64(size)
+		return false
+	}
+	c.richBytes += size
+	return c.append(out)
+}
+
+func (c *collector) append(out Output) bool {
+	if len(c.outputs) >= c.maxOutputs {
+		c.droppedOutputs++
+		return false
+	}
+	c.outputs = append(c.outputs, out)
+	return true
+}
+
+func (c *collector) applyClear() {
+	if c.clearPending {
+		c.clearPending = false
+		c.clear()
+	}
+}
+
+func (c *collector) clear() {
+	c.outputs = c.outputs[:0]
+	c.streamBytes, c.richBytes = 0, 0
+}
+
+// truncation reports whether anything was dropped and a note saying what.
+func (c *collector) truncation() (bool, string) {
+	var notes []string
+	if c.droppedStream > 0 {
+		notes = append(notes, fmt.Sprintf("%d bytes of stdout/stderr dropped (limit %d bytes per call)", c.droppedStream, c.maxStream))
+	}
+	if c.droppedOutputs > 0 {
+		notes = append(notes, fmt.Sprintf("%d outputs dropped (limit %d outputs per call)", c.droppedOutputs, c.maxOutputs))
+	}
+	if c.droppedRich > 0 {
+		notes = append(notes, fmt.Sprintf("%d bytes of rich output dropped (limit %d bytes per call)", c.droppedRich, c.maxRich))
+	}
+	if c.serverDropped {
+		notes = append(notes, "the Jupyter server dropped output (iopub rate limit exceeded)")
+	}
+	return len(notes) > 0, strings.Join(notes, "; ")
+}
+
+// fill copies the collected outputs into r with the convenience fields.
+func (c *collector) fill(r *Result) {
+	r.Outputs = c.outputs
+	if r.Outputs == nil {
+		r.Outputs = []Output{}
+	}
+	var stdout, stderr strings.Builder
+	for _, o := range c.outputs {
+		switch o.OutputType {
+		case "stream":
+			if o.Name == "stderr" {
+				stderr.WriteString(o.Text)
+			} else {
+				stdout.WriteString(o.Text)
+			}
+		case "execute_result":
+			r.Result, _ = jsonText(o.Data["text/plain"])
+		case "error":
+			tb := make([]string, len(o.Traceback))
+			for i, l := range o.Traceback {
+				tb[i] = StripANSI(l)
+			}
+			r.Error = &ErrorInfo{Ename: o.Ename, Evalue: o.Evalue, Traceback: tb}
+		}
+	}
+	r.Stdout, r.Stderr = stdout.String(), stderr.String()
+	r.Truncated, r.TruncationNote = c.truncation()
+}
+
+func displayID(transient map[string]json.RawMessage) string {
+	var id string
+	if raw, ok := transient["display_id"]; ok {
+		_ = json.Unmarshal(raw, &id)
+	}
+	return id
+}
+
+// jsonText decodes a mime bundle value that is a string or a list of strings.
+func jsonText(raw json.RawMessage) (string, bool) {
+	s, err := MultilineString(raw)
+	return s, err == nil && len(raw) > 0
+}
+
+// cutUTF8 returns the longest prefix of s of at most n bytes that does not split a
+// UTF-8 character.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
+}

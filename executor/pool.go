@@ -1,0 +1,239 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/kernelbox/kernelbox/workspace"
+)
+
+// pool keeps kernels started ahead of need, each in its own placeholder session
+// directory. Taking one renames the directory to the new session's, which the kernel
+// (whose working directory, or bind mount, follows the inode) does not notice. A warm
+// kernel is never reused: it serves exactly one session, so it carries no state from
+// another.
+type pool struct {
+	e    *Executor
+	size int
+
+	mu       sync.Mutex
+	ready    []*warm
+	starting int
+
+	wake chan struct{}
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+type warm struct {
+	ws *workspace.Session
+	k  *kernel
+}
+
+func newPool(e *Executor, size int) *pool {
+	p := &pool{e: e, size: size, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	p.wg.Add(1)
+	go p.fillLoop()
+	return p
+}
+
+// take hands a warm kernel to session id, or returns nil when none is ready (or the
+// session's directory already exists, so the warm one cannot be renamed to it).
+func (p *pool) take(ctx context.Context, id string) (*workspace.Session, *kernel) {
+	defer p.poke()
+	for {
+		p.mu.Lock()
+		if len(p.ready) == 0 {
+			p.mu.Unlock()
+			return nil, nil
+		}
+		w := p.ready[0]
+		p.ready = p.ready[1:]
+		p.mu.Unlock()
+		if !w.k.alive() {
+			p.discard(w)
+			continue
+		}
+		ws, err := p.e.opts.Workspace.Adopt(w.ws, id)
+		if err != nil {
+			// The session's directory exists already (an earlier session with
+			// this id left files): give the kernel back and start normally.
+			p.mu.Lock()
+			p.ready = append(p.ready, w)
+			p.mu.Unlock()
+			return nil, nil
+		}
+		p.e.log.Debug("took a warm kernel", "session", id, "kernel_id", w.k.id)
+		return ws, w.k
+	}
+}
+
+// Ready returns how many warm kernels are waiting.
+func (p *pool) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.ready)
+}
+
+func (p *pool) poke() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// fillLoop keeps the pool full, one start at a time, and replaces members that died.
+func (p *pool) fillLoop() {
+	defer p.wg.Done()
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		p.prune()
+		for p.needsOne() {
+			if !p.startOne() {
+				break
+			}
+		}
+		select {
+		case <-p.stop:
+			return
+		case <-p.wake:
+		case <-t.C:
+		}
+	}
+}
+
+// needsOne reports whether the pool is short and MaxSessions leaves room.
+func (p *pool) needsOne() bool {
+	select {
+	case <-p.stop:
+		return false
+	default:
+	}
+	p.e.mu.Lock()
+	live := len(p.e.sessions)
+	p.e.mu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	have := len(p.ready) + p.starting
+	return have < p.size && live+have < p.e.opts.MaxSessions
+}
+
+// startOne starts one warm kernel; it reports false when starting failed (the loop
+// then waits for the next tick instead of spinning).
+func (p *pool) startOne() bool {
+	p.mu.Lock()
+	p.starting++
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.starting--
+		p.mu.Unlock()
+	}()
+	ws, err := p.e.opts.Workspace.Warm()
+	if err != nil {
+		p.e.log.Warn("warm pool: create directory", "err", err)
+		return false
+	}
+	if err := p.e.copyData(ws); err != nil {
+		p.e.log.Warn("warm pool: data mounts", "err", err)
+		_ = ws.Close()
+		_ = p.e.opts.Workspace.Remove(ws.ID())
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.e.opts.StartTimeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-p.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	k, err := p.e.startKernel(ctx, SessionSpec{ID: ws.ID(), Dir: ws.Dir(), Data: p.e.opts.Data})
+	if err != nil {
+		p.e.log.Warn("warm pool: start kernel", "err", err)
+		_ = ws.Close()
+		_ = p.e.opts.Workspace.Remove(ws.ID())
+		return false
+	}
+	p.mu.Lock()
+	select {
+	case <-p.stop:
+		p.mu.Unlock()
+		p.discard(&warm{ws: ws, k: k})
+		return false
+	default:
+	}
+	p.ready = append(p.ready, &warm{ws: ws, k: k})
+	p.mu.Unlock()
+	return true
+}
+
+// prune drops members whose kernel died while waiting.
+func (p *pool) prune() {
+	p.mu.Lock()
+	var dead []*warm
+	keep := p.ready[:0]
+	for _, w := range p.ready {
+		if w.k.alive() {
+			keep = append(keep, w)
+		} else {
+			dead = append(dead, w)
+		}
+	}
+	p.ready = keep
+	p.mu.Unlock()
+	for _, w := range dead {
+		p.e.log.Info("warm pool: replacing a kernel that died while waiting", "kernel_id", w.k.id)
+		p.discard(w)
+	}
+}
+
+func (p *pool) discard(w *warm) {
+	_ = w.k.shutdown(context.Background(), p.e.opts.ShutdownTimeout)
+	_ = w.ws.Close()
+	_ = p.e.opts.Workspace.Remove(w.ws.ID())
+}
+
+// close stops filling and shuts the waiting kernels down.
+func (p *pool) close(ctx context.Context) {
+	close(p.stop)
+	p.wg.Wait()
+	p.mu.Lock()
+	ready := p.ready
+	p.ready = nil
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, w := range ready {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.discard(w)
+		}()
+	}
+	wg.Wait()
+}
+
+// acquireKernel starts a kernel for a session that has none.
+func (e *Executor) acquireKernel(ctx context.Context, s *session) (*kernel, error) {
+	if err := e.copyData(s.ws); err != nil {
+		return nil, err
+	}
+	return e.startKernel(ctx, SessionSpec{ID: s.id, Dir: s.ws.Dir(), Data: e.opts.Data})
+}
+
+// copyData copies the data mounts into a session for backends that cannot mount them.
+func (e *Executor) copyData(ws *workspace.Session) error {
+	if m, ok := e.opts.Backend.(DataMounter); ok && m.MountsData() {
+		return nil
+	}
+	for _, d := range e.opts.Data {
+		if err := ws.AddData(d.Name, d.HostDir, 0); err != nil {
+			return fmt.Errorf("data mount %q: %w", d.Name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,328 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/kernelbox/kernelbox/workspace"
+)
+
+// SessionInfo is a snapshot of one session.
+type SessionInfo struct {
+	ID string `json:"id"`
+	// State is "new" (no kernel yet), "starting", "idle", "busy" or "dead" (its
+	// kernel is gone; the next call starts a fresh one).
+	State          string    `json:"state"`
+	ExecutionCount int       `json:"execution_count"`
+	Calls          int       `json:"calls"`
+	Queued         int       `json:"queued"`
+	KernelID       string    `json:"kernel_id,omitempty"`
+	Created        time.Time `json:"created"`
+	LastActivity   time.Time `json:"last_activity"`
+}
+
+// session is one agent's kernel and files. Its worker goroutine owns the kernel and
+// the workspace session and runs its jobs one at a time; mu guards what Sessions and
+// Interrupt read.
+type session struct {
+	e     *Executor
+	id    string
+	log   *slog.Logger
+	queue chan *job
+
+	ctx    context.Context // canceled when the session closes
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the worker has exited and released the kernel
+	once   sync.Once
+
+	// owned by the worker
+	ws        *workspace.Session
+	k         *kernel
+	lost      bool   // the next result reports state_lost
+	lostWhy   string // and says why
+	everAlive bool
+
+	mu    sync.Mutex
+	state SessionInfo
+	kref  *kernel // the kernel, for Interrupt
+}
+
+func newSession(e *Executor, id string) *session {
+	ctx, cancel := context.WithCancel(context.Background())
+	now := time.Now()
+	s := &session{
+		e:      e,
+		id:     id,
+		log:    e.log.With("session", id),
+		queue:  make(chan *job, e.opts.QueueSize),
+		ctx:    ctx,
+		cancel: cancel,
+		done:   make(chan struct{}),
+		state:  SessionInfo{ID: id, State: "new", Created: now, LastActivity: now},
+	}
+	if why, ok := e.takeRetired(id); ok {
+		s.lost, s.lostWhy = true, why
+	}
+	return s
+}
+
+// enqueue adds a job, failing at once when the queue is full or the session closed.
+func (s *session) enqueue(j *job) error {
+	if s.ctx.Err() != nil {
+		return fmt.Errorf("%w: %q", ErrSessionClosed, s.id)
+	}
+	busy := s.snapshot().State == "busy" || len(s.queue) > 0
+	select {
+	case s.queue <- j:
+	default:
+		return fmt.Errorf("%w: session %q has %d calls waiting (the limit); wait for them or interrupt the running one",
+			ErrQueueFull, s.id, cap(s.queue))
+	}
+	if busy {
+		j.emit(Event{Type: "status", State: "queued"})
+	}
+	return nil
+}
+
+// run is the session's worker loop.
+func (s *session) run() {
+	defer close(s.done)
+	defer s.release()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case j := <-s.queue:
+			if !j.begin() {
+				continue
+			}
+			s.setState("busy")
+			var r *Result
+			var err error
+			switch j.kind {
+			case jobReset:
+				err = s.reset(j)
+			default:
+				r, err = s.execute(j)
+			}
+			s.touch(r)
+			j.finish(r, err)
+		}
+	}
+}
+
+// release shuts the kernel down and fails the jobs still queued.
+func (s *session) release() {
+	for {
+		select {
+		case j := <-s.queue:
+			if j.begin() {
+				j.finish(nil, fmt.Errorf("%w: %q", ErrSessionClosed, s.id))
+			}
+			continue
+		default:
+		}
+		break
+	}
+	if s.k != nil {
+		if err := s.k.shutdown(context.Background(), s.e.opts.ShutdownTimeout); err != nil {
+			s.log.Warn("shutting down kernel", "err", err)
+		}
+		s.setKernel(nil)
+	}
+	if s.ws != nil {
+		_ = s.ws.Close()
+	}
+}
+
+// close stops the worker (a running call ends at once) and waits for it to release
+// the kernel, bounded by ctx. With removeDir it deletes the session directory.
+func (s *session) close(ctx context.Context, removeDir bool) error {
+	s.once.Do(s.cancel)
+	select {
+	case <-s.done:
+	case <-ctx.Done():
+		return fmt.Errorf("close session %q: %w", s.id, ctx.Err())
+	}
+	if removeDir {
+		if err := s.e.opts.Workspace.Remove(s.id); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("close session %q: %w", s.id, err)
+		}
+	} else {
+		s.e.retire(s.id, "the session was closed (idle or shut down) and restarted; its variables are gone, its files remain")
+	}
+	return nil
+}
+
+// ensureKernel makes sure the session has a live kernel connection, reconnecting or
+// starting a fresh kernel as needed.
+func (s *session) ensureKernel(j *job) error {
+	ctx, cancel := context.WithTimeout(s.ctx, s.e.opts.StartTimeout)
+	defer cancel()
+	if s.k.alive() {
+		return nil
+	}
+	if s.k == nil && s.ws == nil && s.e.pool != nil {
+		if ws, k := s.e.pool.take(ctx, s.id); k != nil {
+			s.ws = ws
+			s.everAlive = true
+			s.setKernel(k)
+			return nil
+		}
+	}
+	if err := s.openWorkspace(); err != nil {
+		return err
+	}
+	if s.k != nil {
+		// The connection ended since the last call: the kernel died, or the
+		// connection dropped, or the server or container went away.
+		s.setState("starting")
+		if s.k.recover(ctx, s.e) {
+			s.setKernel(s.k)
+			return nil
+		}
+		s.markLost("the kernel died or its server went away after the previous call")
+		_ = s.k.shutdown(ctx, s.e.opts.ShutdownTimeout)
+		s.setKernel(nil)
+	}
+	j.emit(Event{Type: "status", State: "starting"})
+	s.setState("starting")
+	k, err := s.e.acquireKernel(ctx, s)
+	if err != nil {
+		s.setState("dead")
+		if errors.Is(err, ErrDisabled) {
+			return err
+		}
+		if s.ctx.Err() != nil {
+			return fmt.Errorf("%w: %q", ErrSessionClosed, s.id)
+		}
+		return fmt.Errorf("%w: start kernel for session %q on %s: %v", ErrBackend, s.id, s.e.Backend(), err)
+	}
+	if s.everAlive {
+		s.markLost("the session's kernel was replaced")
+	}
+	s.everAlive = true
+	s.setKernel(k)
+	return nil
+}
+
+// openWorkspace opens the session directory unless the warm pool already did.
+func (s *session) openWorkspace() error {
+	if s.ws != nil {
+		return nil
+	}
+	ws, err := s.e.opts.Workspace.Open(s.id)
+	if err != nil {
+		return fmt.Errorf("open session directory: %w", err)
+	}
+	s.ws = ws
+	return nil
+}
+
+// reset restarts the kernel: a fresh interpreter, same files.
+func (s *session) reset(j *job) error {
+	if s.k == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, s.e.opts.StartTimeout)
+	defer cancel()
+	if err := s.k.restart(ctx, s.e); err != nil {
+		s.log.Warn("reset: restart failed; starting a new kernel", "err", err)
+		_ = s.k.shutdown(ctx, s.e.opts.ShutdownTimeout)
+		s.setKernel(nil)
+		return s.ensureKernel(j)
+	}
+	s.setKernel(s.k)
+	return nil
+}
+
+// interrupt interrupts the running call.
+func (s *session) interrupt(ctx context.Context) error {
+	s.mu.Lock()
+	k := s.kref
+	s.mu.Unlock()
+	if k == nil {
+		return nil
+	}
+	return k.client.Interrupt(ctx, k.id)
+}
+
+func (s *session) markLost(why string) {
+	if !s.lost {
+		s.lost, s.lostWhy = true, why
+	}
+}
+
+// takeLost returns and clears the pending state-lost report.
+func (s *session) takeLost() (bool, string) {
+	lost, why := s.lost, s.lostWhy
+	s.lost, s.lostWhy = false, ""
+	return lost, why
+}
+
+func (s *session) setKernel(k *kernel) {
+	s.k = k
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.kref = k
+	if k == nil {
+		s.state.KernelID = ""
+		s.state.State = "dead"
+		return
+	}
+	s.state.KernelID = k.id
+}
+
+func (s *session) setState(state string) {
+	s.mu.Lock()
+	s.state.State = state
+	s.mu.Unlock()
+}
+
+// touch records the end of a job.
+func (s *session) touch(r *Result) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.state.LastActivity = time.Now()
+	if r != nil {
+		s.state.Calls++
+		if r.ExecutionCount > 0 {
+			s.state.ExecutionCount = r.ExecutionCount
+		}
+	}
+	switch {
+	case s.kref == nil && s.state.State != "new":
+		s.state.State = "dead"
+	case s.kref != nil && !s.kref.alive():
+		s.state.State = "dead"
+	case s.kref != nil:
+		s.state.State = "idle"
+	}
+}
+
+func (s *session) snapshot() SessionInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state
+}
+
+func (s *session) info() SessionInfo {
+	i := s.snapshot()
+	i.Queued = len(s.queue)
+	return i
+}
+
+// idleFor returns how long the session has had nothing to do, or 0 when it is busy
+// or has calls queued.
+func (s *session) idleFor() time.Duration {
+	i := s.info()
+	if i.State == "busy" || i.State == "starting" || i.Queued > 0 {
+		return 0
+	}
+	return time.Since(i.LastActivity)
+}

@@ -1,0 +1,412 @@
+package workspace
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"mime"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"time"
+)
+
+// maxDepth is how many directory levels below outputs/ Collect descends.
+const maxDepth = 32
+
+// racyWindow: a file modified this close to (or after) the start of a Collect may
+// be modified again within the file system's timestamp granularity without its
+// size or mtime changing, so the next Collect hashes it again instead of trusting
+// its stat (git's "racy clean" problem).
+const racyWindow = time.Second
+
+// Artifact is a file in the shared artifacts directory.
+type Artifact struct {
+	// Path is the host path of the artifact.
+	Path string `json:"path"`
+
+	// Name is the path relative to the session's artifacts directory, slash-
+	// separated: for collected outputs, the path relative to outputs/; for saved
+	// display data, "display/<name>".
+	Name string `json:"name"`
+
+	// Size is the artifact's size in bytes.
+	Size int64 `json:"size"`
+
+	// SHA256 is the hex SHA-256 of the content. Collect and SaveDisplay fill it in;
+	// Manager.Artifacts leaves it empty rather than hash every file on each listing.
+	SHA256 string `json:"sha256,omitempty"`
+
+	// MIME is the media type, from the extension or else sniffed from the content.
+	MIME string `json:"mime"`
+}
+
+// fileState is what a Collect saw of one output file.
+type fileState struct {
+	size    int64
+	mtime   int64 // UnixNano
+	dev     uint64
+	ino     uint64
+	sum     string
+	racy    bool // modified close to the Collect that saw it: hash again next time
+	skipped bool // over MaxArtifactBytes, already reported
+}
+
+func statOf(fi fs.FileInfo) fileState {
+	st := fileState{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+		st.dev, st.ino = uint64(sys.Dev), uint64(sys.Ino)
+	}
+	return st
+}
+
+func (a fileState) sameStat(b fileState) bool {
+	return a.size == b.size && a.mtime == b.mtime && a.dev == b.dev && a.ino == b.ino
+}
+
+// collector is the state of one Collect walk.
+type collector struct {
+	s         *Session
+	start     time.Time
+	entries   int  // entries examined, for MaxArtifactFiles
+	truncated bool // walk stopped early: keep state of files not seen
+	seen      map[string]bool
+	dirs      map[string]*os.Root // artifact directories opened so far, by slash path
+	arts      []Artifact
+	errs      []error
+}
+
+// Collect copies the files in outputs/ that are new or changed since this
+// Session's previous Collect to <artifacts>/<id>/<path>, and returns them sorted by
+// Name. Subdirectories are kept.
+//
+// A file counts as unchanged, and is neither opened nor hashed, while its size,
+// mtime and inode stay the same; when they change it is hashed, and a file
+// rewritten with identical content is not reported again. Only regular files are
+// collected: symlinks, FIFOs, devices and sockets are skipped (and logged), never
+// followed or opened. Each artifact is written to a temporary file and renamed
+// into place. A file deleted from outputs/ keeps its artifact.
+//
+// Collect returns the artifacts it copied even when it also returns an error. The
+// error joins what it could not collect: files over MaxArtifactBytes (ErrTooLarge,
+// reported once per version of the file), directories more than 32 levels deep
+// (ErrTooDeep), entries beyond MaxArtifactFiles (ErrTooManyFiles), an outputs/ that
+// is not a directory, and I/O failures.
+func (s *Session) Collect() ([]Artifact, error) {
+	if s.root == nil {
+		return nil, fmt.Errorf("collect: %w", ErrClosed)
+	}
+	out, err := openDir(s.root, "outputs")
+	if errors.Is(err, fs.ErrNotExist) {
+		s.log.Info("outputs/ is missing; nothing to collect")
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("collect: outputs/: %w", err)
+	}
+	defer out.Close()
+	c := &collector{s: s, start: time.Now(), seen: map[string]bool{}}
+	c.walk(out, "", 0)
+	for _, r := range c.dirs {
+		r.Close()
+	}
+	if !c.truncated {
+		// Forget files that are gone, so the map cannot grow without bound; a file
+		// that comes back is reported as new.
+		for name := range s.seen {
+			if !c.seen[name] {
+				delete(s.seen, name)
+			}
+		}
+	}
+	slices.SortFunc(c.arts, func(a, b Artifact) int { return cmp.Compare(a.Name, b.Name) })
+	return c.arts, errors.Join(c.errs...)
+}
+
+// walk visits the directory dir, whose slash path below outputs/ is prefix.
+func (c *collector) walk(dir *os.Root, prefix string, depth int) {
+	d, err := dir.Open(".")
+	if err != nil {
+		c.errs = append(c.errs, fmt.Errorf("collect %q: %w", prefix, err))
+		return
+	}
+	defer d.Close()
+	for {
+		entries, err := d.ReadDir(256)
+		for _, e := range entries {
+			// Every entry counts, so that a million empty directories or links
+			// cannot make Collect slow either.
+			if c.entries >= c.s.m.opts.MaxArtifactFiles {
+				c.truncated = true
+				c.errs = append(c.errs, fmt.Errorf("collect: outputs/ holds more than %d entries; the rest were not collected: %w",
+					c.s.m.opts.MaxArtifactFiles, ErrTooManyFiles))
+				return
+			}
+			c.entries++
+			rel := path.Join(prefix, e.Name())
+			switch t := e.Type(); {
+			case t.IsDir():
+				if depth+1 > maxDepth {
+					c.errs = append(c.errs, fmt.Errorf("collect %q: more than %d levels below outputs/: %w", rel, maxDepth, ErrTooDeep))
+					continue
+				}
+				sub, err := openDir(dir, e.Name())
+				if err != nil {
+					c.s.log.Warn("skipped output directory", "name", rel, "err", err)
+					continue
+				}
+				c.walk(sub, rel, depth+1)
+				sub.Close()
+				if c.truncated {
+					return
+				}
+			case t.IsRegular():
+				c.file(dir, e, rel)
+			default:
+				c.s.log.Info("skipped output that is not a regular file", "name", rel, "type", kindOf(t))
+			}
+		}
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			c.errs = append(c.errs, fmt.Errorf("collect %q: %w", prefix, err))
+			// The unread rest of the directory was not seen: keep what is known of it.
+			c.truncated = true
+			return
+		}
+	}
+}
+
+// file examines the regular file e in dir (rel below outputs/) and copies it if
+// it is new or changed.
+func (c *collector) file(dir *os.Root, e fs.DirEntry, rel string) {
+	s := c.s
+	name := e.Name()
+	// For a directory opened through an os.Root, ReadDir has already lstat-ed each
+	// entry relative to the directory's descriptor; Info returns that.
+	fi, err := e.Info()
+	if err != nil {
+		return // gone since readdir
+	}
+	if !fi.Mode().IsRegular() {
+		s.log.Info("skipped output that is not a regular file", "name", rel, "type", kindOf(fi.Mode()))
+		return
+	}
+	c.seen[rel] = true
+	st := statOf(fi)
+	prev, known := s.seen[rel]
+	if known && !prev.racy && prev.sameStat(st) {
+		return
+	}
+	limit := s.m.opts.MaxArtifactBytes
+	if fi.Size() > limit {
+		st.skipped = true
+		s.seen[rel] = st
+		c.errs = append(c.errs, fmt.Errorf("collect %q: %d bytes, over the %d-byte artifact limit: %w", rel, fi.Size(), limit, ErrTooLarge))
+		return
+	}
+	f, err := dir.OpenFile(name, openReadFlags, 0)
+	if err != nil {
+		c.errs = append(c.errs, fmt.Errorf("collect %q: %w", rel, bare(err)))
+		return
+	}
+	defer f.Close()
+	ofi, err := f.Stat()
+	if err != nil || !ofi.Mode().IsRegular() || !os.SameFile(fi, ofi) {
+		s.log.Warn("skipped output that changed while being opened", "name", rel)
+		return
+	}
+	// The stat taken before copying is what is remembered: if the file changes
+	// while it is copied, the next Collect sees a different stat and looks again.
+	st = statOf(ofi)
+	racy := !ofi.ModTime().Before(c.start.Add(-racyWindow))
+	if known && prev.racy && prev.sameStat(st) {
+		// Only the timestamp granularity makes this file suspect, and it has most
+		// likely not changed: hash it without writing a copy.
+		if sum, err := hashFile(f, limit, ofi.Size()); err == nil && sum == prev.sum {
+			st.sum, st.racy = sum, racy
+			s.seen[rel] = st
+			return
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			c.errs = append(c.errs, fmt.Errorf("collect %q: %w", rel, err))
+			return
+		}
+	}
+	a, changed, err := c.copyArtifact(f, rel, ofi.Size(), prev.sum)
+	if errors.Is(err, errOverLimit) {
+		st.skipped = true
+		s.seen[rel] = st
+		c.errs = append(c.errs, fmt.Errorf("collect %q: grew past the %d-byte artifact limit while being copied: %w", rel, limit, ErrTooLarge))
+		return
+	}
+	if err != nil {
+		c.errs = append(c.errs, fmt.Errorf("collect %q: %w", rel, err))
+		return
+	}
+	st.sum, st.racy = a.SHA256, racy
+	s.seen[rel] = st
+	if changed {
+		c.arts = append(c.arts, a)
+	}
+}
+
+// copyArtifact copies src to the artifact rel, hashing as it goes. If the content
+// hashes to prevSum it discards the copy and returns only the digest, with
+// changed == false.
+func (c *collector) copyArtifact(src *os.File, rel string, size int64, prevSum string) (a Artifact, changed bool, err error) {
+	s := c.s
+	dir, err := c.artifactDir(path.Dir(rel))
+	if err != nil {
+		return Artifact{}, false, err
+	}
+	f, tmp, err := createTemp(dir, "", s.m.opts.FileMode)
+	if err != nil {
+		return Artifact{}, false, err
+	}
+	defer func() {
+		if tmp != "" {
+			_ = dir.Remove(tmp)
+		}
+	}()
+	cp, err := copyFile(f, src, s.m.opts.MaxArtifactBytes, size, true)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return Artifact{}, false, err
+	}
+	if cp.sum == prevSum {
+		return Artifact{SHA256: cp.sum}, false, nil
+	}
+	if err := dir.Rename(tmp, path.Base(rel)); err != nil {
+		return Artifact{}, false, err
+	}
+	tmp = ""
+	s.log.Debug("collected artifact", "name", rel, "bytes", cp.n)
+	return Artifact{
+		Path:   s.artifactPath(rel),
+		Name:   rel,
+		Size:   cp.n,
+		SHA256: cp.sum,
+		MIME:   detectMIME(rel, cp.head),
+	}, true, nil
+}
+
+// hashFile returns the hex SHA-256 of what is left to read of f, failing with
+// errOverLimit past limit bytes. sizeHint sizes the buffer.
+func hashFile(f *os.File, limit, sizeHint int64) (string, error) {
+	h := sha256.New()
+	buf := make([]byte, min(max(sizeHint+1, 4096), 64<<10))
+	n, err := io.CopyBuffer(h, onlyReader{&io.LimitedReader{R: f, N: limit + 1}}, buf)
+	if err != nil {
+		return "", err
+	}
+	if n > limit {
+		return "", errOverLimit
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// artifactDir returns a Root on the directory rel (slash path, "." for the top) of
+// the session's artifacts, creating it if needed. The Roots are kept for the rest
+// of the Collect, so that files in one directory do not each walk the path again.
+func (c *collector) artifactDir(rel string) (*os.Root, error) {
+	if r, ok := c.dirs[rel]; ok {
+		return r, nil
+	}
+	art, err := c.s.artifactsRoot()
+	if err != nil {
+		return nil, err
+	}
+	if rel == "." {
+		return art, nil
+	}
+	if err := mkdirs(art, rel, c.s.m.opts.DirMode); err != nil {
+		return nil, err
+	}
+	r, err := openDir(art, rel)
+	if err != nil {
+		return nil, err
+	}
+	if c.dirs == nil {
+		c.dirs = map[string]*os.Root{}
+	}
+	c.dirs[rel] = r
+	return r, nil
+}
+
+// artifactPath is the host path of the artifact rel of this session.
+func (s *Session) artifactPath(rel string) string {
+	return filepath.Join(s.m.artifactsDir, s.id, filepath.FromSlash(rel))
+}
+
+// SaveDisplay writes rich display output (an image/png, image/svg+xml or text/html
+// from a cell's display data, say) to <artifacts>/<id>/display/<name>, atomically,
+// and returns it as an artifact. name must be a plain file name (ErrInvalidName)
+// and the caller keeps names unique; an existing artifact of that name is
+// replaced. mimeType may be empty, in which case it is guessed like Collect does.
+// Data over MaxArtifactBytes is refused with ErrTooLarge.
+//
+// An output file written to outputs/display/<name> would be collected to the same
+// place; the later of the two wins.
+func (s *Session) SaveDisplay(name string, data []byte, mimeType string) (Artifact, error) {
+	if err := checkName(name); err != nil {
+		return Artifact{}, fmt.Errorf("save display: %w", err)
+	}
+	if limit := s.m.opts.MaxArtifactBytes; int64(len(data)) > limit {
+		return Artifact{}, fmt.Errorf("save display %q: %d bytes, over the %d-byte artifact limit: %w", name, len(data), limit, ErrTooLarge)
+	}
+	art, err := s.artifactsRoot()
+	if err != nil {
+		return Artifact{}, fmt.Errorf("save display %q: %w", name, err)
+	}
+	const dir = "display"
+	rel := dir + "/" + name
+	if err := mkdirs(art, dir, s.m.opts.DirMode); err != nil {
+		return Artifact{}, fmt.Errorf("save display %q: %w", name, err)
+	}
+	f, tmp, err := createTemp(art, dir, s.m.opts.FileMode)
+	if err != nil {
+		return Artifact{}, fmt.Errorf("save display %q: %w", name, err)
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = art.Rename(tmp, rel)
+	}
+	if err != nil {
+		_ = art.Remove(tmp)
+		return Artifact{}, fmt.Errorf("save display %q: %w", name, err)
+	}
+	sum := sha256.Sum256(data)
+	if mimeType == "" {
+		mimeType = detectMIME(name, data[:min(len(data), 512)])
+	}
+	return Artifact{
+		Path:   s.artifactPath(rel),
+		Name:   rel,
+		Size:   int64(len(data)),
+		SHA256: hex.EncodeToString(sum[:]),
+		MIME:   mimeType,
+	}, nil
+}
+
+// detectMIME guesses a media type from name's extension, else from head (the
+// first up to 512 bytes of the content).
+func detectMIME(name string, head []byte) string {
+	if t := mime.TypeByExtension(path.Ext(name)); t != "" {
+		return t
+	}
+	return http.DetectContentType(head)
+}

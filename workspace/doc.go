@@ -1,0 +1,29 @@
+// Package workspace owns the session directories on the host: it stages the
+// agent's input files into a session before code runs, and after each execution
+// copies what the code wrote to outputs/ into a shared artifacts directory.
+//
+// Start reading at Manager (manager.go) and Session (session.go); then Stage
+// (stage.go), Collect (collect.go), the artifact lookups (artifacts.go) and AddData
+// (data.go). files.go holds the low-level file operations they share.
+//
+// Layout:
+//
+//	<Root>/sessions/            0700, the privacy boundary
+//	<Root>/sessions/<id>/       the kernel's working directory
+//	    inputs/<name>           staged files
+//	    outputs/...             what the code leaves for the agent
+//	    data/<name>/...         read-only copies of host data directories
+//	<ArtifactsDir>/<id>/...     collected outputs, kept per session
+//	<ArtifactsDir>/<id>/display/<name>  rich display data
+//
+// The code running in a session directory is untrusted: it runs as the same uid
+// (local backend) or another one (docker backend), and may plant symlinks, FIFOs
+// or devices, replace directories with links, or change files while they are
+// copied. Every path inside a session directory is therefore resolved through an
+// os.Root opened on it, which cannot be led outside; on top of that, files are
+// Lstat-ed before they are opened, opened with O_NOFOLLOW|O_NONBLOCK and checked
+// with fstat to be the same regular file, and written to a temporary name and
+// renamed into place, which replaces a planted link instead of writing through it.
+//
+// The package is for Unix systems. It logs only through Options.Logger.
+package workspace

@@ -1,0 +1,93 @@
+package workspace
+
+import (
+	"errors"
+	"io/fs"
+)
+
+// Sentinel errors. Errors returned by this package wrap them, so callers branch with
+// errors.Is; the wrapping message names the file and the numbers involved.
+var (
+	// ErrInvalidSession means a session id is not 1–64 characters of [A-Za-z0-9_-].
+	ErrInvalidSession = errors.New("invalid session id")
+
+	// ErrInvalidName means a destination name is not a plain file name: it is empty,
+	// "." or "..", longer than 255 bytes, or contains '/' or NUL.
+	ErrInvalidName = errors.New("invalid file name")
+
+	// ErrDuplicateName means two inputs of one Stage call have the same destination name.
+	ErrDuplicateName = errors.New("duplicate input name")
+
+	// ErrNotRegular means a path names a directory, symbolic link, named pipe, device
+	// or socket where a regular file is required.
+	ErrNotRegular = errors.New("not a regular file")
+
+	// ErrTooLarge means a file, or a data directory, is over its size limit.
+	ErrTooLarge = errors.New("too large")
+
+	// ErrSessionLimit means staging would bring a session's inputs over
+	// Options.MaxSessionBytes.
+	ErrSessionLimit = errors.New("session input limit exceeded")
+
+	// ErrTooManyFiles means outputs/ holds more entries than Options.MaxArtifactFiles;
+	// Collect copied only from the first ones it found.
+	ErrTooManyFiles = errors.New("too many files")
+
+	// ErrTooDeep means a directory in outputs/ is nested deeper than Collect descends.
+	ErrTooDeep = errors.New("directory nested too deep")
+
+	// ErrExists means the session directory an Adopt would create already exists.
+	ErrExists = errors.New("session directory already exists")
+
+	// ErrNotWarm means Adopt was given a session that did not come from Warm on the
+	// same Manager, or that was already adopted or closed.
+	ErrNotWarm = errors.New("not a warm session")
+
+	// ErrInvalidPath means a requested artifact path is empty, absolute, contains a
+	// "." or ".." element, or leads through a symbolic link.
+	ErrInvalidPath = errors.New("invalid artifact path")
+
+	// ErrNotFound means a requested artifact does not exist or is not a regular file.
+	ErrNotFound = errors.New("artifact not found")
+
+	// ErrClosed means the Session or Manager was closed (a warm Session is closed by
+	// a successful Adopt).
+	ErrClosed = errors.New("workspace closed")
+)
+
+// kindError says what a path is when a regular file was required. Its message reads
+// "is a directory, not a regular file", and it matches ErrNotRegular.
+type kindError struct {
+	kind string
+}
+
+func (e *kindError) Error() string { return "is a " + e.kind + ", not a regular file" }
+
+func (e *kindError) Is(target error) bool { return target == ErrNotRegular }
+
+// notRegular returns a kindError describing mode, which is not a regular file.
+func notRegular(mode fs.FileMode) error {
+	return &kindError{kind: kindOf(mode)}
+}
+
+// kindOf names the file type in mode for messages.
+func kindOf(mode fs.FileMode) string {
+	switch t := mode.Type(); {
+	case t&fs.ModeDir != 0:
+		return "directory"
+	case t&fs.ModeSymlink != 0:
+		return "symbolic link"
+	case t&fs.ModeNamedPipe != 0:
+		return "named pipe (FIFO)"
+	case t&fs.ModeSocket != 0:
+		return "socket"
+	case t&fs.ModeCharDevice != 0:
+		return "character device"
+	case t&fs.ModeDevice != 0:
+		return "block device"
+	case t == 0:
+		return "regular file"
+	default:
+		return "special file"
+	}
+}

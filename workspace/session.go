@@ -1,0 +1,130 @@
+package workspace
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+)
+
+// Session is one session directory: <Root>/sessions/<id> with inputs/ (files staged
+// for the code), outputs/ (what the code leaves for the agent) and, when data is
+// added, data/.
+//
+// A Session is not safe for concurrent use: the executor serializes the calls for
+// one session, which also keeps Stage and Collect from racing each other. Different
+// Sessions may be used concurrently. A Session holds an open handle on its
+// directory; Close releases it.
+type Session struct {
+	m   *Manager
+	id  string
+	dir string
+	log *slog.Logger
+
+	// root is the session directory, opened once: it follows the directory through
+	// Adopt's rename, and nothing the kernel does to paths can make it point
+	// elsewhere. nil once closed or adopted.
+	root *os.Root
+
+	// art is <artifacts>/<id>, opened on first use.
+	art *os.Root
+
+	// staged maps each input name to the size it was staged with, for
+	// MaxSessionBytes.
+	staged map[string]int64
+
+	// seen is what the last Collect saw of each file in outputs/, by slash path.
+	seen map[string]fileState
+}
+
+// ID returns the session id (".warm-…" for a warm session).
+func (s *Session) ID() string { return s.id }
+
+// Dir returns the absolute host path of the session directory.
+func (s *Session) Dir() string { return s.dir }
+
+// Close releases the session's directory handles. It does not remove anything.
+func (s *Session) Close() error {
+	var err error
+	if s.root != nil {
+		err = s.root.Close()
+	}
+	if s.art != nil {
+		err = errors.Join(err, s.art.Close())
+	}
+	s.root, s.art = nil, nil
+	return err
+}
+
+// init makes inputs/ and outputs/ real directories, counts what inputs/ holds and
+// removes temporary files an interrupted Stage left there.
+func (s *Session) init() error {
+	out, err := ensureDir(s.root, "outputs", s.m.opts.DirMode)
+	if err != nil {
+		return fmt.Errorf("outputs: %w", err)
+	}
+	out.Close()
+	in, err := ensureDir(s.root, "inputs", s.m.opts.DirMode)
+	if err != nil {
+		return fmt.Errorf("inputs: %w", err)
+	}
+	defer in.Close()
+	d, err := in.Open(".")
+	if err != nil {
+		return fmt.Errorf("inputs: %w", err)
+	}
+	defer d.Close()
+	for {
+		entries, err := d.ReadDir(256)
+		for _, e := range entries {
+			if !e.Type().IsRegular() {
+				continue
+			}
+			if strings.HasPrefix(e.Name(), tempPrefix) {
+				// Left by a Stage that was killed midway.
+				_ = in.Remove(e.Name())
+				continue
+			}
+			if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() {
+				s.staged[e.Name()] = fi.Size()
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	return nil
+}
+
+// stagedBytes is the total counted against MaxSessionBytes.
+func (s *Session) stagedBytes() int64 {
+	var n int64
+	for _, size := range s.staged {
+		n += size
+	}
+	return n
+}
+
+// artifactsRoot returns <artifacts>/<id>, creating it on first use.
+func (s *Session) artifactsRoot() (*os.Root, error) {
+	if s.root == nil {
+		return nil, ErrClosed
+	}
+	if s.art != nil {
+		return s.art, nil
+	}
+	all, err := s.m.artifactsRoot()
+	if err != nil {
+		return nil, err
+	}
+	if err := mkdirs(all, s.id, s.m.opts.DirMode); err != nil {
+		return nil, err
+	}
+	art, err := openDir(all, s.id)
+	if err != nil {
+		return nil, err
+	}
+	s.art = art
+	return art, nil
+}

@@ -1,0 +1,283 @@
+package workspace
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+)
+
+// Input is one host file to stage into a session's inputs/.
+type Input struct {
+	// Name is the destination file name in inputs/: a plain name, not a path.
+	Name string
+
+	// Source is the canonical host path that was permission-checked. Stage copies
+	// the file at exactly this path and refuses a symlink there.
+	Source string
+
+	// Requested is the path as the user asked for it; errors name it (Source when
+	// empty), so a message never reveals more of the host than the user wrote.
+	Requested string
+}
+
+// label is how errors name the input.
+func (in Input) label() string {
+	if in.Requested != "" {
+		return in.Requested
+	}
+	return in.Source
+}
+
+// Staged describes one staged file.
+type Staged struct {
+	// Name is the file name in inputs/.
+	Name string `json:"name"`
+
+	// Size is the number of bytes copied.
+	Size int64 `json:"size"`
+
+	// SHA256 is the hex SHA-256 of the bytes copied; empty with Options.NoInputHash.
+	SHA256 string `json:"sha256,omitempty"`
+}
+
+// stageItem is the work on one input during a Stage call.
+type stageItem struct {
+	in     Input
+	src    *os.File
+	size   int64 // fstat size, then bytes copied
+	tmp    string
+	sum    string
+	backup string // hard link to what was at inputs/<name>, while committing
+	done   bool   // renamed into place
+}
+
+// Stage copies each input's Source to inputs/<Name>, all or nothing.
+//
+// Before anything is copied it checks every input: names must be plain file names
+// (ErrInvalidName) and distinct (ErrDuplicateName, naming both requested paths);
+// each Source must be a regular file, opened without following a symlink and
+// without blocking on a FIFO, and checked with fstat on the open descriptor, so
+// the bytes copied are those of the file that was checked (ErrNotRegular says what
+// it is instead); no file may be over MaxFileBytes (ErrTooLarge) and the session's
+// staged total, counting a restaged name once, may not go over MaxSessionBytes
+// (ErrSessionLimit). The limits are enforced again while copying, since a file can
+// grow after it was checked.
+//
+// Each file is copied to a temporary file inside inputs/ and only when every copy
+// has succeeded are they renamed over their names. Renaming replaces whatever the
+// kernel may have planted at a name, a symlink included, without following it; an
+// inputs/ that is not a real directory is replaced by one first. If any step
+// fails, the temporary files are removed and files staged earlier are left as they
+// were.
+func (s *Session) Stage(inputs []Input) ([]Staged, error) {
+	if s.root == nil {
+		return nil, fmt.Errorf("stage inputs: %w", ErrClosed)
+	}
+	if len(inputs) == 0 {
+		return nil, nil
+	}
+	items := make([]*stageItem, len(inputs))
+	byName := make(map[string]*stageItem, len(inputs))
+	for i, in := range inputs {
+		if err := checkName(in.Name); err != nil {
+			return nil, fmt.Errorf("stage input %q: %w", in.label(), err)
+		}
+		if prev, dup := byName[in.Name]; dup {
+			return nil, fmt.Errorf("stage inputs: %q and %q would both be inputs/%s: %w",
+				prev.in.label(), in.label(), in.Name, ErrDuplicateName)
+		}
+		items[i] = &stageItem{in: in}
+		byName[in.Name] = items[i]
+	}
+	defer func() {
+		for _, it := range items {
+			if it.src != nil {
+				it.src.Close()
+			}
+		}
+	}()
+
+	opts := &s.m.opts
+	var incoming int64
+	for _, it := range items {
+		src, fi, err := openSource(it.in.Source)
+		if err != nil {
+			return nil, fmt.Errorf("stage input %q: %w", it.in.label(), err)
+		}
+		it.src, it.size = src, fi.Size()
+		if it.size > opts.MaxFileBytes {
+			return nil, fmt.Errorf("stage input %q: %d bytes, over the %d-byte per-file limit: %w",
+				it.in.label(), it.size, opts.MaxFileBytes, ErrTooLarge)
+		}
+		incoming += it.size
+	}
+	if err := s.checkSessionLimit(items, incoming); err != nil {
+		return nil, err
+	}
+
+	dir, err := ensureDir(s.root, "inputs", opts.DirMode)
+	if err != nil {
+		return nil, fmt.Errorf("stage inputs: inputs/: %w", err)
+	}
+	defer dir.Close()
+	for _, it := range items {
+		if fi, err := dir.Lstat(it.in.Name); err == nil && fi.IsDir() {
+			return nil, fmt.Errorf("stage input %q: destination inputs/%s: %w", it.in.label(), it.in.Name, notRegular(fi.Mode()))
+		}
+	}
+
+	defer func() {
+		for _, it := range items {
+			if it.tmp != "" {
+				_ = dir.Remove(it.tmp)
+			}
+		}
+	}()
+	incoming = 0
+	for _, it := range items {
+		if err := s.copyInput(dir, it); err != nil {
+			return nil, err
+		}
+		incoming += it.size
+	}
+	if err := s.checkSessionLimit(items, incoming); err != nil {
+		return nil, err
+	}
+	if err := commit(dir, items); err != nil {
+		return nil, fmt.Errorf("stage inputs: %w", err)
+	}
+
+	out := make([]Staged, len(items))
+	for i, it := range items {
+		s.staged[it.in.Name] = it.size
+		out[i] = Staged{Name: it.in.Name, Size: it.size, SHA256: it.sum}
+		s.log.Debug("staged input", "name", it.in.Name, "bytes", it.size)
+	}
+	return out, nil
+}
+
+// checkSessionLimit fails if staging items, incoming bytes in all, would bring
+// the session over MaxSessionBytes. Names staged again replace their old size.
+func (s *Session) checkSessionLimit(items []*stageItem, incoming int64) error {
+	now := s.stagedBytes()
+	after := now + incoming
+	for _, it := range items {
+		after -= s.staged[it.in.Name]
+	}
+	if limit := s.m.opts.MaxSessionBytes; after > limit {
+		return fmt.Errorf("stage inputs: %d more bytes would bring the session's inputs from %d to %d bytes, over the %d-byte session limit: %w",
+			after-now, now, after, limit, ErrSessionLimit)
+	}
+	return nil
+}
+
+// openSource opens path for copying: it must be a regular file, and the file
+// opened must be the one that was checked. Lstat comes first so that a FIFO,
+// device or socket is never opened at all; O_NOFOLLOW and O_NONBLOCK cover one
+// swapped in between, and fstat plus SameFile catch any other swap.
+func openSource(path string) (*os.File, fs.FileInfo, error) {
+	if path == "" {
+		return nil, nil, errors.New("no source path")
+	}
+	lfi, err := os.Lstat(path)
+	if err != nil {
+		return nil, nil, bare(err)
+	}
+	if !lfi.Mode().IsRegular() {
+		return nil, nil, notRegular(lfi.Mode())
+	}
+	f, err := os.OpenFile(path, openReadFlags, 0)
+	if err != nil {
+		return nil, nil, bare(err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, bare(err)
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, notRegular(fi.Mode())
+	}
+	if !os.SameFile(lfi, fi) {
+		f.Close()
+		return nil, nil, errors.New("file was replaced while it was being opened")
+	}
+	return f, fi, nil
+}
+
+// bare drops the *fs.PathError around err: messages name the requested path, not
+// the canonical one the error carries. errors.Is(err, fs.ErrNotExist) still holds.
+func bare(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// copyInput copies it.src to a new temporary file in dir.
+func (s *Session) copyInput(dir *os.Root, it *stageItem) error {
+	opts := &s.m.opts
+	f, tmp, err := createTemp(dir, "", opts.FileMode)
+	if err != nil {
+		return fmt.Errorf("stage input %q: %w", it.in.label(), err)
+	}
+	it.tmp = tmp
+	c, err := copyFile(f, it.src, opts.MaxFileBytes, it.size, !opts.NoInputHash)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if errors.Is(err, errOverLimit) {
+		return fmt.Errorf("stage input %q: grew past the %d-byte per-file limit while being copied: %w",
+			it.in.label(), opts.MaxFileBytes, ErrTooLarge)
+	}
+	if err != nil {
+		return fmt.Errorf("stage input %q: copy: %w", it.in.label(), err)
+	}
+	it.size, it.sum = c.n, c.sum
+	return nil
+}
+
+// commit renames every temporary file over its name. Before each rename it keeps a
+// hard link to whatever was at the name, so that if a later rename fails (the
+// kernel raced a directory into place, say) the earlier ones are undone and the
+// call leaves inputs/ as it found it. The links are removed afterwards.
+func commit(dir *os.Root, items []*stageItem) error {
+	var err error
+	for _, it := range items {
+		if _, lerr := dir.Lstat(it.in.Name); lerr == nil {
+			backup := tempPrefix + randomSuffix()
+			// Best effort: without the link a rollback cannot restore this name.
+			if dir.Link(it.in.Name, backup) == nil {
+				it.backup = backup
+			}
+		}
+		if err = dir.Rename(it.tmp, it.in.Name); err != nil {
+			err = fmt.Errorf("inputs/%s: %w", it.in.Name, err)
+			break
+		}
+		it.tmp, it.done = "", true
+	}
+	if err != nil {
+		for i := len(items) - 1; i >= 0; i-- {
+			it := items[i]
+			if !it.done {
+				continue
+			}
+			if it.backup != "" {
+				err = errors.Join(err, dir.Rename(it.backup, it.in.Name))
+				it.backup = ""
+			} else {
+				err = errors.Join(err, dir.Remove(it.in.Name))
+			}
+		}
+	}
+	for _, it := range items {
+		if it.backup != "" {
+			_ = dir.Remove(it.backup)
+		}
+	}
+	return err
+}
