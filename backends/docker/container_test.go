@@ -1,0 +1,90 @@
+package docker
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/api/types/mount"
+
+	"github.com/kernelbox/kernelbox/executor"
+)
+
+func TestCreateOptions(t *testing.T) {
+	t.Parallel()
+	c, err := Options{MaxLifetime: 90*time.Minute + 500*time.Millisecond, Env: []string{"HOME=/tmp/home"}}.resolve(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := createOptions(c, map[string]string{LabelCreatedBy: "kernelbox"}, containerSpec{
+		name: "kernelbox-0123abcd", session: "s1", dir: "/srv/sess", sockDir: "/tmp/kernelbox-sock-1/0123abcd",
+		token: "tok", data: []executor.DataMount{{Name: "ref", HostDir: "/data/ref"}},
+	})
+	cfg, hc := o.Config, o.HostConfig
+
+	cmd := strings.Join(cfg.Entrypoint, " ")
+	for _, want := range []string{
+		"timeout -k 10 5401 python3 -Xfrozen_modules=off -m jupyter_server ",
+		"--ServerApp.sock=/run/kernelbox/j.sock",
+		"--ServerApp.token=tok",
+		"--ServerApp.root_dir=/workspace",
+	} {
+		if !strings.Contains(cmd, want) {
+			t.Errorf("command %q lacks %q", cmd, want)
+		}
+	}
+	if strings.Contains(cmd, "--allow-root") {
+		t.Errorf("command %q allows root", cmd)
+	}
+	if cfg.User != "1000:1000" || cfg.WorkingDir != "/workspace" || cfg.Image != DefaultImage || o.Name != "kernelbox-0123abcd" {
+		t.Errorf("config = %+v", cfg)
+	}
+	if cfg.Labels[LabelSession] != "s1" || cfg.Labels[LabelCreatedBy] != "kernelbox" {
+		t.Errorf("labels = %v", cfg.Labels)
+	}
+	// Options.Env comes last, so it wins.
+	if i, j := slices.Index(cfg.Env, "HOME=/tmp"), slices.Index(cfg.Env, "HOME=/tmp/home"); i < 0 || j < i {
+		t.Errorf("env = %v", cfg.Env)
+	}
+
+	wantMounts := []mount.Mount{
+		{Type: mount.TypeBind, Source: "/srv/sess", Target: "/workspace"},
+		{Type: mount.TypeBind, Source: "/tmp/kernelbox-sock-1/0123abcd", Target: "/run/kernelbox"},
+		{Type: mount.TypeBind, Source: "/data/ref", Target: "/workspace/data/ref", ReadOnly: true},
+	}
+	if !slices.EqualFunc(hc.Mounts, wantMounts, func(a, b mount.Mount) bool {
+		return a.Type == b.Type && a.Source == b.Source && a.Target == b.Target && a.ReadOnly == b.ReadOnly
+	}) {
+		t.Errorf("mounts = %+v, want %+v", hc.Mounts, wantMounts)
+	}
+	if hc.NetworkMode != "none" || !slices.Equal(hc.CapDrop, []string{"ALL"}) || !hc.ReadonlyRootfs ||
+		hc.Init == nil || !*hc.Init || !slices.Equal(hc.SecurityOpt, []string{"no-new-privileges:true"}) {
+		t.Errorf("hardening = %+v", hc)
+	}
+	if hc.Memory != 2<<30 || hc.MemorySwap != 2<<30 || hc.NanoCPUs != 2e9 || *hc.PidsLimit != 512 {
+		t.Errorf("resources = %+v", hc.Resources)
+	}
+	if hc.Tmpfs["/tmp"] != "rw,exec,nosuid,nodev,mode=1777,size=536870912" {
+		t.Errorf("tmpfs = %q", hc.Tmpfs["/tmp"])
+	}
+}
+
+func TestCreateOptionsRelaxed(t *testing.T) {
+	t.Parallel()
+	c, err := Options{
+		Memory: -1, PidsLimit: -1, TmpSize: -1, CPUs: -1, Network: "bridge", CapAdd: []string{"NET_RAW"},
+		AllowNewPrivileges: true, WritableRootFS: true, NoInit: true, Runtime: "runsc", User: "1500:1500",
+	}.resolve(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := createOptions(c, nil, containerSpec{}).HostConfig
+	if hc.Memory != 0 || hc.MemorySwap != 0 || hc.NanoCPUs != 0 || *hc.PidsLimit != -1 {
+		t.Errorf("resources = %+v", hc.Resources)
+	}
+	if hc.NetworkMode != "bridge" || hc.ReadonlyRootfs || *hc.Init || hc.SecurityOpt != nil || hc.Runtime != "runsc" ||
+		!slices.Equal(hc.CapAdd, []string{"NET_RAW"}) || hc.Tmpfs["/tmp"] != "rw,exec,nosuid,nodev,mode=1777" {
+		t.Errorf("host config = %+v", hc)
+	}
+}

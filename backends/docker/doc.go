@@ -1,0 +1,17 @@
+// Package docker is kernelbox's docker backend: it places each session in its own
+// hardened container running Jupyter Server on a unix socket, so the executor talks to
+// the kernel exactly as it does with the local backend, while the code runs without a
+// network, without capabilities, as an unprivileged user, on a read-only root file
+// system, under memory, CPU and process limits, and for at most a fixed lifetime.
+//
+// Start reading at [New] and [Options] (every hardening setting and its default), then
+// [Backend.Open], which creates, starts and waits for one container (container.go
+// builds its configuration, ready.go waits for the server). [Placement] is one running
+// container; [Placement.Diagnose] explains why a kernel died (oom.go says how OOM kills
+// are detected). owner.go labels containers with the process that created them so
+// that a later process can reap the containers of one that crashed. image.go builds
+// the kernel image from Debian packages without a registry.
+//
+// The Docker daemon must run on the same machine as kernelbox: session directories and
+// the server's socket directory are bind-mounted by host path.
+package docker

@@ -1,0 +1,107 @@
+package docker
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestResolveDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := Options{}.resolve(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"image", c.image, DefaultImage},
+		{"ready timeout", c.readyTimeout, 30 * time.Second},
+		{"lifetime", c.lifetime, 24 * time.Hour},
+		{"uid", c.uid, 1000},
+		{"gid", c.gid, 1000},
+		{"chown", c.chown, true},
+		{"memory", c.memory, int64(2 << 30)},
+		{"nano cpus", c.nanoCPUs, int64(2e9)},
+		{"pids", c.pidsLimit, int64(512)},
+		{"tmp", c.tmpSize, int64(512 << 20)},
+		{"network", c.network, "none"},
+		{"no new privileges", c.newPrivs, false},
+		{"read-only root", c.writableRoot, false},
+		{"init", c.init, true},
+		{"python", c.python, "python3"},
+		{"logger", c.log != nil, true},
+	}
+	for _, ch := range checks {
+		if ch.got != ch.want {
+			t.Errorf("%s = %v, want %v", ch.name, ch.got, ch.want)
+		}
+	}
+}
+
+func TestResolveOverrides(t *testing.T) {
+	t.Parallel()
+	c, err := Options{Memory: -1, CPUs: 0.5, PidsLimit: -1, TmpSize: 1 << 20, MaxLifetime: time.Minute}.resolve(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.memory != 0 || c.nanoCPUs != 5e8 || c.pidsLimit != 0 || c.tmpSize != 1<<20 || c.lifetime != time.Minute {
+		t.Errorf("resolve = %+v", c)
+	}
+	if c, _ := (Options{CPUs: -1}).resolve(0, 0); c.nanoCPUs != 0 {
+		t.Errorf("CPUs -1: nanoCPUs = %d, want 0 (no limit)", c.nanoCPUs)
+	}
+}
+
+func TestResolveRejects(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		o    Options
+		euid int
+		want string
+	}{
+		{"root kernel", Options{User: "0:0"}, 0, "never runs as root"},
+		{"not numeric", Options{User: "kernel"}, 0, "numeric"},
+		{"bad gid", Options{User: "1000:x"}, 0, "numeric"},
+		{"other user without root", Options{User: "2000:2000"}, 1000, "cannot hand"},
+		{"bad env", Options{Env: []string{"NOVALUE"}}, 0, "KEY=VALUE"},
+		{"relative socket root", Options{SocketRoot: "tmp"}, 0, "absolute"},
+		{"long socket root", Options{SocketRoot: "/" + strings.Repeat("x", 80)}, 0, "too long"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := tt.o.resolve(tt.euid, tt.euid)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("resolve error = %v, want one mentioning %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestKernelUser(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		user       string
+		euid, egid int
+		uid, gid   int
+		chown      bool
+	}{
+		{"root default", "", 0, 0, 1000, 1000, true},
+		{"root chosen", "1234:5678", 0, 0, 1234, 5678, true},
+		{"user default", "", 1001, 1002, 1001, 1002, false},
+		{"user explicit self", "1001:1002", 1001, 1002, 1001, 1002, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			uid, gid, chown, err := kernelUser(tt.user, tt.euid, tt.egid)
+			if err != nil || uid != tt.uid || gid != tt.gid || chown != tt.chown {
+				t.Errorf("kernelUser = %d, %d, %v, %v; want %d, %d, %v", uid, gid, chown, err, tt.uid, tt.gid, tt.chown)
+			}
+		})
+	}
+}

@@ -1,0 +1,157 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/kernelbox/kernelbox/executor"
+)
+
+// Placement is one session's container. It is safe for concurrent use.
+type Placement struct {
+	b       *Backend
+	id      string // container id
+	name    string // container name
+	session string
+	sockDir string // host path of the container's socket directory
+	server  executor.Server
+	started time.Time // just before the container was created
+
+	closeMu sync.Mutex // held for the whole of close
+	closed  bool       // guarded by closeMu
+
+	mu         sync.Mutex // guards the OOM fields
+	oomFile    string     // cgroup file with the OOM-kill counter; "" when unreadable
+	oomSeen    uint64     // OOM kills already reported by Diagnose
+	oomFlagged bool       // State.OOMKilled already reported by Diagnose
+}
+
+var _ executor.Placement = (*Placement)(nil)
+var _ executor.Diagnoser = (*Placement)(nil)
+
+// Server returns the container's Jupyter server: its unix socket on the host and its
+// token. The session directory is the server's root, so KernelPath is "".
+func (p *Placement) Server() executor.Server { return p.server }
+
+// ContainerID returns the id of the session's container.
+func (p *Placement) ContainerID() string { return p.id }
+
+// Close removes the session's container (killing it if it still runs) and its socket
+// directory. It runs under its own bounded context, so that a caller's cancelled
+// context cannot leave the container behind; ctx only carries values. Closing twice
+// is a no-op.
+func (p *Placement) Close(ctx context.Context) error {
+	ctx, cancel := teardownContext(ctx)
+	defer cancel()
+	return p.close(ctx)
+}
+
+// close removes the container and socket directory and forgets the placement. A
+// concurrent call waits for the first to finish; after a failure the placement stays
+// tracked so that Backend.Close tries again.
+func (p *Placement) close(ctx context.Context) error {
+	p.closeMu.Lock()
+	defer p.closeMu.Unlock()
+	if p.closed {
+		return nil
+	}
+	err := p.b.removeContainer(ctx, p.id)
+	if rmErr := os.RemoveAll(p.sockDir); rmErr != nil {
+		err = errors.Join(err, fmt.Errorf("remove socket dir: %w", rmErr))
+	}
+	if err != nil {
+		return err
+	}
+	p.closed = true
+	p.b.forget(p)
+	p.b.cfg.log.Debug("container removed", "session", p.session, "container", shortID(p.id))
+	return nil
+}
+
+// Diagnose explains why the session's kernel died, or returns "" when it knows no
+// cause. For a container that has stopped it reports the exit code, and an OOM kill
+// or the max lifetime when either is why. For a running container - Jupyter Server
+// restarts a kernel that dies, so the container usually survives its kernel - it
+// reports an OOM kill that happened since the previous call: each kill is reported
+// once.
+func (p *Placement) Diagnose(ctx context.Context) string {
+	r, err := p.b.api.ContainerInspect(ctx, p.id, client.ContainerInspectOptions{})
+	if isNotFound(err) {
+		return "container " + p.name + " is gone (removed)"
+	}
+	if err != nil || r.Container.State == nil {
+		p.b.cfg.log.Warn("diagnose: inspect container failed", "session", p.session, "container", shortID(p.id), "err", err)
+		return ""
+	}
+	st := r.Container.State
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	oom := p.newOOMKills(ctx) || (st.OOMKilled && !p.oomFlagged)
+	if st.OOMKilled {
+		p.oomFlagged = true
+	}
+
+	if st.Running {
+		if oom {
+			return "kernel was OOM-killed" + p.limitNote()
+		}
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "container exited with code %d", st.ExitCode)
+	// Docker sets OOMKilled on exit when any process in the container was OOM-killed.
+	if st.OOMKilled || oom {
+		b.WriteString(", OOM-killed" + p.limitNote())
+	}
+	if st.ExitCode == 124 || (st.ExitCode == 137 && p.b.cfg.lifetime > 0 && time.Since(p.started) >= p.b.cfg.lifetime) {
+		fmt.Fprintf(&b, ", max lifetime of %s reached", p.b.cfg.lifetime)
+	}
+	if st.Error != "" {
+		b.WriteString(": " + st.Error)
+	}
+	return b.String()
+}
+
+// newOOMKills reports whether the container's OOM-kill count grew since the last
+// call. It reads the cgroup counter while the container runs, else the daemon's
+// events. p.mu must be held.
+func (p *Placement) newOOMKills(ctx context.Context) bool {
+	var (
+		n   uint64
+		err = errors.New("no cgroup counter")
+	)
+	if p.oomFile != "" {
+		n, err = readOOMKills(p.oomFile)
+	}
+	if err != nil {
+		// The cgroup is gone once the container stops; the daemon still has the events.
+		n, err = p.b.oomEvents(ctx, p.id, p.started)
+		if err != nil {
+			p.b.cfg.log.Warn("diagnose: count OOM kills failed", "session", p.session, "container", shortID(p.id), "err", err)
+			return false
+		}
+		if n < p.oomSeen {
+			// The event buffer has forgotten kills the cgroup counted: nothing new.
+			return false
+		}
+	}
+	grew := n > p.oomSeen
+	p.oomSeen = n
+	return grew
+}
+
+// limitNote is " (memory limit 2.0 GiB)", or "" without a limit.
+func (p *Placement) limitNote() string {
+	if p.b.cfg.memory <= 0 {
+		return ""
+	}
+	return " (memory limit " + formatBytes(p.b.cfg.memory) + ")"
+}

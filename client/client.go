@@ -1,0 +1,237 @@
+// Package client is a Go client for `kernelbox serve`: the same Request and Result
+// types as the executor, over HTTP (TCP or a unix socket). Start reading at [New] and
+// [Client.Execute]; [Client.ExecuteStream] delivers output as it happens.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/httpapi"
+)
+
+// Options configures a Client. The zero value works.
+type Options struct {
+	// Token is sent as a bearer token when non-empty.
+	Token string
+	// HTTPClient, when set, is used instead of one built for the server address.
+	HTTPClient *http.Client
+}
+
+// Client talks to one kernelbox server. It is safe for concurrent use.
+type Client struct {
+	base  string
+	token string
+	http  *http.Client
+}
+
+// New returns a client for server: an http(s) URL such as "http://127.0.0.1:8700", or
+// "unix:/path/to/socket".
+func New(server string, opts *Options) (*Client, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	c := &Client{token: o.Token, http: o.HTTPClient}
+	if sock, ok := strings.CutPrefix(server, "unix:"); ok {
+		if sock == "" {
+			return nil, errors.New("client: empty unix socket path")
+		}
+		c.base = "http://kernelbox"
+		if c.http == nil {
+			c.http = &http.Client{Transport: &http.Transport{
+				DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+					var d net.Dialer
+					return d.DialContext(ctx, "unix", sock)
+				},
+			}}
+		}
+	} else {
+		u, err := url.Parse(server)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("client: server %q is not an http(s) URL or unix:PATH", server)
+		}
+		c.base = strings.TrimSuffix(server, "/")
+	}
+	if c.http == nil {
+		c.http = &http.Client{}
+	}
+	return c, nil
+}
+
+// APIError is an error answer from the server. errors.Is matches it against the
+// executor's sentinel errors (executor.ErrDenied, executor.ErrInvalidRequest, ...).
+type APIError struct {
+	StatusCode int
+	Code       string
+	Message    string
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("kernelbox: %s (%d): %s", e.Code, e.StatusCode, e.Message)
+}
+
+var codeErrors = map[string]error{
+	"invalid_request":   executor.ErrInvalidRequest,
+	"permission_denied": executor.ErrDenied,
+	"disabled":          executor.ErrDisabled,
+	"too_many_sessions": executor.ErrTooManySessions,
+	"queue_full":        executor.ErrQueueFull,
+	"not_found":         executor.ErrNoSession,
+	"session_closed":    executor.ErrSessionClosed,
+	"shutting_down":     executor.ErrClosed,
+	"backend_error":     executor.ErrBackend,
+}
+
+// Is reports whether the server's error code corresponds to target.
+func (e *APIError) Is(target error) bool { return codeErrors[e.Code] == target }
+
+// Execute runs code in a session and returns the result. Cell errors, timeouts and
+// kernel deaths are results; the error is for calls that could not run.
+func (c *Client) Execute(ctx context.Context, req executor.Request) (*executor.Result, error) {
+	var res executor.Result
+	if err := c.do(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(req.SessionID)+"/execute", body(req), &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func body(req executor.Request) httpapi.ExecuteBody {
+	return httpapi.ExecuteBody{Code: req.Code, Inputs: req.Inputs, TimeoutSeconds: req.Timeout.Seconds()}
+}
+
+// Sessions lists the server's live sessions.
+func (c *Client) Sessions(ctx context.Context) ([]executor.SessionInfo, error) {
+	var out struct {
+		Sessions []executor.SessionInfo `json:"sessions"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/v1/sessions", nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Sessions, nil
+}
+
+// CloseSession stops a session's kernel and deletes its files (artifacts stay).
+func (c *Client) CloseSession(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/sessions/"+url.PathEscape(id), nil, nil)
+}
+
+// ResetSession gives a session a fresh kernel, keeping its files.
+func (c *Client) ResetSession(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(id)+"/reset", nil, nil)
+}
+
+// Interrupt interrupts a session's running call.
+func (c *Client) Interrupt(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(id)+"/interrupt", nil, nil)
+}
+
+// Artifacts lists a session's artifacts.
+func (c *Client) Artifacts(ctx context.Context, id string) ([]executor.Artifact, error) {
+	var out struct {
+		Artifacts []executor.Artifact `json:"artifacts"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(id)+"/artifacts", nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Artifacts, nil
+}
+
+// DownloadArtifact writes one artifact (name relative to the session's artifacts
+// directory, slash-separated) to w.
+func (c *Client) DownloadArtifact(ctx context.Context, session, name string, w io.Writer) error {
+	parts := strings.Split(name, "/")
+	for i, p := range parts {
+		parts[i] = url.PathEscape(p)
+	}
+	resp, err := c.send(ctx, http.MethodGet, "/v1/artifacts/"+url.PathEscape(session)+"/"+strings.Join(parts, "/"), nil, "")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(w, resp.Body)
+	return err
+}
+
+// Health returns the server's health report.
+func (c *Client) Health(ctx context.Context) (*httpapi.Health, error) {
+	var h httpapi.Health
+	resp, err := c.send(ctx, http.MethodGet, "/healthz", nil, "")
+	if err != nil {
+		var ae *APIError
+		if !errors.As(err, &ae) || ae.StatusCode != http.StatusServiceUnavailable {
+			return nil, err
+		}
+		h.Status, h.Problem = "degraded", ae.Message
+		return &h, nil
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
+		return nil, err
+	}
+	return &h, nil
+}
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	resp, err := c.send(ctx, method, path, in, "")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("kernelbox: decode answer of %s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+// send performs a request and turns non-2xx answers into *APIError.
+func (c *Client) send(ctx context.Context, method, path string, in any, accept string) (*http.Response, error) {
+	var rd io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("kernelbox: %s %s: %w", method, path, err)
+	}
+	if resp.StatusCode >= 300 {
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		var eb httpapi.ErrorBody
+		if json.Unmarshal(raw, &eb) == nil && eb.Error.Code != "" {
+			return nil, &APIError{StatusCode: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
+		}
+		return nil, &APIError{StatusCode: resp.StatusCode, Code: "http", Message: strings.TrimSpace(string(raw))}
+	}
+	return resp, nil
+}

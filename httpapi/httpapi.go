@@ -1,0 +1,224 @@
+// Package httpapi serves an Executor over HTTP with JSON bodies (and Server-Sent
+// Events for streamed execution). Start reading at [New]; the routes are listed there
+// and documented in the README.
+package httpapi
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/workspace"
+)
+
+// Options configures the handler. The zero value works (no auth).
+type Options struct {
+	// Token, when set, is required as "Authorization: Bearer <Token>" on every route
+	// but /healthz.
+	Token string
+
+	// Workspace serves artifact listings and downloads. Nil disables those routes.
+	Workspace *workspace.Manager
+
+	// MaxBodyBytes caps request bodies. Defaults to 4 MiB.
+	MaxBodyBytes int64
+
+	// Logger receives one line per request. Defaults to discarding them.
+	Logger *slog.Logger
+}
+
+// ExecuteBody is the JSON body of POST /v1/sessions/{id}/execute.
+type ExecuteBody struct {
+	Code           string   `json:"code"`
+	Inputs         []string `json:"inputs,omitempty"`
+	TimeoutSeconds float64  `json:"timeout_seconds,omitempty"`
+}
+
+// Health is the answer of GET /healthz.
+type Health struct {
+	// Status is "ok" or "degraded".
+	Status   string `json:"status"`
+	Backend  string `json:"backend"`
+	Sessions int    `json:"sessions"`
+	// Problem says why the backend cannot place sessions, when it cannot.
+	Problem string `json:"problem,omitempty"`
+}
+
+type handler struct {
+	e    *executor.Executor
+	o    Options
+	log  *slog.Logger
+	mux  *http.ServeMux
+	back executor.Backend
+}
+
+// New returns the HTTP handler:
+//
+//	POST   /v1/sessions/{id}/execute     run code (JSON Result, or SSE with Accept: text/event-stream)
+//	GET    /v1/sessions                  list sessions
+//	GET    /v1/sessions/{id}             one session
+//	DELETE /v1/sessions/{id}             close a session (kernel stopped, files deleted, artifacts kept)
+//	POST   /v1/sessions/{id}/interrupt   interrupt the running call
+//	POST   /v1/sessions/{id}/reset       fresh kernel, same files
+//	GET    /v1/sessions/{id}/artifacts   list a session's artifacts
+//	GET    /v1/artifacts/{session}/{path...}  download an artifact
+//	GET    /healthz                      backend reachability (no auth)
+//
+// backend may be nil; it is used for /healthz only.
+func New(e *executor.Executor, backend executor.Backend, o Options) http.Handler {
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = 4 << 20
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	h := &handler{e: e, o: o, log: o.Logger, mux: http.NewServeMux(), back: backend}
+	h.mux.HandleFunc("POST /v1/sessions/{id}/execute", h.execute)
+	h.mux.HandleFunc("GET /v1/sessions", h.sessions)
+	h.mux.HandleFunc("GET /v1/sessions/{id}", h.session)
+	h.mux.HandleFunc("DELETE /v1/sessions/{id}", h.closeSession)
+	h.mux.HandleFunc("POST /v1/sessions/{id}/interrupt", h.interrupt)
+	h.mux.HandleFunc("POST /v1/sessions/{id}/reset", h.reset)
+	h.mux.HandleFunc("GET /v1/sessions/{id}/artifacts", h.artifacts)
+	h.mux.HandleFunc("GET /v1/artifacts/{session}/{path...}", h.artifact)
+	h.mux.HandleFunc("GET /healthz", h.health)
+	return h
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	if h.o.Token != "" && r.URL.Path != "/healthz" && !h.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="kernelbox"`)
+		writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong bearer token")
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, h.o.MaxBodyBytes)
+	h.mux.ServeHTTP(w, r)
+	h.log.Debug("http", "method", r.Method, "path", r.URL.Path, "duration", time.Since(start))
+}
+
+func (h *handler) authorized(r *http.Request) bool {
+	auth := r.Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(auth, "Bearer ")
+	if !ok {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(tok), []byte(h.o.Token)) == 1
+}
+
+// decode reads a JSON body strictly: unknown fields and trailing data are errors.
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return fmt.Errorf("%w: request body over %d bytes", executor.ErrInvalidRequest, mbe.Limit)
+		}
+		if err == io.EOF {
+			return fmt.Errorf("%w: empty body; send JSON like {\"code\": \"print(1)\"}", executor.ErrInvalidRequest)
+		}
+		return fmt.Errorf("%w: body: %v", executor.ErrInvalidRequest, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: body has data after the JSON object", executor.ErrInvalidRequest)
+	}
+	return nil
+}
+
+func (h *handler) request(r *http.Request) (executor.Request, error) {
+	var b ExecuteBody
+	if err := decode(r, &b); err != nil {
+		return executor.Request{}, err
+	}
+	if b.TimeoutSeconds < 0 || b.TimeoutSeconds > 1e7 {
+		return executor.Request{}, fmt.Errorf("%w: timeout_seconds must be between 0 and 1e7", executor.ErrInvalidRequest)
+	}
+	return executor.Request{
+		SessionID: r.PathValue("id"),
+		Code:      b.Code,
+		Inputs:    b.Inputs,
+		Timeout:   time.Duration(b.TimeoutSeconds * float64(time.Second)),
+	}, nil
+}
+
+func (h *handler) execute(w http.ResponseWriter, r *http.Request) {
+	req, err := h.request(r)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	if wantsSSE(r) {
+		h.executeSSE(w, r, req)
+		return
+	}
+	res, err := h.e.Execute(r.Context(), req)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func wantsSSE(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+}
+
+func (h *handler) sessions(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"sessions": h.e.Sessions()})
+}
+
+func (h *handler) session(w http.ResponseWriter, r *http.Request) {
+	info, err := h.e.Session(r.PathValue("id"))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+func (h *handler) closeSession(w http.ResponseWriter, r *http.Request) {
+	if err := h.e.CloseSession(r.Context(), r.PathValue("id")); err != nil {
+		writeErr(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *handler) interrupt(w http.ResponseWriter, r *http.Request) {
+	if err := h.e.Interrupt(r.Context(), r.PathValue("id")); err != nil {
+		writeErr(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *handler) reset(w http.ResponseWriter, r *http.Request) {
+	if err := h.e.ResetSession(r.Context(), r.PathValue("id")); err != nil {
+		writeErr(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *handler) health(w http.ResponseWriter, r *http.Request) {
+	hl := Health{Status: "ok", Backend: h.e.Backend(), Sessions: len(h.e.Sessions())}
+	if hc, ok := h.back.(executor.HealthChecker); ok {
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		defer cancel()
+		if err := hc.Health(ctx); err != nil {
+			hl.Status, hl.Problem = "degraded", err.Error()
+			writeJSON(w, http.StatusServiceUnavailable, hl)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, hl)
+}
