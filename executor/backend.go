@@ -96,3 +96,15 @@ type HealthChecker interface {
 type DataMounter interface {
 	MountsData() bool
 }
+
+// FileSyncer is implemented by placements whose kernels do not see the host's session
+// directory (a remote gateway). The executor keeps the workspace contract for them: it
+// stages inputs into the host session directory as usual, then calls PushInputs (with
+// the staged names, and with none for a fresh kernel, which must create inputs/ and
+// outputs/ in its working directory); after every call it calls PullOutputs, which
+// copies new or changed files under the kernel's outputs/ into hostDir/outputs/,
+// before artifacts are collected from there. conn is the session's kernel connection.
+type FileSyncer interface {
+	PushInputs(ctx context.Context, conn *jupyter.Conn, hostDir string, names []string) error
+	PullOutputs(ctx context.Context, conn *jupyter.Conn, hostDir string) error
+}

@@ -19,8 +19,9 @@ import (
 // use; calls on one session run one at a time in arrival order, calls on different
 // sessions run in parallel. All methods are safe for concurrent use.
 type Executor struct {
-	opts Options
-	log  *slog.Logger
+	opts     Options
+	log      *slog.Logger
+	disabled error // why execution is disabled, or nil
 	perm *permissions.Engine
 	pool *pool
 
@@ -63,7 +64,15 @@ func New(opts Options) (*Executor, error) {
 		sessions: make(map[string]*session),
 		stop:     make(chan struct{}),
 	}
-	if opts.Backend != nil && opts.Warm > 0 {
+	switch hc, ok := opts.Backend.(HealthChecker); {
+	case opts.Backend == nil:
+		e.disabled = fmt.Errorf("%w: no backend is configured (start kernelbox with --backend docker, or --backend local for unsandboxed local kernels)", ErrDisabled)
+	case ok:
+		if err := hc.Health(context.Background()); errors.Is(err, ErrDisabled) {
+			e.disabled = err
+		}
+	}
+	if e.disabled == nil && opts.Warm > 0 {
 		e.pool = newPool(e, opts.Warm)
 	}
 	if opts.IdleTimeout > 0 {
@@ -90,7 +99,7 @@ func sessionGuard(perm *permissions.Engine, ws *workspace.Manager) *permissions.
 
 // Backend returns the executor's backend name ("none" when execution is disabled).
 func (e *Executor) Backend() string {
-	if e.opts.Backend == nil {
+	if e.disabled != nil {
 		return "none"
 	}
 	return e.opts.Backend.Name()
@@ -114,13 +123,14 @@ func (e *Executor) ExecuteStream(ctx context.Context, req Request, onEvent func(
 	if err := req.validate(&e.opts); err != nil {
 		return nil, err
 	}
-	if e.opts.Backend == nil {
-		return nil, fmt.Errorf("%w: no backend is configured (start kernelbox with --backend local or --backend docker)", ErrDisabled)
+	if e.disabled != nil {
+		return nil, e.disabled
 	}
 	inputs, err := e.check(ctx, req)
 	if err != nil {
 		var denied *permissions.DeniedError
 		if errors.As(err, &denied) {
+			e.opts.Observer.CallFinished(StatusDenied, time.Since(start))
 			return &Result{
 				SessionID:  req.SessionID,
 				Status:     StatusDenied,
@@ -140,7 +150,11 @@ func (e *Executor) ExecuteStream(ctx context.Context, req Request, onEvent func(
 	if err := s.enqueue(j); err != nil {
 		return nil, err
 	}
-	return j.wait()
+	res, err := j.wait()
+	if res != nil {
+		e.opts.Observer.CallFinished(res.Status, time.Since(start))
+	}
+	return res, err
 }
 
 // check runs the permission engine over the call and returns the inputs to stage.

@@ -15,6 +15,7 @@ type kernel struct {
 	client    *jupyter.Client
 	id        string
 	conn      *jupyter.Conn
+	fresh     bool // started or restarted since files were last pushed (FileSyncer)
 }
 
 // startKernel places a session, starts its kernel and connects to it.
@@ -38,7 +39,8 @@ func (e *Executor) startKernel(ctx context.Context, spec SessionSpec) (k *kernel
 	if err != nil {
 		return nil, err
 	}
-	k.id = kr.ID
+	k.id, k.fresh = kr.ID, true
+	e.opts.Observer.KernelStarted()
 	if err := k.connect(ctx, e); err != nil {
 		return nil, err
 	}
@@ -90,6 +92,7 @@ func (k *kernel) restart(ctx context.Context, e *Executor) error {
 	if _, err := k.client.Restart(ctx, k.id); err != nil {
 		return err
 	}
+	k.fresh = true
 	return k.connect(ctx, e)
 }
 

@@ -70,6 +70,9 @@ type Options struct {
 	// session's first call does not wait for a kernel to start. Defaults to 0.
 	Warm int
 
+	// Observer receives events for metrics. Defaults to none.
+	Observer Observer
+
 	// Logger receives the executor's logs. Defaults to discarding them.
 	Logger *slog.Logger
 }
@@ -103,6 +106,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Observer == nil {
+		o.Observer = nopObserver{}
 	}
 }
 

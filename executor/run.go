@@ -29,15 +29,24 @@ func (s *session) execute(j *job) (*Result, error) {
 		r.StateLost = true
 		r.Notes = append(r.Notes, "state lost: "+why)
 	}
+	var names []string
 	if len(j.inputs) > 0 {
 		staged, err := s.ws.Stage(j.inputs)
 		if err != nil {
 			return nil, stageError(err)
 		}
 		for _, st := range staged {
+			names = append(names, st.Name)
 			r.Notes = append(r.Notes, fmt.Sprintf("staged inputs/%s (%d bytes)", st.Name, st.Size))
 		}
 	}
+	syncer, _ := s.k.placement.(FileSyncer)
+	if syncer != nil && (len(names) > 0 || s.k.fresh) {
+		if err := syncer.PushInputs(j.ctx, s.k.conn, s.ws.Dir(), names); err != nil {
+			return nil, fmt.Errorf("%w: push inputs to the kernel: %v", ErrBackend, err)
+		}
+	}
+	s.k.fresh = false
 
 	runCtx, cancel := context.WithTimeout(j.ctx, timeout)
 	defer cancel()
@@ -190,6 +199,7 @@ func (s *session) kernelFailed(r *Result, err error) {
 	}
 	msg += "; the next call starts a fresh kernel"
 	s.log.Warn("kernel died", "cause", cause, "err", err)
+	s.e.opts.Observer.KernelDied()
 	r.Status = StatusKernelDied
 	r.StateLost = true
 	r.Error = &ErrorInfo{Ename: "KernelDied", Evalue: msg}
@@ -201,11 +211,30 @@ func (s *session) kernelFailed(r *Result, err error) {
 
 // collect copies new outputs/ files and the cell's rich outputs to the artifacts dir.
 func (s *session) collect(r *Result, col *collector, ex *jupyter.Execution) {
+	if s.k == nil {
+		// The kernel is gone (a restart after a timeout failed): nothing to pull.
+	} else if syncer, ok := s.k.placement.(FileSyncer); ok && s.k.alive() {
+		ctx, cancel := context.WithTimeout(s.ctx, s.e.opts.StartTimeout)
+		err := syncer.PullOutputs(ctx, s.k.conn, s.ws.Dir())
+		cancel()
+		if err != nil {
+			r.Notes = append(r.Notes, "outputs: pulling files from the kernel failed: "+err.Error())
+		}
+	}
 	arts, err := s.ws.Collect()
 	r.Artifacts = append(r.Artifacts, arts...)
 	if err != nil {
 		r.Notes = append(r.Notes, "artifacts: "+err.Error())
 	}
+	defer func() {
+		var total int64
+		for _, a := range r.Artifacts {
+			total += a.Size
+		}
+		if len(r.Artifacts) > 0 {
+			s.e.opts.Observer.ArtifactsCollected(len(r.Artifacts), total)
+		}
+	}()
 	prefix := "x"
 	if ex != nil {
 		prefix = ex.MsgID()

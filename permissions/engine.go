@@ -138,9 +138,9 @@ func (e *Engine) logger() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-// logDecision records d: allowed at Info, denied at Warn.
+// logDecision records d: allowed at Debug (one per call would flood a busy server), denied at Warn.
 func logDecision(ctx context.Context, log *slog.Logger, d Decision) {
-	level := slog.LevelInfo
+	level := slog.LevelDebug
 	if d.Effect != Allow {
 		level = slog.LevelWarn
 	}

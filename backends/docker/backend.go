@@ -49,6 +49,7 @@ type Backend struct {
 var (
 	_ executor.Backend       = (*Backend)(nil)
 	_ executor.HealthChecker = (*Backend)(nil)
+	_ executor.DataMounter   = (*Backend)(nil)
 )
 
 // New connects to the Docker daemon, checks that the kernel image is present, and
@@ -116,6 +117,10 @@ func newBackend(ctx context.Context, cfg config, api dockerAPI) (*Backend, error
 
 // Name returns "docker".
 func (b *Backend) Name() string { return "docker" }
+
+// MountsData reports that this backend exposes SessionSpec.Data itself, as read-only
+// bind mounts at /workspace/data/<name>.
+func (b *Backend) MountsData() bool { return true }
 
 // Open creates and starts the session's container and waits, up to
 // [Options.ReadyTimeout], until its Jupyter server answers on its socket. When the

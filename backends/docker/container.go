@@ -58,7 +58,8 @@ func containerEnv(c config) []string {
 		"JUPYTER_CONFIG_DIR=/tmp/.jupyter/config",
 		"IPYTHONDIR=/tmp/.ipython",
 		"MPLCONFIGDIR=/tmp/.config/matplotlib",
-		"MPLBACKEND=Agg",
+		// Inline figures: plots come back as display data (and artifacts).
+		"MPLBACKEND=module://matplotlib_inline.backend_inline",
 		"PYTHONUNBUFFERED=1",
 		"PYDEVD_DISABLE_FILE_VALIDATION=1",
 	}

@@ -91,7 +91,7 @@ umount "$rootfs/proc"
 echo "docker import -> $image ..."
 tar -C "$rootfs" -c . | docker import \
   --change "LABEL io.kernelbox.recipe=$RECIPE" \
-  --change 'ENV HOME=/tmp LANG=C.UTF-8 PYTHONUNBUFFERED=1 MPLBACKEND=Agg' \
+  --change 'ENV HOME=/tmp LANG=C.UTF-8 PYTHONUNBUFFERED=1' \
   --change 'WORKDIR /workspace' \
   --change 'CMD ["python3", "-m", "jupyter_server", "--help"]' \
   - "$image" >/dev/null

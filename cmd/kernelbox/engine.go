@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/permissions"
+	"github.com/kernelbox/kernelbox/workspace"
+)
+
+// engineFlags configure an executor; serve, mcp and run share them.
+type engineFlags struct {
+	backend     string
+	workspace   string
+	artifacts   string
+	workdir     string
+	policy      string
+	python      string
+	image       string
+	data        multiFlag
+	warm        int
+	maxSessions int
+	idleTimeout time.Duration
+	timeout     time.Duration
+	maxOutput   int
+	logLevel    string
+}
+
+func (f *engineFlags) register(fs *flag.FlagSet, defaultBackend string) {
+	fs.StringVar(&f.backend, "backend", envOr("KERNELBOX_BACKEND", defaultBackend), "where kernels run: none, local (UNSANDBOXED), docker")
+	fs.StringVar(&f.workspace, "workspace", envOr("KERNELBOX_WORKSPACE", ".kernelbox"), "directory for session dirs (and artifacts, unless --artifacts)")
+	fs.StringVar(&f.artifacts, "artifacts", "", "shared artifacts directory (default WORKSPACE/artifacts)")
+	fs.StringVar(&f.workdir, "workdir", "", "directory whose files inputs may be read from by default, ${workdir} in policies (default: current directory)")
+	fs.StringVar(&f.policy, "policy", "", "permission policy JSON file (default: built-in rules)")
+	fs.StringVar(&f.python, "python", "", "Python with jupyter_server and ipykernel, for --backend local (default: KERNELBOX_PYTHON, /usr/bin/python3, python3)")
+	fs.StringVar(&f.image, "image", "", "kernel image for --backend docker (default kernelbox/kernel:latest)")
+	fs.Var(&f.data, "data", "NAME=HOSTDIR: expose a host dir read-only at data/NAME in every session (repeatable)")
+	fs.IntVar(&f.warm, "warm", 0, "kernels (or containers) kept started ahead of need")
+	fs.IntVar(&f.maxSessions, "max-sessions", 0, "maximum live sessions (default: one per 384 MiB of RAM, 4 to 64)")
+	fs.DurationVar(&f.idleTimeout, "idle-timeout", 30*time.Minute, "close sessions idle this long (0 = never)")
+	fs.DurationVar(&f.timeout, "timeout", 5*time.Minute, "default per-call timeout")
+	fs.IntVar(&f.maxOutput, "max-output-bytes", 0, "stdout+stderr kept per call (default 8 MiB)")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+}
+
+// engine is a built executor with what it was built from.
+type engine struct {
+	exec    *executor.Executor
+	backend executor.Backend
+	ws      *workspace.Manager
+	log     *slog.Logger
+}
+
+func (f *engineFlags) logger(w io.Writer) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lvl})), nil
+}
+
+// build wires the workspace, permission engine, backend and executor.
+func (f *engineFlags) build(ctx context.Context, log *slog.Logger, approver permissions.Approver) (*engine, error) {
+	wsRoot, err := filepath.Abs(f.workspace)
+	if err != nil {
+		return nil, err
+	}
+	ws, err := workspace.New(workspace.Options{Root: wsRoot, ArtifactsDir: f.artifacts, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("workspace: %w", err)
+	}
+	perm, err := f.permissions(ws, log, approver)
+	if err != nil {
+		ws.Close()
+		return nil, err
+	}
+	data, err := f.dataMounts()
+	if err != nil {
+		ws.Close()
+		return nil, err
+	}
+	backend, err := newBackend(ctx, f, log)
+	if err != nil {
+		ws.Close()
+		return nil, err
+	}
+	idle := f.idleTimeout
+	if idle == 0 {
+		idle = -1 // the flag's 0 means never; the option's 0 means the default
+	}
+	e, err := executor.New(executor.Options{
+		Backend:        backend,
+		Workspace:      ws,
+		Permissions:    perm,
+		Data:           data,
+		DefaultTimeout: f.timeout,
+		MaxSessions:    f.maxSessions,
+		IdleTimeout:    idle,
+		MaxStreamBytes: f.maxOutput,
+		Warm:           f.warm,
+		Logger:         log,
+	})
+	if err != nil {
+		if backend != nil {
+			_ = backend.Close(context.Background())
+		}
+		ws.Close()
+		return nil, err
+	}
+	return &engine{exec: e, backend: backend, ws: ws, log: log}, nil
+}
+
+func (en *engine) close() error {
+	err := en.exec.Close()
+	en.ws.Close()
+	return err
+}
+
+func (f *engineFlags) permissions(ws *workspace.Manager, log *slog.Logger, approver permissions.Approver) (*permissions.Engine, error) {
+	policy := permissions.DefaultPolicy()
+	if f.policy != "" {
+		p, err := permissions.LoadPolicy(f.policy)
+		if err != nil {
+			return nil, fmt.Errorf("--policy: %w", err)
+		}
+		policy = p
+	}
+	wd := f.workdir
+	if wd == "" {
+		var err error
+		if wd, err = os.Getwd(); err != nil {
+			return nil, err
+		}
+	}
+	wd, err := filepath.Abs(wd)
+	if err != nil {
+		return nil, err
+	}
+	if wd == "/" {
+		return nil, fmt.Errorf("the workdir is / (every file would be readable by default); run kernelbox from a project directory or pass --workdir")
+	}
+	home, _ := os.UserHomeDir()
+	vars := permissions.Vars{Workdir: wd, Home: home, Artifacts: ws.ArtifactsDir()}
+	if err := policy.Validate(vars); err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	return &permissions.Engine{Policy: policy, Vars: vars, Approver: approver, Logger: log}, nil
+}
+
+func (f *engineFlags) dataMounts() ([]executor.DataMount, error) {
+	var out []executor.DataMount
+	for _, d := range f.data {
+		name, dir, ok := strings.Cut(d, "=")
+		if !ok || name == "" || dir == "" {
+			return nil, fmt.Errorf("--data %q: want NAME=HOSTDIR", d)
+		}
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, executor.DataMount{Name: name, HostDir: abs})
+	}
+	return out, nil
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// stdinIsTerminal reports whether stdin is an interactive terminal.
+func stdinIsTerminal() bool {
+	fi, err := os.Stdin.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

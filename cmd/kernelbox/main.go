@@ -1,0 +1,40 @@
+// Command kernelbox runs agents' Python code in stateful Jupyter kernels: as an HTTP
+// and MCP server (serve, mcp), as a client of such a server (exec, sessions, reset),
+// as a notebook runner (run), and with tools to set it up (doctor, image build).
+//
+// Run `kernelbox help` for the commands; each takes -h.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:])
+	stop()
+	if err != nil {
+		var ec exitCode
+		if errors.As(err, &ec) {
+			if ec.msg != "" {
+				fmt.Fprintln(os.Stderr, "kernelbox:", ec.msg)
+			}
+			os.Exit(ec.code)
+		}
+		fmt.Fprintln(os.Stderr, "kernelbox:", err)
+		os.Exit(2)
+	}
+}
+
+// exitCode ends the process with a code, printing msg when it is not empty.
+type exitCode struct {
+	code int
+	msg  string
+}
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit %d: %s", e.code, e.msg) }

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// command is one subcommand.
+type command struct {
+	name  string
+	usage string
+	run   func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+func commands() []command {
+	return []command{
+		{"serve", "run the HTTP API (and MCP over HTTP at /mcp)", serveCmd},
+		{"exec", "run code on a kernelbox server and print its output", execCmd},
+		{"sessions", "list a server's sessions", sessionsCmd},
+		{"reset", "give a session a fresh kernel (variables gone, files kept)", resetCmd},
+		{"close", "close a session (kernel stopped, files deleted, artifacts kept)", closeCmd},
+		{"doctor", "check Python, Jupyter, Docker and the kernel image; say what to install", doctorCmd},
+		{"image", "build the docker backend's kernel image: kernelbox image build [--force] [--image NAME]", imageCmd},
+	}
+}
+
+// run dispatches to a subcommand.
+func run(ctx context.Context, args []string) error {
+	return dispatch(ctx, args, os.Stdout, os.Stderr)
+}
+
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(stdout)
+		return nil
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(ctx, args[1:], stdout, stderr)
+		}
+	}
+	usage(stderr)
+	return exitCode{2, fmt.Sprintf("unknown command %q", args[0])}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "kernelbox: stateful Jupyter kernels for AI agents")
+	fmt.Fprintln(w, "\nUsage: kernelbox COMMAND [flags]\n\nCommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.usage)
+	}
+	fmt.Fprintln(w, "\nRun `kernelbox COMMAND -h` for a command's flags.")
+}
+
+// newFlags returns a flag set that reports errors instead of exiting.
+func newFlags(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("kernelbox "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// parse parses flags, turning -h into a clean exit and bad flags into exit code 2.
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return exitCode{0, ""}
+		}
+		return exitCode{2, ""}
+	}
+	return nil
+}
+
+// multiFlag collects a repeatable string flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
