@@ -22,8 +22,8 @@ type Executor struct {
 	opts     Options
 	log      *slog.Logger
 	disabled error // why execution is disabled, or nil
-	perm *permissions.Engine
-	pool *pool
+	perm     *permissions.Engine
+	pool     *pool
 
 	mu       sync.Mutex
 	sessions map[string]*session

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"sync"
@@ -65,8 +66,9 @@ type Conn struct {
 	pending map[string]*call
 	err     error // terminal error, set once
 
-	closing atomic.Bool
-	stop    chan struct{} // closed by Close
+	closing   atomic.Bool   // set by Close and on kernel death: a read error is not a drop
+	closeOnce sync.Once
+	stop      chan struct{} // closed by Close
 	done    chan struct{} // closed when the reader exits
 	wg      sync.WaitGroup
 }
@@ -161,17 +163,19 @@ func (c *Conn) Err() error {
 // Close closes the WebSocket and fails calls in flight with ErrClosed. It waits for
 // the connection's goroutines to exit.
 func (c *Conn) Close() error {
-	if c.closing.Swap(true) {
-		<-c.done
-		return nil
-	}
-	close(c.stop)
-	c.wmu.Lock()
-	ws := c.ws
-	c.wmu.Unlock()
-	_ = ws.WriteControl(websocket.CloseMessage,
-		websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
-	err := ws.Close()
+	var err error
+	c.closeOnce.Do(func() {
+		c.closing.Store(true)
+		close(c.stop)
+		c.wmu.Lock()
+		ws := c.ws
+		c.wmu.Unlock()
+		_ = ws.WriteControl(websocket.CloseMessage,
+			websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
+		if cerr := ws.Close(); !errors.Is(cerr, net.ErrClosed) {
+			err = cerr // a socket a kernel death already closed is no error
+		}
+	})
 	c.wg.Wait()
 	return err
 }
@@ -339,6 +343,10 @@ func (c *Conn) readLoop() {
 		}
 		c.log.Info("kernel websocket dropped; reconnecting", "err", err)
 		if rerr := c.reconnect(); rerr != nil {
+			if c.closing.Load() {
+				c.fail(ErrClosed)
+				return
+			}
 			c.fail(fmt.Errorf("%w: %v (reconnect: %v)", ErrConnectionLost, err, rerr))
 			return
 		}
@@ -375,7 +383,7 @@ func (c *Conn) read(ws *websocket.Conn, proto Protocol) (*Message, error) {
 // readLimited reads r to its end, keeping at most max bytes, and returns the total
 // length read.
 func readLimited(r io.Reader, max int) ([]byte, int64, error) {
-	buf := make([]byte, 0, 4096)
+	buf := make([]byte, 0, min(4096, max))
 	for {
 		if len(buf) == cap(buf) {
 			if len(buf) >= max {
@@ -420,13 +428,27 @@ func (c *Conn) reconnect() error {
 		ws, proto, err := c.dial(ctx)
 		if err == nil {
 			c.wmu.Lock()
+			if c.closing.Load() {
+				// Close has already closed the socket it saw; nobody would close this one.
+				c.wmu.Unlock()
+				ws.Close()
+				return ErrClosed
+			}
 			old := c.ws
 			c.ws, c.proto = ws, proto
 			c.wmu.Unlock()
 			old.Close()
 			c.log.Info("kernel websocket reconnected")
-			c.wg.Add(1)
-			go c.watchAfterReconnect()
+			c.mu.Lock()
+			inflight := make([]*call, 0, len(c.pending))
+			for _, cl := range c.pending {
+				inflight = append(inflight, cl)
+			}
+			c.mu.Unlock()
+			if len(inflight) > 0 {
+				c.wg.Add(1)
+				go c.watchAfterReconnect(inflight)
+			}
 			return nil
 		}
 		if errors.Is(err, ErrNotFound) {
@@ -445,18 +467,17 @@ func (c *Conn) reconnect() error {
 
 // watchAfterReconnect fails calls that can no longer complete: messages the server
 // wrote to the dropped socket are lost, so a call whose kernel has gone idle without
-// its reply arriving would otherwise wait forever.
-func (c *Conn) watchAfterReconnect() {
+// its reply arriving would otherwise wait forever. Only the calls that were in flight
+// during the drop are concerned: one started since may not have made the kernel busy
+// yet.
+func (c *Conn) watchAfterReconnect(inflight []*call) {
 	defer c.wg.Done()
 	select {
 	case <-c.stop:
 		return
 	case <-time.After(2 * time.Second):
 	}
-	c.mu.Lock()
-	n := len(c.pending)
-	c.mu.Unlock()
-	if n == 0 {
+	if !c.anyPending(inflight) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -467,10 +488,24 @@ func (c *Conn) watchAfterReconnect() {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for id, cl := range c.pending {
-		cl.finish(fmt.Errorf("%w: the connection dropped during the call and the reply was lost (the kernel is idle)", ErrConnectionLost))
-		delete(c.pending, id)
+	for _, cl := range inflight {
+		if c.pending[cl.id] == cl {
+			cl.finish(fmt.Errorf("%w: the connection dropped during the call and the reply was lost (the kernel is idle)", ErrConnectionLost))
+			delete(c.pending, cl.id)
+		}
 	}
+}
+
+// anyPending reports whether any of calls is still waiting.
+func (c *Conn) anyPending(calls []*call) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cl := range calls {
+		if c.pending[cl.id] == cl {
+			return true
+		}
+	}
+	return false
 }
 
 // fail stops the connection for good, failing every call in flight.

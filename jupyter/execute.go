@@ -99,11 +99,14 @@ func (e *Execution) Reply() (*ExecuteReply, error) {
 }
 
 // Close abandons the execution if it is still running: later messages for it are
-// dropped. The kernel is not interrupted. Close is idempotent.
+// dropped, and Next, once it has returned what had already arrived, fails with an
+// error wrapping ErrClosed instead of waiting for them. The kernel is not
+// interrupted. Close is idempotent.
 func (e *Execution) Close() {
 	e.close.Do(func() {
 		close(e.call.gone)
 		e.conn.unregister(e.call.id)
+		e.call.finish(fmt.Errorf("execution %s: %w", e.call.id, ErrClosed)) // no-op if it completed
 	})
 }
 
