@@ -142,15 +142,25 @@ func (e *Executor) ExecuteStream(ctx context.Context, req Request, onEvent func(
 		}
 		return nil, err
 	}
-	s, err := e.session(req.SessionID)
-	if err != nil {
-		return nil, err
+	// A session closed by idle culling between lookup and enqueue is replaced by a
+	// fresh one: the call was never run, so it is safe to try again.
+	var res *Result
+	for attempt := 0; ; attempt++ {
+		var s *session
+		if s, err = e.session(req.SessionID); err != nil {
+			return nil, err
+		}
+		j := newJob(ctx, jobExecute, req, inputs, onEvent, start)
+		if err = s.enqueue(j); err == nil {
+			res, err = j.wait()
+			if err == nil || !j.notRun {
+				break
+			}
+		}
+		if !errors.Is(err, ErrSessionClosed) || attempt >= 2 {
+			return res, err
+		}
 	}
-	j := newJob(ctx, jobExecute, req, inputs, onEvent, start)
-	if err := s.enqueue(j); err != nil {
-		return nil, err
-	}
-	res, err := j.wait()
 	if res != nil {
 		e.opts.Observer.CallFinished(res.Status, time.Since(start))
 	}
@@ -358,6 +368,7 @@ func (e *Executor) cullLoop() {
 		}
 		for _, s := range idle {
 			delete(e.sessions, s.id)
+			e.retireLocked(s.id, fmt.Sprintf("the session was idle for over %s and was closed; its variables are gone, its files remain", e.opts.IdleTimeout))
 		}
 		e.mu.Unlock()
 		for _, s := range idle {

@@ -19,9 +19,10 @@ import (
 // workdir is Data (a temp dir the test can put input files in).
 type env struct {
 	*executor.Executor
-	WS   *workspace.Manager
-	Data string
-	Home string
+	Backend *local.Backend
+	WS      *workspace.Manager
+	Data    string
+	Home    string
 }
 
 func newEnv(t testing.TB, mod func(*executor.Options)) *env {
@@ -52,7 +53,7 @@ func newEnv(t testing.TB, mod func(*executor.Options)) *env {
 	e, err := executor.New(opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, e.Close()) })
-	return &env{Executor: e, WS: ws, Data: data, Home: home}
+	return &env{Executor: e, Backend: b, WS: ws, Data: data, Home: home}
 }
 
 func (e *env) run(t testing.TB, session, code string) *executor.Result {

@@ -25,9 +25,10 @@ type job struct {
 	start   time.Time
 
 	state atomic.Int32 // jobQueued, jobRunning, jobCanceled
-	done  chan struct{}
-	res   *Result
-	err   error
+	done   chan struct{}
+	res    *Result
+	err    error
+	notRun bool // the session closed before the job started
 }
 
 const (

@@ -19,15 +19,15 @@ type kernel struct {
 }
 
 // startKernel places a session, starts its kernel and connects to it.
-func (e *Executor) startKernel(ctx context.Context, spec SessionSpec) (k *kernel, err error) {
+func (e *Executor) startKernel(ctx context.Context, spec SessionSpec) (_ *kernel, err error) {
 	p, err := e.opts.Backend.Open(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
-	k = &kernel{placement: p}
+	k := &kernel{placement: p}
 	defer func() {
 		if err != nil {
-			k.shutdown(context.Background(), e.opts.ShutdownTimeout)
+			_ = k.shutdown(context.Background(), e.opts.ShutdownTimeout)
 		}
 	}()
 	srv := p.Server()

@@ -6,9 +6,8 @@ package executor
 
 const maxRetired = 10000
 
-func (e *Executor) retire(id, why string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+// retireLocked is called with e.mu held.
+func (e *Executor) retireLocked(id, why string) {
 	if e.retired == nil {
 		e.retired = make(map[string]string)
 	}

@@ -122,6 +122,7 @@ func (s *session) release() {
 		select {
 		case j := <-s.queue:
 			if j.begin() {
+				j.notRun = true
 				j.finish(nil, fmt.Errorf("%w: %q", ErrSessionClosed, s.id))
 			}
 			continue
@@ -153,8 +154,6 @@ func (s *session) close(ctx context.Context, removeDir bool) error {
 		if err := s.e.opts.Workspace.Remove(s.id); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("close session %q: %w", s.id, err)
 		}
-	} else {
-		s.e.retire(s.id, "the session was closed (idle or shut down) and restarted; its variables are gone, its files remain")
 	}
 	return nil
 }

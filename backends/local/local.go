@@ -130,6 +130,17 @@ func (b *Backend) Open(ctx context.Context, spec executor.SessionSpec) (executor
 	return &placement{srv: srv, path: strings.TrimPrefix(filepath.Clean(spec.Dir), "/")}, nil
 }
 
+// ServerPID returns the process id of the running Jupyter Server, or 0 when none is
+// running.
+func (b *Backend) ServerPID() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.srv == nil {
+		return 0
+	}
+	return b.srv.Pid()
+}
+
 // Health reports whether the server is running (or can be started).
 func (b *Backend) Health(ctx context.Context) error {
 	b.mu.Lock()

@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kernelbox/kernelbox/internal/procs"
 	"github.com/kernelbox/kernelbox/internal/serverflags"
 	"github.com/kernelbox/kernelbox/jupyter"
 )
@@ -130,6 +131,9 @@ func start(ctx context.Context, o Options, runtimeDir string) (*Server, error) {
 		"MPLBACKEND=Agg",
 		"PYDEVD_DISABLE_FILE_VALIDATION=1",
 		"PYTHONNOUSERSITE=1",
+		// Marks the server and its kernels as ours even after reparenting, so that
+		// tests and leak checks can count them from the OS.
+		procs.OwnerEnv+"="+strconv.Itoa(os.Getpid()),
 	)
 	cmd.Env = append(cmd.Env, o.Env...)
 	out := newTailBuffer(64 << 10)

@@ -1,0 +1,46 @@
+# kernelbox: the two commands the README starts with are `make demo` and `make test`.
+# Both install what they need (Debian packages, the Docker kernel image) first.
+
+GO ?= go
+export PATH := $(PATH):/usr/local/go/bin
+
+.PHONY: demo test setup image build vet bench bench-short clean
+
+# The research demo: a coordinator and a data_analyst agent analysing an ImageNet
+# table in one stateful session (docker when available, else local).
+demo: setup image
+	$(GO) run ./examples/research_demo
+
+# Everything CI runs: formatting, vet, the race-enabled tests (real Jupyter Server and,
+# where a daemon is reachable, real Docker) and a short benchmark so it cannot rot.
+test: setup image vet
+	$(GO) test -race -count=1 -timeout 40m ./...
+	$(GO) run ./cmd/kernelbox bench --short --backends $(BENCH_BACKENDS)
+
+setup:
+	bash scripts/setup.sh
+
+# Builds kernelbox/kernel:latest from Debian packages when a Docker daemon is
+# reachable and the image is missing (reused when present).
+image:
+	@if docker version >/dev/null 2>&1; then \
+		$(GO) run ./cmd/kernelbox image build; \
+	else \
+		echo "image: no Docker daemon reachable; skipping the kernel image (the docker backend and its tests need it)"; \
+	fi
+
+build:
+	$(GO) build -o bin/kernelbox ./cmd/kernelbox
+
+vet:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+BENCH_BACKENDS := $(shell docker version >/dev/null 2>&1 && echo local,docker || echo local)
+
+bench: setup image
+	$(GO) run ./cmd/kernelbox bench --backends $(BENCH_BACKENDS) --density
+
+clean:
+	rm -rf bin .kernelbox .kernelbox-demo

@@ -1,0 +1,105 @@
+"""Reference measurements for kernelbox's benchmark: the same work done straight over
+ZMQ with jupyter_client (no gateway, no HTTP, no WebSocket) or with plain file copies.
+
+It is a long-lived helper driven over stdin/stdout so that the Go benchmark can
+interleave its own measurements with these in one run (the machines are shared and
+noisy; only ratios measured side by side mean anything). Each command line on stdin
+gets one JSON line on stdout:
+
+  trivial N          -> {"ms": [...]}  N round-trips of `x = i; x + 1` (reply + idle)
+  stream BYTES       -> {"ms": [t], "bytes": n}  one cell printing BYTES bytes
+  copy SRC DST       -> {"ms": [t]}  shutil.copyfile SRC to DST
+  copytree SRC DST   -> {"ms": [t]}  copy every file of SRC into DST
+  artifacts DIR N    -> {"ms": [t]}  a cell writes N small files into DIR/out, then
+                        they are copied to DIR/art (what "collecting" means)
+  quit
+
+Usage: /usr/bin/python3 bench/reference.py   (Debian's python3-jupyter-client)
+"""
+import json
+import os
+import shutil
+import sys
+import time
+
+from jupyter_client.manager import start_new_kernel
+
+
+def run_cell(kc, code, collect_bytes=False):
+    msg_id = kc.execute(code, store_history=True)
+    got_reply = got_idle = False
+    n = 0
+    while not (got_reply and got_idle):
+        if not got_idle:
+            msg = kc.get_iopub_msg(timeout=120)
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            t = msg["header"]["msg_type"]
+            if t == "status" and msg["content"]["execution_state"] == "idle":
+                got_idle = True
+            elif collect_bytes and t == "stream":
+                n += len(msg["content"]["text"])
+        if not got_reply:
+            reply = kc.get_shell_msg(timeout=120)
+            if reply["parent_header"].get("msg_id") == msg_id:
+                got_reply = True
+    return n
+
+
+def main():
+    km, kc = start_new_kernel(kernel_name="python3")
+    try:
+        run_cell(kc, "import sys")
+        i = 0
+        for line in sys.stdin:
+            parts = line.split()
+            if not parts:
+                continue
+            cmd = parts[0]
+            out = {}
+            if cmd == "quit":
+                break
+            elif cmd == "trivial":
+                ms = []
+                for _ in range(int(parts[1])):
+                    i += 1
+                    t0 = time.perf_counter()
+                    run_cell(kc, "x = %d; x + 1" % i)
+                    ms.append((time.perf_counter() - t0) * 1000)
+                out = {"ms": ms}
+            elif cmd == "stream":
+                size = int(parts[1])
+                t0 = time.perf_counter()
+                n = run_cell(kc, "sys.stdout.write('x' * %d); sys.stdout.flush()" % size, collect_bytes=True)
+                out = {"ms": [(time.perf_counter() - t0) * 1000], "bytes": n}
+            elif cmd == "copy":
+                t0 = time.perf_counter()
+                shutil.copyfile(parts[1], parts[2])
+                out = {"ms": [(time.perf_counter() - t0) * 1000]}
+            elif cmd == "copytree":
+                t0 = time.perf_counter()
+                for name in os.listdir(parts[1]):
+                    shutil.copyfile(os.path.join(parts[1], name), os.path.join(parts[2], name))
+                out = {"ms": [(time.perf_counter() - t0) * 1000]}
+            elif cmd == "artifacts":
+                d, n = parts[1], int(parts[2])
+                src, dst = os.path.join(d, "out"), os.path.join(d, "art")
+                os.makedirs(src, exist_ok=True)
+                os.makedirs(dst, exist_ok=True)
+                i += 1
+                t0 = time.perf_counter()
+                run_cell(kc, "for k in range(%d):\n    open(%r + '/f%%03d.txt' %% k, 'w').write('%d-%%d' %% k * 50)" % (n, src, i))
+                for name in os.listdir(src):
+                    shutil.copyfile(os.path.join(src, name), os.path.join(dst, name))
+                out = {"ms": [(time.perf_counter() - t0) * 1000]}
+            else:
+                out = {"error": "unknown command " + cmd}
+            sys.stdout.write(json.dumps(out) + "\n")
+            sys.stdout.flush()
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"context"
+	"io"
+	"strings"
+
+	"github.com/kernelbox/kernelbox/internal/bench"
+	"github.com/kernelbox/kernelbox/internal/pyfind"
+)
+
+func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("bench", stderr)
+	backends := fs.String("backends", "local", "comma-separated backends to measure: local, docker")
+	short := fs.Bool("short", false, "a few iterations only (for CI; numbers are indicative)")
+	density := fs.Bool("density", false, "also measure memory at 1, 10 and 50 idle sessions")
+	python := fs.String("python", "", "Python with jupyter_client (default: KERNELBOX_PYTHON, /usr/bin/python3, python3)")
+	ref := fs.String("reference", "bench/reference.py", "path of the reference script")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	py, err := pyfind.Find(*python)
+	if err != nil {
+		return err
+	}
+	_, err = bench.Run(ctx, bench.Config{
+		Python:    py,
+		Reference: *ref,
+		Backends:  strings.Split(*backends, ","),
+		Short:     *short,
+		Density:   *density,
+		Out:       stdout,
+	})
+	return err
+}

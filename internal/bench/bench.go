@@ -1,0 +1,229 @@
+// Package bench measures kernelbox against references measured in the same run,
+// interleaved, because the machines it runs on are shared and noisy: only ratios
+// measured side by side mean anything. The reference for kernel work is
+// bench/reference.py, which does the same work straight over ZMQ with jupyter_client;
+// for file work it is a plain copy. Start reading at [Run].
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/kernelbox/kernelbox/backends/docker"
+	"github.com/kernelbox/kernelbox/backends/local"
+	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/permissions"
+	"github.com/kernelbox/kernelbox/workspace"
+)
+
+// Config selects what to measure.
+type Config struct {
+	// Python runs the reference script (and the local backend).
+	Python string
+	// Reference is the path of bench/reference.py.
+	Reference string
+	// Backends to measure: "local", "docker".
+	Backends []string
+	// Short runs a few iterations of each scenario (for CI, so the benchmark
+	// cannot rot); the numbers are then only indicative.
+	Short bool
+	// Density also measures memory at 1, 10 and 50 sessions.
+	Density bool
+	// Out receives the report.
+	Out io.Writer
+	// Logger receives progress. Defaults to discarding it.
+	Logger *slog.Logger
+}
+
+// Row is one measured scenario.
+type Row struct {
+	Name     string
+	N        int
+	KB50     float64 // kernelbox p50, ms
+	KB99     float64
+	Ref50    float64 // reference p50, ms (0: no reference)
+	Ref99    float64
+	RefLabel string
+	Note     string
+}
+
+// Ratio is kernelbox p50 over reference p50.
+func (r Row) Ratio() float64 {
+	if r.Ref50 == 0 {
+		return 0
+	}
+	return r.KB50 / r.Ref50
+}
+
+// Run measures and prints the report.
+func Run(ctx context.Context, c Config) ([]Row, error) {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	ref, err := startReference(ctx, c.Python, c.Reference)
+	if err != nil {
+		return nil, err
+	}
+	defer ref.close()
+	tmp, err := os.MkdirTemp("", "kernelbox-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	var rows []Row
+	for _, name := range c.Backends {
+		r := &runner{c: c, ref: ref, backend: name, dir: filepath.Join(tmp, name)}
+		got, err := r.run(ctx)
+		rows = append(rows, got...)
+		if err != nil {
+			return rows, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	print(c.Out, rows)
+	return rows, nil
+}
+
+// runner measures one backend.
+type runner struct {
+	c       Config
+	ref     *reference
+	backend string
+	dir     string
+	data    string
+}
+
+func (r *runner) iters(short, long int) int {
+	if r.c.Short {
+		return short
+	}
+	return long
+}
+
+func (r *runner) newExecutor(ctx context.Context, warm int) (*executor.Executor, *workspace.Manager, error) {
+	r.data = filepath.Join(r.dir, "data")
+	if err := os.MkdirAll(r.data, 0o755); err != nil {
+		return nil, nil, err
+	}
+	ws, err := workspace.New(workspace.Options{Root: filepath.Join(r.dir, fmt.Sprintf("ws%d", warm)), NoInputHash: false})
+	if err != nil {
+		return nil, nil, err
+	}
+	var b executor.Backend
+	switch r.backend {
+	case "local":
+		b, err = local.New(local.Options{Python: r.c.Python, Logger: r.c.Logger})
+	case "docker":
+		b, err = docker.New(ctx, docker.Options{Logger: r.c.Logger})
+	default:
+		err = fmt.Errorf("unknown backend %q", r.backend)
+	}
+	if err != nil {
+		ws.Close()
+		return nil, nil, err
+	}
+	e, err := executor.New(executor.Options{
+		Backend:   b,
+		Workspace: ws,
+		Permissions: &permissions.Engine{
+			Policy: permissions.DefaultPolicy(),
+			Vars:   permissions.Vars{Workdir: r.data, Home: filepath.Join(r.dir, "home"), Artifacts: ws.ArtifactsDir()},
+		},
+		MaxStreamBytes: 16 << 20,
+		MaxSessions:    64,
+		Warm:           warm,
+		Logger:         r.c.Logger,
+	})
+	if err != nil {
+		_ = b.Close(ctx)
+		ws.Close()
+		return nil, nil, err
+	}
+	return e, ws, nil
+}
+
+func (r *runner) run(ctx context.Context) ([]Row, error) {
+	e, ws, err := r.newExecutor(ctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer ws.Close()
+	defer e.Close()
+	var rows []Row
+	cold, err := r.coldStart(ctx, e)
+	if err != nil {
+		return rows, err
+	}
+	rows = append(rows, cold)
+	for _, scenario := range []func(context.Context, *executor.Executor) (Row, error){
+		r.trivial, r.stream, r.stage, r.artifacts,
+	} {
+		row, err := scenario(ctx, e)
+		if err != nil {
+			return rows, err
+		}
+		rows = append(rows, row)
+	}
+	warm, err := r.warmStart(ctx)
+	if err != nil {
+		return rows, err
+	}
+	rows = append(rows, warm)
+	if r.c.Density {
+		d, err := r.density(ctx)
+		rows = append(rows, d...)
+		if err != nil {
+			return rows, err
+		}
+	}
+	return rows, nil
+}
+
+func (r *runner) exec(ctx context.Context, e *executor.Executor, req executor.Request) (*executor.Result, time.Duration, error) {
+	t0 := time.Now()
+	res, err := e.Execute(ctx, req)
+	d := time.Since(t0)
+	if err != nil {
+		return nil, d, err
+	}
+	if res.Status != executor.StatusOK {
+		return res, d, fmt.Errorf("%s: status %s: %+v", req.Code[:min(len(req.Code), 40)], res.Status, res.Error)
+	}
+	return res, d, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// percentile returns the p-th percentile (0..1) of v.
+func percentile(v []float64, p float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	i := int(p * float64(len(s)-1))
+	return s[i]
+}
+
+func print(w io.Writer, rows []Row) {
+	if w == nil {
+		return
+	}
+	fmt.Fprintf(w, "%-34s %6s %10s %10s %10s %10s %7s  %s\n", "scenario", "n", "kb p50", "kb p99", "ref p50", "ref p99", "ratio", "reference / note")
+	for _, r := range rows {
+		ratio, ref50, ref99 := "-", "-", "-"
+		if r.Ref50 > 0 {
+			ratio = fmt.Sprintf("%.2fx", r.Ratio())
+			ref50, ref99 = fmt.Sprintf("%.2f", r.Ref50), fmt.Sprintf("%.2f", r.Ref99)
+		}
+		note := strings.TrimSpace(r.RefLabel + " " + r.Note)
+		fmt.Fprintf(w, "%-34s %6d %10.2f %10.2f %10s %10s %7s  %s\n", r.Name, r.N, r.KB50, r.KB99, ref50, ref99, ratio, note)
+	}
+	fmt.Fprintln(w, "times in ms; ratio = kernelbox p50 / reference p50, measured interleaved in this run")
+}

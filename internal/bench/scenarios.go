@@ -1,0 +1,202 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/kernelbox/kernelbox/executor"
+)
+
+// coldStart measures a new session's first result without a warm pool.
+func (r *runner) coldStart(ctx context.Context, e *executor.Executor) (Row, error) {
+	n := r.iters(1, 3)
+	var kb []float64
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("cold%d", i)
+		_, d, err := r.exec(ctx, e, executor.Request{SessionID: id, Code: "1 + 1"})
+		if err != nil {
+			return Row{}, err
+		}
+		kb = append(kb, ms(d))
+		_ = e.CloseSession(ctx, id)
+	}
+	return Row{Name: r.backend + ": cold start, first result", N: n, KB50: percentile(kb, .5), KB99: percentile(kb, .99),
+		Note: "no reference; a new session's kernel (and container) started"}, nil
+}
+
+// trivial measures `x = i; x + 1` round-trips, interleaved with the reference.
+func (r *runner) trivial(ctx context.Context, e *executor.Executor) (Row, error) {
+	rounds, block := r.iters(2, 10), r.iters(10, 50)
+	if _, _, err := r.exec(ctx, e, executor.Request{SessionID: "trivial", Code: "x = 0"}); err != nil {
+		return Row{}, err
+	}
+	var kb, ref []float64
+	i := 0
+	for round := 0; round < rounds; round++ {
+		for k := 0; k < block; k++ {
+			i++
+			_, d, err := r.exec(ctx, e, executor.Request{SessionID: "trivial", Code: "x = " + strconv.Itoa(i) + "; x + 1"})
+			if err != nil {
+				return Row{}, err
+			}
+			kb = append(kb, ms(d))
+		}
+		a, err := r.ref.do("trivial", strconv.Itoa(block))
+		if err != nil {
+			return Row{}, err
+		}
+		ref = append(ref, a.MS...)
+	}
+	return Row{Name: r.backend + ": trivial cell round-trip", N: len(kb), KB50: percentile(kb, .5), KB99: percentile(kb, .99),
+		Ref50: percentile(ref, .5), Ref99: percentile(ref, .99), RefLabel: "jupyter_client over ZMQ"}, nil
+}
+
+// stream measures one cell printing 10 MiB.
+func (r *runner) stream(ctx context.Context, e *executor.Executor) (Row, error) {
+	const size = 10 << 20
+	n := r.iters(1, 5)
+	code := fmt.Sprintf("import sys; sys.stdout.write('x' * %d); sys.stdout.flush()", size)
+	if err := r.warmUp(ctx, e, "stream"); err != nil {
+		return Row{}, err
+	}
+	var kb, ref []float64
+	for i := 0; i < n; i++ {
+		res, d, err := r.exec(ctx, e, executor.Request{SessionID: "stream", Code: code})
+		if err != nil {
+			return Row{}, err
+		}
+		if len(res.Stdout) != size || res.Truncated {
+			return Row{}, fmt.Errorf("stream: got %d bytes (truncated %v: %s), want %d", len(res.Stdout), res.Truncated, res.TruncationNote, size)
+		}
+		kb = append(kb, ms(d))
+		a, err := r.ref.do("stream", strconv.Itoa(size))
+		if err != nil {
+			return Row{}, err
+		}
+		if a.Bytes != size {
+			return Row{}, fmt.Errorf("reference stream: got %d bytes", a.Bytes)
+		}
+		ref = append(ref, a.MS...)
+	}
+	return Row{Name: r.backend + ": 10 MiB of stdout from one cell", N: n, KB50: percentile(kb, .5), KB99: percentile(kb, .99),
+		Ref50: percentile(ref, .5), Ref99: percentile(ref, .99), RefLabel: "jupyter_client over ZMQ", Note: "every byte delivered, not truncated"}, nil
+}
+
+// stage measures a call that stages a 100 MiB input, against a plain file copy.
+func (r *runner) stage(ctx context.Context, e *executor.Executor) (Row, error) {
+	src := filepath.Join(r.data, "input-100m.bin")
+	if err := writeRandom(src, 100<<20); err != nil {
+		return Row{}, err
+	}
+	defer os.Remove(src)
+	if err := r.warmUp(ctx, e, "stage"); err != nil {
+		return Row{}, err
+	}
+	n := r.iters(1, 5)
+	var kb, ref []float64
+	for i := 0; i < n; i++ {
+		_, d, err := r.exec(ctx, e, executor.Request{SessionID: "stage", Code: "pass", Inputs: []string{src}})
+		if err != nil {
+			return Row{}, err
+		}
+		kb = append(kb, ms(d))
+		dst := filepath.Join(r.dir, "copy.bin")
+		a, err := r.ref.do("copy", src, dst)
+		if err != nil {
+			return Row{}, err
+		}
+		os.Remove(dst)
+		ref = append(ref, a.MS...)
+	}
+	return Row{Name: r.backend + ": call staging a 100 MiB input", N: n, KB50: percentile(kb, .5), KB99: percentile(kb, .99),
+		Ref50: percentile(ref, .5), Ref99: percentile(ref, .99), RefLabel: "shutil.copyfile", Note: "kernelbox also hashes the input and runs the cell"}, nil
+}
+
+// artifacts measures a cell writing 100 small files that are collected as artifacts,
+// against the reference kernel writing them and a plain copy to an artifacts dir.
+func (r *runner) artifacts(ctx context.Context, e *executor.Executor) (Row, error) {
+	if err := r.warmUp(ctx, e, "artifacts"); err != nil {
+		return Row{}, err
+	}
+	n := r.iters(1, 5)
+	var kb, ref []float64
+	for i := 0; i < n; i++ {
+		code := fmt.Sprintf("import os\nos.makedirs('outputs/r%d', exist_ok=True)\nfor k in range(100):\n    open('outputs/r%d/f%%03d.txt' %% k, 'w').write('%d-%%d' %% k * 50)", i, i, i)
+		res, d, err := r.exec(ctx, e, executor.Request{SessionID: "artifacts", Code: code})
+		if err != nil {
+			return Row{}, err
+		}
+		if len(res.Artifacts) != 100 {
+			return Row{}, fmt.Errorf("artifacts: got %d, want 100", len(res.Artifacts))
+		}
+		kb = append(kb, ms(d))
+		dir := filepath.Join(r.dir, fmt.Sprintf("refart%d", i))
+		a, err := r.ref.do("artifacts", dir, "100")
+		if err != nil {
+			return Row{}, err
+		}
+		ref = append(ref, a.MS...)
+	}
+	return Row{Name: r.backend + ": cell writing 100 artifacts", N: n, KB50: percentile(kb, .5), KB99: percentile(kb, .99),
+		Ref50: percentile(ref, .5), Ref99: percentile(ref, .99), RefLabel: "ZMQ cell + shutil copies", Note: "kernelbox also hashes each file"}, nil
+}
+
+// warmStart measures a new session's first result with a warm pool of 2.
+func (r *runner) warmStart(ctx context.Context) (Row, error) {
+	e, ws, err := r.newExecutor(ctx, 2)
+	if err != nil {
+		return Row{}, err
+	}
+	defer ws.Close()
+	defer e.Close()
+	n := r.iters(2, 10)
+	var kb []float64
+	for i := 0; i < n; i++ {
+		deadline := time.Now().Add(3 * time.Minute)
+		for e.WarmReady() < 2 {
+			if time.Now().After(deadline) {
+				return Row{}, fmt.Errorf("warm pool did not fill")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		id := fmt.Sprintf("warm%d", i)
+		res, d, err := r.exec(ctx, e, executor.Request{SessionID: id, Code: "1 + 1"})
+		if err != nil {
+			return Row{}, err
+		}
+		if res.Result != "2" {
+			return Row{}, fmt.Errorf("warm: result %q", res.Result)
+		}
+		kb = append(kb, ms(d))
+		_ = e.CloseSession(ctx, id)
+	}
+	return Row{Name: r.backend + ": first result, warm pool (--warm 2)", N: n, KB50: percentile(kb, .5), KB99: percentile(kb, .99),
+		Note: "target p50 < 50 ms"}, nil
+}
+
+func writeRandom(path string, size int) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 1<<20)
+	for written := 0; written < size; written += len(buf) {
+		_, _ = rand.Read(buf)
+		if _, err := f.Write(buf); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	return f.Close()
+}
+
+// warmUp starts a session's kernel so that a scenario does not measure the start.
+func (r *runner) warmUp(ctx context.Context, e *executor.Executor, session string) error {
+	_, _, err := r.exec(ctx, e, executor.Request{SessionID: session, Code: "import sys, os"})
+	return err
+}
