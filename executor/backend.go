@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/kernelbox/kernelbox/jupyter"
 )
@@ -107,4 +108,16 @@ type DataMounter interface {
 type FileSyncer interface {
 	PushInputs(ctx context.Context, conn *jupyter.Conn, hostDir string, names []string) error
 	PullOutputs(ctx context.Context, conn *jupyter.Conn, hostDir string) error
+}
+
+// OutputsProber is implemented by FileSyncer placements that can tell from a call's
+// own execute_reply whether the kernel's outputs/ changed, which saves a round trip
+// per call. The executor adds ProbeExpression's result (unless "") to the call's
+// execute_request as the user expression "kernelbox_outputs", and after the call
+// calls PullProbedOutputs instead of PullOutputs, with that expression's result from
+// the execute_reply (nil when there is none: the code raised, timed out or the
+// kernel died).
+type OutputsProber interface {
+	ProbeExpression() string
+	PullProbedOutputs(ctx context.Context, conn *jupyter.Conn, hostDir string, probe json.RawMessage) error
 }

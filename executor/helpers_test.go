@@ -28,6 +28,16 @@ type env struct {
 func newEnv(t testing.TB, mod func(*executor.Options)) *env {
 	t.Helper()
 	py := testenv.Jupyter(t)
+	b, err := local.New(local.Options{Python: py})
+	require.NoError(t, err)
+	e := newEnvOn(t, b, mod)
+	e.Backend = b
+	return e
+}
+
+// newEnvOn builds an env on any backend; the executor closes the backend.
+func newEnvOn(t testing.TB, b executor.Backend, mod func(*executor.Options)) *env {
+	t.Helper()
 	root := t.TempDir()
 	data := filepath.Join(root, "data")
 	home := filepath.Join(root, "home")
@@ -36,8 +46,6 @@ func newEnv(t testing.TB, mod func(*executor.Options)) *env {
 	ws, err := workspace.New(workspace.Options{Root: filepath.Join(root, "ws")})
 	require.NoError(t, err)
 	t.Cleanup(func() { ws.Close() })
-	b, err := local.New(local.Options{Python: py})
-	require.NoError(t, err)
 	opts := executor.Options{
 		Backend:   b,
 		Workspace: ws,
@@ -53,7 +61,7 @@ func newEnv(t testing.TB, mod func(*executor.Options)) *env {
 	e, err := executor.New(opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, e.Close()) })
-	return &env{Executor: e, Backend: b, WS: ws, Data: data, Home: home}
+	return &env{Executor: e, WS: ws, Data: data, Home: home}
 }
 
 func (e *env) run(t testing.TB, session, code string) *executor.Result {

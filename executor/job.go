@@ -24,7 +24,7 @@ type job struct {
 	onEvent func(Event)
 	start   time.Time
 
-	state atomic.Int32 // jobQueued, jobRunning, jobCanceled
+	state  atomic.Int32 // jobQueued, jobRunning, jobCanceled
 	done   chan struct{}
 	res    *Result
 	err    error

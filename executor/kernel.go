@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/kernelbox/kernelbox/jupyter"
@@ -47,25 +48,60 @@ func (e *Executor) startKernel(ctx context.Context, spec SessionSpec) (_ *kernel
 	return k, nil
 }
 
-// connect opens a fresh WebSocket to the kernel and waits for kernel_info.
+// connect opens a fresh WebSocket to the kernel and checks that both its shell and
+// iopub channels answer. A kernel the server has just restarted may be listening on
+// new ports that a WebSocket opened too early does not reach, so a connection that
+// fails the check is dropped and made again until ctx ends.
 func (k *kernel) connect(ctx context.Context, e *Executor) error {
 	if k.conn != nil {
 		_ = k.conn.Close()
 		k.conn = nil
 	}
-	conn, err := k.client.Connect(ctx, k.id, &jupyter.ConnOptions{
-		Logger:          e.log,
-		MaxMessageBytes: max(e.opts.MaxStreamBytes, e.opts.MaxRichBytes) + 1<<20,
-	})
+	for attempt := 0; ; attempt++ {
+		conn, err := k.client.Connect(ctx, k.id, &jupyter.ConnOptions{
+			Logger:          e.log,
+			MaxMessageBytes: max(e.opts.MaxStreamBytes, e.opts.MaxRichBytes) + 1<<20,
+		})
+		if err == nil {
+			if err = probe(ctx, conn); err == nil {
+				k.conn = conn
+				return nil
+			}
+			_ = conn.Close()
+		}
+		if errors.Is(err, jupyter.ErrNotFound) {
+			return err
+		}
+		e.log.Debug("kernel connection not ready; retrying", "kernel_id", k.id, "attempt", attempt, "err", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("connect to kernel %s: %w (last error: %v)", k.id, ctx.Err(), err)
+		case <-time.After(min(time.Duration(attempt+1)*200*time.Millisecond, 2*time.Second)):
+		}
+	}
+}
+
+// probe checks a new connection end to end: kernel_info on shell, then a silent empty
+// execution whose reply and idle status (iopub) must both arrive.
+func probe(ctx context.Context, conn *jupyter.Conn) error {
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := conn.KernelInfo(pctx); err != nil {
+		return fmt.Errorf("kernel_info: %w", err)
+	}
+	ex, err := conn.Execute(pctx, jupyter.ExecuteRequest{Code: "", Silent: true})
 	if err != nil {
 		return err
 	}
-	if _, err := conn.KernelInfo(ctx); err != nil {
-		_ = conn.Close()
-		return fmt.Errorf("kernel_info: %w", err)
+	defer ex.Close()
+	for {
+		if _, err := ex.Next(pctx); err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return fmt.Errorf("probe execution: %w", err)
+		}
 	}
-	k.conn = conn
-	return nil
 }
 
 // alive reports whether the kernel's connection is usable.
@@ -74,13 +110,18 @@ func (k *kernel) alive() bool {
 }
 
 // recover tries to reconnect to the same kernel after its connection ended. It
-// reports whether that worked; the kernel may have been restarted by the server.
+// reports whether that worked; the kernel may have been restarted by the server,
+// so a FileSyncer placement is asked to set it up again (fresh).
 func (k *kernel) recover(ctx context.Context, e *Executor) bool {
 	kr, err := k.client.Kernel(ctx, k.id)
 	if err != nil || kr.ExecutionState == "dead" {
 		return false
 	}
-	return k.connect(ctx, e) == nil
+	if k.connect(ctx, e) != nil {
+		return false
+	}
+	k.fresh = true
+	return true
 }
 
 // restart restarts the kernel under the same id (its state is lost) and reconnects.

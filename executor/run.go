@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -55,7 +56,13 @@ func (s *session) execute(j *job) (*Result, error) {
 
 	col := newCollector(o, j.onEvent)
 	j.emit(Event{Type: "status", State: "running"})
-	ex, err := s.k.conn.Execute(runCtx, jupyter.ExecuteRequest{Code: j.req.Code, StoreHistory: true})
+	req := jupyter.ExecuteRequest{Code: j.req.Code, StoreHistory: true}
+	if pr, ok := s.k.placement.(OutputsProber); ok {
+		if expr := pr.ProbeExpression(); expr != "" {
+			req.UserExpressions = map[string]string{probeKey: expr}
+		}
+	}
+	ex, err := s.k.conn.Execute(runCtx, req)
 	if err != nil {
 		s.kernelFailed(r, err)
 	} else {
@@ -215,7 +222,12 @@ func (s *session) collect(r *Result, col *collector, ex *jupyter.Execution) {
 		// The kernel is gone (a restart after a timeout failed): nothing to pull.
 	} else if syncer, ok := s.k.placement.(FileSyncer); ok && s.k.alive() {
 		ctx, cancel := context.WithTimeout(s.ctx, s.e.opts.StartTimeout)
-		err := syncer.PullOutputs(ctx, s.k.conn, s.ws.Dir())
+		var err error
+		if pr, ok := syncer.(OutputsProber); ok {
+			err = pr.PullProbedOutputs(ctx, s.k.conn, s.ws.Dir(), probeResult(ex))
+		} else {
+			err = syncer.PullOutputs(ctx, s.k.conn, s.ws.Dir())
+		}
 		cancel()
 		if err != nil {
 			r.Notes = append(r.Notes, "outputs: pulling files from the kernel failed: "+err.Error())
@@ -266,6 +278,21 @@ func (s *session) collect(r *Result, col *collector, ex *jupyter.Execution) {
 			r.Artifacts = append(r.Artifacts, a)
 		}
 	}
+}
+
+// probeKey names the OutputsProber's user expression in a call's execute_request.
+const probeKey = "kernelbox_outputs"
+
+// probeResult returns the OutputsProber expression's result from the call's reply.
+func probeResult(ex *jupyter.Execution) json.RawMessage {
+	if ex == nil {
+		return nil
+	}
+	reply, err := ex.Reply()
+	if err != nil {
+		return nil
+	}
+	return reply.UserExpressions[probeKey]
 }
 
 var richTypes = []struct {

@@ -57,3 +57,9 @@ func missing(t testing.TB, env, why string) {
 	}
 	t.Skipf("skipping: %s (set %s=1 to make this a failure)", why, env)
 }
+
+// DockerImageMissing skips or fails t because the kernel image is not built.
+func DockerImageMissing(t testing.TB, image string) {
+	t.Helper()
+	missing(t, "KERNELBOX_REQUIRE_DOCKER", "the kernel image "+image+" is missing (run `make image` or `kernelbox image build`)")
+}

@@ -1,0 +1,162 @@
+package executor_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kernelbox/kernelbox/backends/docker"
+	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/internal/testenv"
+	"github.com/stretchr/testify/require"
+)
+
+// newDockerEnv builds an executor on the docker backend, with a smaller memory limit
+// when memory is set.
+func newDockerEnv(t testing.TB, opts docker.Options, mod func(*executor.Options)) *env {
+	t.Helper()
+	testenv.Docker(t)
+	ok, err := docker.ImageExists(context.Background(), docker.DefaultImage)
+	if err != nil || !ok {
+		testenv.DockerImageMissing(t, docker.DefaultImage)
+	}
+	b, err := docker.New(context.Background(), opts)
+	require.NoError(t, err)
+	return newEnvOn(t, b, mod)
+}
+
+func dockerContainers(t testing.TB) []string {
+	t.Helper()
+	out, err := exec.Command("docker", "ps", "-aq", "--filter", "label=io.kernelbox.created-by=kernelbox").Output()
+	require.NoError(t, err)
+	return strings.Fields(string(out))
+}
+
+func TestDockerSessions(t *testing.T) {
+	e := newDockerEnv(t, docker.Options{}, nil)
+	start := time.Now()
+	r := e.run(t, "d1", "x = 41")
+	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	t.Logf("docker cold start to first result: %s", time.Since(start).Round(time.Millisecond))
+	require.Equal(t, "42", e.run(t, "d1", "x + 1").Result)
+
+	// Inputs are staged and outputs collected exactly as with local.
+	csv := filepath.Join(e.Data, "bench.csv")
+	require.NoError(t, os.WriteFile(csv, []byte("a,b\n1,2\n3,4\n"), 0o644))
+	r, err := e.Execute(context.Background(), executor.Request{SessionID: "d1", Inputs: []string{csv},
+		Code: "import pandas as pd\ndf = pd.read_csv('inputs/bench.csv')\ndf.to_csv('outputs/copy.csv', index=False)\nint(df.b.sum())"})
+	require.NoError(t, err)
+	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, "6", r.Result)
+	require.Len(t, r.Artifacts, 1)
+	require.Equal(t, "copy.csv", r.Artifacts[0].Name)
+	fi, err := os.Stat(filepath.Join(e.WS.Root(), "sessions", "d1", "outputs", "copy.csv"))
+	require.NoError(t, err)
+	require.NotNil(t, fi)
+
+	// The sandbox, seen from inside the kernel.
+	r = e.run(t, "d1", `import os
+status = open('/proc/self/status').read()
+cap = [l.split()[1] for l in status.splitlines() if l.startswith('CapEff')][0]
+nnp = [l.split()[1] for l in status.splitlines() if l.startswith('NoNewPrivs')][0]
+try:
+    open('/usr/kernelbox-probe', 'w'); ro = False
+except OSError as e:
+    ro = e.errno == 30
+print(sorted(os.listdir('/sys/class/net')), cap, nnp, ro, os.getuid() != 0, os.getcwd())`)
+	require.Equal(t, "['lo'] 0000000000000000 1 True True /workspace\n", r.Stdout)
+
+	// Two sessions cannot see each other's files.
+	e.run(t, "d1", "open('outputs/secret.txt', 'w').write('d1 only')")
+	// (Every writable or mounted place; / as a whole would walk /proc and /sys.)
+	r = e.run(t, "d2", "import glob\nsorted(p for d in ('/workspace', '/tmp', '/run', '/mnt', '/home', '/srv', '/var', '/media', '/opt') for p in glob.glob(d + '/**/secret.txt', recursive=True))")
+	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, "[]", r.Result)
+
+	require.NoError(t, e.Close())
+	require.Empty(t, dockerContainers(t), "Close leaves no container")
+}
+
+func TestDockerLimits(t *testing.T) {
+	e := newDockerEnv(t, docker.Options{Memory: 512 << 20, PidsLimit: 128}, nil)
+	e.run(t, "lim", "x = 1")
+
+	// A fork bomb hits the pids limit; the session reports cleanly and survives.
+	r, err := e.Execute(context.Background(), executor.Request{SessionID: "lim", Timeout: 20 * time.Second, Code: `import os, time
+pids = []
+try:
+    for i in range(10000):
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(30)
+            os._exit(0)
+        pids.append(pid)
+except OSError as e:
+    print("fork failed after", len(pids), e.strerror)
+for p in pids:
+    os.kill(p, 9)
+    os.waitpid(p, 0)
+len(pids) < 128`})
+	require.NoError(t, err)
+	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Contains(t, r.Stdout, "fork failed after")
+	require.Equal(t, "True", r.Result)
+	require.Equal(t, "1", e.run(t, "lim", "x").Result)
+
+	// Allocating 4 GiB over a 512 MiB limit: kernel_died with the OOM cause; the next
+	// call works.
+	r = e.run(t, "lim", "b = bytearray(4 << 30)\nb[::4096] = b'x' * len(b[::4096])")
+	require.Equal(t, executor.StatusKernelDied, r.Status, "%+v", r.Error)
+	require.Contains(t, r.Error.Evalue, "OOM")
+	require.True(t, r.StateLost)
+	r = e.run(t, "lim", "1 + 1")
+	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, "2", r.Result)
+}
+
+func TestDockerFaults(t *testing.T) {
+	e := newDockerEnv(t, docker.Options{}, func(o *executor.Options) { o.InterruptGrace = 2 * time.Second })
+	e.run(t, "f", "x = 3")
+	start := time.Now()
+	r, err := e.Execute(context.Background(), executor.Request{SessionID: "f", Code: "while True: pass", Timeout: 2 * time.Second})
+	require.NoError(t, err)
+	require.Equal(t, executor.StatusTimeout, r.Status)
+	require.False(t, r.StateLost)
+	require.Less(t, time.Since(start), 5*time.Second)
+	require.Equal(t, "3", e.run(t, "f", "x").Result)
+
+	r = e.run(t, "f", "import os; os._exit(1)")
+	require.Equal(t, executor.StatusKernelDied, r.Status)
+	r = e.run(t, "f", "1")
+	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.True(t, r.StateLost)
+
+	// The container killed from outside mid-cell: the call returns, the session
+	// recovers in a new container.
+	e.run(t, "f", "y = 1")
+	ids := dockerContainers(t)
+	require.Len(t, ids, 1)
+	done := make(chan *executor.Result, 1)
+	go func() {
+		r, _ := e.Execute(context.Background(), executor.Request{SessionID: "f", Code: "import time; time.sleep(60)"})
+		done <- r
+	}()
+	time.Sleep(time.Second)
+	require.NoError(t, exec.Command("docker", "kill", ids[0]).Run())
+	select {
+	case r := <-done:
+		require.NotNil(t, r)
+		require.Equal(t, executor.StatusKernelDied, r.Status, "%+v", r.Error)
+		require.Contains(t, r.Error.Evalue, "container")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call did not return after its container was killed")
+	}
+	r = e.run(t, "f", "'y' in dir()")
+	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, "False", r.Result)
+	require.True(t, r.StateLost)
+}
