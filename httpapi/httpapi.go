@@ -89,6 +89,7 @@ func New(e *executor.Executor, backend executor.Backend, o Options) http.Handler
 	h.mux.HandleFunc("POST /v1/sessions/{id}/reset", h.reset)
 	h.mux.HandleFunc("GET /v1/sessions/{id}/artifacts", h.artifacts)
 	h.mux.HandleFunc("GET /v1/artifacts/{session}/{path...}", h.artifact)
+	h.mux.HandleFunc("POST /v1/notebooks/run", h.runNotebook)
 	h.mux.HandleFunc("GET /healthz", h.health)
 	return h
 }

@@ -29,6 +29,12 @@ type Engine struct {
 
 	// Logger receives one record per decision. Nil discards them.
 	Logger *slog.Logger
+
+	// OnDecision, when set, is called with every decision Check settles (after
+	// the Approver, so its Effect is Allow or Deny), for example to count them
+	// for metrics. It is called on Check's goroutine and must be fast and safe
+	// for concurrent use.
+	OnDecision func(Decision)
 }
 
 // Report holds the decisions of one Engine.Check, in the order the capabilities were
@@ -87,6 +93,9 @@ func (e *Engine) Check(ctx context.Context, caps []Capability, args map[string]a
 			d = e.ask(ctx, d)
 		}
 		logDecision(ctx, log, d)
+		if e.OnDecision != nil {
+			e.OnDecision(d)
+		}
 		report.Decisions = append(report.Decisions, d)
 		if d.Effect != Allow {
 			denied = append(denied, d)

@@ -1,0 +1,80 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/kernelbox/kernelbox/executor"
+)
+
+// SessionList is list_sessions' structured result.
+type SessionList struct {
+	Sessions []executor.SessionInfo `json:"sessions" jsonschema:"The live sessions, sorted by id."`
+}
+
+// SessionArgs name one session.
+type SessionArgs struct {
+	SessionID string `json:"session_id" jsonschema:"The session id, as given to execute_code (\"default\" when it was left out)."`
+}
+
+func (s *server) addSessions(srv *mcp.Server) {
+	mcp.AddTool(srv, &mcp.Tool{
+		Name:  "list_sessions",
+		Title: "List kernel sessions",
+		Description: `List the live sessions (one kernel each) with their state: new (no kernel yet), starting, idle, busy (running a call) or dead (its kernel is gone; the next call starts a fresh one and reports state_lost), and how many calls each has run and has queued.
+
+A session that is not listed has no live kernel: execute_code with its id starts a new one (its files from earlier calls are still there unless it was closed).`,
+		Annotations: &mcp.ToolAnnotations{Title: "List kernel sessions", ReadOnlyHint: true, OpenWorldHint: boolPtr(false)},
+	}, s.listSessions)
+
+	in := mustSchema[SessionArgs](nil)
+	in.Properties["session_id"].Pattern = `^[A-Za-z0-9_-]{1,64}$`
+	mcp.AddTool(srv, &mcp.Tool{
+		Name:        "reset_session",
+		Title:       "Restart a session's kernel",
+		Description: `Give a session a fresh kernel: all its variables, imports and loaded data are gone; its files (inputs/, outputs/, anything written to the working directory) and its artifacts stay. Use it to recover from a broken state or to free memory. It waits for the session's queued calls first.`,
+		InputSchema: in,
+		Annotations: &mcp.ToolAnnotations{Title: "Restart a session's kernel", DestructiveHint: boolPtr(true), IdempotentHint: true, OpenWorldHint: boolPtr(false)},
+	}, s.resetSession)
+}
+
+func (s *server) listSessions(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, *SessionList, error) {
+	list := s.e.Sessions()
+	if len(list) == 0 {
+		return text("No live sessions. execute_code starts one (session_id defaults to %q).", DefaultSession), &SessionList{Sessions: list}, nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d live session(s):\n", len(list))
+	for _, si := range list {
+		fmt.Fprintf(&b, "- %s: %s, %d calls, execution_count %d", si.ID, si.State, si.Calls, si.ExecutionCount)
+		if si.Queued > 0 {
+			fmt.Fprintf(&b, ", %d queued", si.Queued)
+		}
+		if !si.LastActivity.IsZero() {
+			fmt.Fprintf(&b, ", last active %s ago", time.Since(si.LastActivity).Round(time.Second))
+		}
+		b.WriteByte('\n')
+	}
+	return text("%s", b.String()), &SessionList{Sessions: list}, nil
+}
+
+func (s *server) resetSession(ctx context.Context, req *mcp.CallToolRequest, args SessionArgs) (*mcp.CallToolResult, any, error) {
+	err := s.e.ResetSession(ctx, args.SessionID)
+	switch {
+	case errors.Is(err, executor.ErrNoSession):
+		return nil, nil, fmt.Errorf("no live session %q (list_sessions shows them); there is nothing to reset, and execute_code with this id starts a fresh kernel anyway", args.SessionID)
+	case err != nil:
+		return nil, nil, fmt.Errorf("reset session %q: %v", args.SessionID, err)
+	}
+	return text("Session %q has a fresh kernel: its variables are gone, its files and artifacts are kept.", args.SessionID), nil, nil
+}
+
+// text is a tool result holding one text block.
+func text(format string, args ...any) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, args...)}}}
+}
