@@ -11,11 +11,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/notebook"
 	"github.com/kernelbox/kernelbox/workspace"
 )
 
@@ -30,6 +32,10 @@ type Options struct {
 
 	// MaxBodyBytes caps request bodies. Defaults to 4 MiB.
 	MaxBodyBytes int64
+
+	// MaxNotebookBytes caps the body of POST /v1/notebooks/run, whose notebooks
+	// carry their images. Defaults to 65 MiB (notebook.MaxSize plus room).
+	MaxNotebookBytes int64
 
 	// Logger receives one line per request. Defaults to discarding them.
 	Logger *slog.Logger
@@ -58,6 +64,12 @@ type handler struct {
 	log  *slog.Logger
 	mux  *http.ServeMux
 	back executor.Backend
+	csrf *http.CrossOriginProtection
+}
+
+func isJSON(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
 }
 
 // New returns the HTTP handler:
@@ -70,12 +82,20 @@ type handler struct {
 //	POST   /v1/sessions/{id}/reset       fresh kernel, same files
 //	GET    /v1/sessions/{id}/artifacts   list a session's artifacts
 //	GET    /v1/artifacts/{session}/{path...}  download an artifact
+//	POST   /v1/notebooks/run             run a notebook (nbformat v4 in, executed notebook out)
 //	GET    /healthz                      backend reachability (no auth)
+//
+// Requests with a body must be Content-Type application/json, and cross-origin
+// browser requests that change state are refused, so a web page cannot make a
+// browser run code on a kernelbox listening on localhost without a token.
 //
 // backend may be nil; it is used for /healthz only.
 func New(e *executor.Executor, backend executor.Backend, o Options) http.Handler {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 4 << 20
+	}
+	if o.MaxNotebookBytes <= 0 {
+		o.MaxNotebookBytes = notebook.MaxSize + 1<<20
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -91,6 +111,7 @@ func New(e *executor.Executor, backend executor.Backend, o Options) http.Handler
 	h.mux.HandleFunc("GET /v1/artifacts/{session}/{path...}", h.artifact)
 	h.mux.HandleFunc("POST /v1/notebooks/run", h.runNotebook)
 	h.mux.HandleFunc("GET /healthz", h.health)
+	h.csrf = http.NewCrossOriginProtection()
 	return h
 }
 
@@ -101,7 +122,19 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong bearer token")
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, h.o.MaxBodyBytes)
+	if err := h.csrf.Check(r); err != nil {
+		writeError(w, http.StatusForbidden, "cross_origin", "cross-origin browser requests are refused: "+err.Error())
+		return
+	}
+	if r.Method == http.MethodPost && r.ContentLength != 0 && !isJSON(r.Header.Get("Content-Type")) {
+		writeError(w, http.StatusUnsupportedMediaType, "invalid_request", "send the body as Content-Type: application/json")
+		return
+	}
+	limit := h.o.MaxBodyBytes
+	if r.URL.Path == "/v1/notebooks/run" {
+		limit = h.o.MaxNotebookBytes
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	h.mux.ServeHTTP(w, r)
 	h.log.Debug("http", "method", r.Method, "path", r.URL.Path, "duration", time.Since(start))
 }

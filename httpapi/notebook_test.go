@@ -147,7 +147,7 @@ func toStrings(v any) []string {
 
 func TestNotebookRunBadInput(t *testing.T) {
 	t.Parallel()
-	srv := notebookServer(t, false, httpapi.Options{MaxBodyBytes: 64 << 10})
+	srv := notebookServer(t, false, httpapi.Options{MaxNotebookBytes: 64 << 10})
 	good := `{"nbformat": 4, "nbformat_minor": 4, "metadata": {}, "cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": null, "source": "1"}]}`
 	for name, tc := range map[string]struct {
 		body   string

@@ -78,12 +78,20 @@ func (r Report) Denied() []Decision {
 // that stage files should stage only what Report.Allowed returns. An argument error
 // from Resolve wraps ErrInvalidArgument and comes with an empty Report.
 func (e *Engine) Check(ctx context.Context, caps []Capability, args map[string]any) (Report, error) {
-	vars := e.vars()
-	rcs, err := Resolve(caps, args, vars.Workdir)
+	rcs, err := Resolve(caps, args, e.Vars.Workdir)
 	if err != nil {
 		return Report{}, fmt.Errorf("check permissions: %w", err)
 	}
-	rules := compileRules(e.Policy.Rules, vars, true)
+	var rules []compiledRule
+	if hasTarget(rcs) {
+		rules = compileRules(e.Policy.Rules, e.vars(), true)
+	} else {
+		// A rule with a target never matches a capability without one, so a call
+		// that names no path (the common case: run code, no inputs) needs neither
+		// the target patterns nor the file system lookups that compiling them
+		// does.
+		rules = compileRules(targetless(e.Policy.Rules), Vars{}, false)
+	}
 	log := e.logger()
 	report := Report{Decisions: make([]Decision, 0, len(rcs))}
 	var denied []Decision
@@ -175,4 +183,23 @@ func logDecision(ctx context.Context, log *slog.Logger, d Decision) {
 		slog.String("source", strings.Join(sources, "; ")),
 		slog.String("reason", d.Reason),
 	)
+}
+
+func hasTarget(rcs []ResolvedCapability) bool {
+	for _, rc := range rcs {
+		if rc.Target != "" || rc.Problem != "" {
+			return true
+		}
+	}
+	return false
+}
+
+func targetless(rules []Rule) []Rule {
+	out := make([]Rule, 0, len(rules))
+	for _, r := range rules {
+		if r.Target == "" {
+			out = append(out, r)
+		}
+	}
+	return out
 }

@@ -300,7 +300,7 @@ func TestEngineLogs(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	var buf bytes.Buffer
-	e := &Engine{Policy: DefaultPolicy(), Vars: f.vars(), Logger: slog.New(slog.NewJSONHandler(&buf, nil))}
+	e := &Engine{Policy: DefaultPolicy(), Vars: f.vars(), Logger: slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	_, _ = e.Check(context.Background(), ExecuteCapabilities(), map[string]any{"inputs": []string{"a.csv", "innocent.csv"}})
 	var records []map[string]any
 	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
@@ -329,7 +329,7 @@ func TestEngineLogs(t *testing.T) {
 			t.Errorf("record[%q] = %v, want %v", k, records[2][k], v)
 		}
 	}
-	if records[0]["level"] != "INFO" || records[0]["effect"] != "allow" || records[1]["requested"] != "a.csv" {
+	if records[0]["level"] != "DEBUG" || records[0]["effect"] != "allow" || records[1]["requested"] != "a.csv" {
 		t.Errorf("allow records = %v", records[:2])
 	}
 }
