@@ -66,11 +66,11 @@ type Conn struct {
 	pending map[string]*call
 	err     error // terminal error, set once
 
-	closing   atomic.Bool   // set by Close and on kernel death: a read error is not a drop
+	closing   atomic.Bool // set by Close and on kernel death: a read error is not a drop
 	closeOnce sync.Once
 	stop      chan struct{} // closed by Close
-	done    chan struct{} // closed when the reader exits
-	wg      sync.WaitGroup
+	done      chan struct{} // closed when the reader exits
+	wg        sync.WaitGroup
 }
 
 // call is one request waiting for its answer.
@@ -247,6 +247,15 @@ func (c *Conn) send(ctx context.Context, m *Message) error {
 	}
 	_ = c.ws.SetWriteDeadline(deadline)
 	if err := c.ws.WriteMessage(frame, data); err != nil {
+		// A Close or kernel death that raced the write is the reason to report,
+		// not the state of the socket it left behind.
+		reason := c.Err()
+		if reason == nil && c.closing.Load() {
+			reason = ErrClosed
+		}
+		if reason != nil {
+			err = reason
+		}
 		return fmt.Errorf("send %s: %w", m.Header.MsgType, err)
 	}
 	return nil

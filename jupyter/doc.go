@@ -20,5 +20,6 @@
 // it because the server then forwards kernel messages without re-encoding them.
 //
 // The package does not log unless given a logger, and keeps no global state.
-// Package jupytertest provides an in-process fake gateway for protocol tests.
+// Package [github.com/kernelbox/kernelbox/jupyter/jupytertest] provides an in-process
+// fake server for protocol tests.
 package jupyter

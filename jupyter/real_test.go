@@ -46,6 +46,47 @@ func startKernel(t testing.TB, s *jupyterproc.Server, proto jupyter.Protocol) (*
 	return c, conn
 }
 
+// connectReady connects to a kernel the server may still be restarting. A WebSocket
+// opened during the restart can miss the new kernel's iopub messages (Jupyter Server
+// 1.23 does not "nudge" the iopub subscription of a kernel it still believes busy), so
+// a connection whose probe execution does not complete is replaced, as the executor
+// does.
+func connectReady(t testing.TB, c *jupyter.Client, id string, proto jupyter.Protocol) *jupyter.Conn {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		conn, err := c.Connect(context.Background(), id, &jupyter.ConnOptions{Protocol: proto})
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = probe(ctx, conn)
+		cancel()
+		if err == nil {
+			t.Cleanup(func() { _ = conn.Close() })
+			return conn
+		}
+		_ = conn.Close()
+		require.True(t, time.Now().Before(deadline), "kernel not ready: %v", err)
+		t.Logf("connection not ready (%v); connecting again", err)
+	}
+}
+
+// probe runs a silent empty cell, which completes only once shell and iopub both work.
+func probe(ctx context.Context, conn *jupyter.Conn) error {
+	ex, err := conn.Execute(ctx, jupyter.ExecuteRequest{Silent: true})
+	if err != nil {
+		return err
+	}
+	defer ex.Close()
+	for {
+		if _, err := ex.Next(ctx); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
 func collect(t testing.TB, conn *jupyter.Conn, code string) (string, *jupyter.ExecuteReply, error) {
 	t.Helper()
 	var out strings.Builder
@@ -109,9 +150,7 @@ func TestRealServer(t *testing.T) {
 			<-conn.Done()
 			_, _, err = collect(t, conn, "1")
 			require.ErrorIs(t, err, jupyter.ErrKernelDied)
-			conn, err = c.Connect(context.Background(), conn.KernelID(), &jupyter.ConnOptions{Protocol: tc.proto})
-			require.NoError(t, err)
-			defer conn.Close()
+			conn = connectReady(t, c, conn.KernelID(), tc.proto)
 			out2, _, err := collect(t, conn, "'x' in dir()")
 			require.NoError(t, err)
 			require.Equal(t, `"False"`, out2)

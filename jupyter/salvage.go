@@ -136,7 +136,7 @@ func unquotePrefix(b []byte) string {
 			if r == utf8.RuneError && size <= 1 && !utf8.FullRune(b[i:]) {
 				return string(out) // a multi-byte character cut by the prefix
 			}
-			out = append(out, b[i:i+size]...)
+			out = utf8.AppendRune(out, r) // invalid bytes become U+FFFD, as in encoding/json
 			i += size
 		case i+1 >= len(b):
 			return string(out)
@@ -172,28 +172,42 @@ func unquotePrefix(b []byte) string {
 	return string(out)
 }
 
-// unquoteU decodes \uXXXX (and a following low surrogate) at the start of b, returning
-// the rune and the bytes consumed, or 0 bytes when b is cut short.
+// unquoteU decodes \uXXXX at the start of b, and the low surrogate that follows a high
+// one, returning the rune and the bytes consumed, or 0 bytes when b is cut too short
+// to tell. Like encoding/json, it turns a surrogate that is not part of a pair into
+// U+FFFD and goes on after it: Python writes lone surrogates (from surrogateescape'd
+// bytes) as such escapes.
 func unquoteU(b []byte) (rune, int) {
-	hex := func(p []byte) (rune, bool) {
-		if len(p) < 6 || p[0] != '\\' || p[1] != 'u' {
-			return 0, false
-		}
-		v, err := strconv.ParseUint(string(p[2:6]), 16, 16)
-		return rune(v), err == nil
-	}
-	r, ok := hex(b)
+	r, ok := hex4(b)
 	if !ok {
 		return 0, 0
 	}
-	if utf16.IsSurrogate(r) {
-		r2, ok := hex(b[6:])
-		if !ok {
-			return 0, 0
-		}
-		return utf16.DecodeRune(r, r2), 12
+	if !utf16.IsSurrogate(r) {
+		return r, 6
 	}
-	return r, 6
+	if r >= 0xDC00 {
+		return utf8.RuneError, 6 // a low surrogate cannot start a pair
+	}
+	rest := b[6:]
+	if r2, ok := hex4(rest); ok {
+		if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
+			return d, 12
+		}
+		return utf8.RuneError, 6
+	}
+	if len(rest) < 6 && bytes.HasPrefix(rest, []byte(`\u`)[:min(len(rest), 2)]) {
+		return 0, 0 // the pair may have been cut off
+	}
+	return utf8.RuneError, 6
+}
+
+// hex4 decodes a \uXXXX escape at the start of p.
+func hex4(p []byte) (rune, bool) {
+	if len(p) < 6 || p[0] != '\\' || p[1] != 'u' {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(p[2:6]), 16, 16)
+	return rune(v), err == nil
 }
 
 // channelOf infers the channel of a message from its type.
