@@ -2,10 +2,11 @@ package executor_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,12 +30,8 @@ func newDockerEnv(t testing.TB, opts docker.Options, mod func(*executor.Options)
 	return newEnvOn(t, b, mod)
 }
 
-func dockerContainers(t testing.TB) []string {
-	t.Helper()
-	out, err := exec.Command("docker", "ps", "-aq", "--filter", "label=io.kernelbox.created-by=kernelbox").Output()
-	require.NoError(t, err)
-	return strings.Fields(string(out))
-}
+// dockerContainers lists this test process's kernelbox containers.
+func dockerContainers(t testing.TB) []string { return testenv.Containers(t, os.Getpid()) }
 
 func TestDockerSessions(t *testing.T) {
 	e := newDockerEnv(t, docker.Options{}, nil)
@@ -159,4 +156,31 @@ func TestDockerFaults(t *testing.T) {
 	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "False", r.Result)
 	require.True(t, r.StateLost)
+}
+
+// TestDockerSoak runs mixed calls with random faults, containers killed from outside
+// among them, and counts what is left from Docker.
+func TestDockerSoak(t *testing.T) {
+	n := 200
+	if testenv.Short() {
+		n = 60
+	}
+	e := newDockerEnv(t, docker.Options{}, func(o *executor.Options) { o.InterruptGrace = time.Second; o.QueueSize = 64 })
+	var kills atomic.Int32
+	soak(t, e, n, func(rng *rand.Rand, session string) string {
+		// Kill some container from outside while this call runs.
+		ids := dockerContainers(t)
+		if len(ids) > 0 {
+			id := ids[rng.IntN(len(ids))]
+			go func() {
+				time.Sleep(300 * time.Millisecond)
+				_ = exec.Command("docker", "kill", id).Run()
+			}()
+			kills.Add(1)
+		}
+		return "import time\ntime.sleep(1)"
+	})
+	t.Logf("containers killed from outside: %d", kills.Load())
+	require.NoError(t, e.Close())
+	require.Empty(t, dockerContainers(t), "containers left after Close")
 }

@@ -226,6 +226,17 @@ func TestLocalSoak(t *testing.T) {
 		n = 150
 	}
 	e := newEnv(t, func(o *executor.Options) { o.InterruptGrace = time.Second; o.QueueSize = 64 })
+	soak(t, e, n, nil)
+	require.NoError(t, e.Close())
+	require.Eventually(t, func() bool { return countKernels() == 0 }, 15*time.Second, 200*time.Millisecond,
+		"kernel processes left: %d", countKernels())
+}
+
+// soak runs n mixed calls over 8 sessions, 6 at a time, a quarter of the fault cases
+// injecting a fault (a timeout, a kernel death, a kernel ignoring SIGINT, or what
+// extra does), and requires that none hangs or fails to run.
+func soak(t *testing.T, e *env, n int, extra func(rng *rand.Rand, session string) string) map[string]int {
+	t.Helper()
 	codes := []struct {
 		code  string
 		fault string
@@ -237,6 +248,7 @@ func TestLocalSoak(t *testing.T) {
 		{"import os\nos._exit(3)", "death"},
 		{"print('y' * 100000)", ""},
 		{"import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(5)", "hang"},
+		{"EXTRA", "extra"},
 	}
 	counts := map[string]int{}
 	var mu sync.Mutex
@@ -254,16 +266,24 @@ func TestLocalSoak(t *testing.T) {
 			if c.fault != "" && rng.IntN(4) != 0 { // faults are a quarter as common
 				c = codes[0]
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			session := fmt.Sprintf("soak%d", i%8)
+			if c.fault == "extra" {
+				if extra == nil {
+					c = codes[0]
+				} else {
+					c.code = extra(rng, session)
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 			defer cancel()
-			r, err := e.Execute(ctx, executor.Request{SessionID: fmt.Sprintf("soak%d", i%8), Code: c.code, Timeout: 2 * time.Second})
+			r, err := e.Execute(ctx, executor.Request{SessionID: session, Code: c.code, Timeout: 2 * time.Second})
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
 			case ctx.Err() != nil:
 				counts["hung"]++
 			case err != nil:
-				counts["error:"+err.Error()]++
+				counts["call failed: "+err.Error()]++
 			default:
 				counts[string(r.Status)]++
 				if c.fault != "" {
@@ -276,11 +296,9 @@ func TestLocalSoak(t *testing.T) {
 	t.Logf("soak: %d calls in %s: %v", n, time.Since(start).Round(time.Second), counts)
 	require.Zero(t, counts["hung"])
 	for k := range counts {
-		require.False(t, strings.HasPrefix(k, "error:"), k)
+		require.False(t, strings.HasPrefix(k, "call failed: "), k)
 	}
-	require.NoError(t, e.Close())
-	require.Eventually(t, func() bool { return countKernels() == 0 }, 15*time.Second, 200*time.Millisecond,
-		"kernel processes left: %d", countKernels())
+	return counts
 }
 
 // countKernels counts the servers and kernels this process started, from /proc.

@@ -8,6 +8,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -62,4 +63,25 @@ func missing(t testing.TB, env, why string) {
 func DockerImageMissing(t testing.TB, image string) {
 	t.Helper()
 	missing(t, "KERNELBOX_REQUIRE_DOCKER", "the kernel image "+image+" is missing (run `make image` or `kernelbox image build`)")
+}
+
+// Containers lists the ids of kernelbox containers (running or not) whose owner label
+// names process pid, as Docker reports them; other processes' containers (tests of
+// other packages running in parallel) are not counted.
+func Containers(t testing.TB, pid int) []string {
+	t.Helper()
+	out, err := exec.Command("docker", "ps", "-a", "--filter", "label=io.kernelbox.created-by=kernelbox",
+		"--format", `{{.ID}} {{.Label "io.kernelbox.owner"}}`).Output()
+	if err != nil {
+		t.Fatalf("docker ps: %v", err)
+	}
+	var ids []string
+	prefix := strconv.Itoa(pid) + ":"
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		id, owner, _ := strings.Cut(line, " ")
+		if id != "" && strings.HasPrefix(owner, prefix) {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kernelbox/kernelbox/client"
+	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/internal/procs"
+	"github.com/kernelbox/kernelbox/internal/testenv"
+	"github.com/stretchr/testify/require"
+)
+
+// rawServe starts `kernelbox serve` with extra arguments and returns the process and
+// its URL once healthy. The caller ends the process.
+func rawServe(t *testing.T, args ...string) (*exec.Cmd, string, *lockedBuffer) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	log := &lockedBuffer{}
+	cmd := exec.Command(kernelboxBin(t), append([]string{"serve", "--listen", addr}, args...)...)
+	cmd.Stdout, cmd.Stderr = log, log
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	c, err := client.New("http://"+addr, nil)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		h, err := c.Health(context.Background())
+		return err == nil && h.Status == "ok"
+	}, 60*time.Second, 50*time.Millisecond, "serve did not become healthy:\n%s", log)
+	return cmd, "http://" + addr, log
+}
+
+// execCLI runs `kernelbox exec --json` against url and returns the Result and exit code.
+func execCLI(t *testing.T, url, session, code string) (*executor.Result, int) {
+	t.Helper()
+	cmd := exec.Command(kernelboxBin(t), "exec", "--server", url, "--session", session, "--json", "-c", code)
+	out, err := cmd.Output()
+	rc := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		rc = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	var r executor.Result
+	require.NoError(t, json.Unmarshal(out, &r), "%s", out)
+	return &r, rc
+}
+
+// TestServeLocal is the foundation's must-show: state persists, an error is an error,
+// and no Python process of kernelbox's is left after serve exits, by SIGTERM or SIGKILL.
+func TestServeLocal(t *testing.T) {
+	py := testenv.Jupyter(t)
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		t.Run(sig.String(), func(t *testing.T) {
+			ws, data := testDirs(t)
+			cmd, url, log := rawServe(t, "--backend", "local", "--python", py, "--workspace", ws, "--workdir", data)
+			r, rc := execCLI(t, url, "a", "x = 41")
+			require.Equal(t, 0, rc)
+			r, rc = execCLI(t, url, "a", "x + 1")
+			require.Equal(t, 0, rc)
+			require.Equal(t, "42", r.Result)
+			r, rc = execCLI(t, url, "a", "1/0")
+			require.Equal(t, 1, rc)
+			require.Equal(t, executor.StatusError, r.Status)
+			require.Equal(t, "ZeroDivisionError", r.Error.Ename)
+			execCLI(t, url, "b", "y = 1")
+
+			pid := cmd.Process.Pid
+			require.GreaterOrEqual(t, len(procs.Owned(pid)), 3, "a server and two kernels")
+			require.NoError(t, cmd.Process.Signal(sig))
+			_ = cmd.Wait()
+			require.Eventually(t, func() bool { return len(procs.Owned(pid)) == 0 }, 15*time.Second, 100*time.Millisecond,
+				"left after %s: %v\n%s", sig, describe(procs.Owned(pid)), log)
+		})
+	}
+}
+
+// TestServeDockerKilled: after a SIGKILL of the server its containers outlive it,
+// and the next start reaps them; after SIGTERM nothing is left.
+func TestServeDockerKilled(t *testing.T) {
+	testenv.Docker(t)
+	ws, data := testDirs(t)
+	cmd, url, _ := rawServe(t, "--backend", "docker", "--workspace", ws, "--workdir", data)
+	r, _ := execCLI(t, url, "k1", "x = 1")
+	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	execCLI(t, url, "k2", "x = 2")
+	first := cmd.Process.Pid
+	require.Len(t, testenv.Containers(t, first), 2)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	_ = cmd.Wait()
+	require.Len(t, testenv.Containers(t, first), 2, "killed with SIGKILL, the server could not clean up")
+
+	cmd, url, log := rawServe(t, "--backend", "docker", "--workspace", ws, "--workdir", data)
+	require.Empty(t, testenv.Containers(t, first), "the next start reaps the dead owner's containers:\n%s", log)
+	r, _ = execCLI(t, url, "k1", "'x' in dir()")
+	require.Equal(t, "False", r.Result)
+	second := cmd.Process.Pid
+	require.Len(t, testenv.Containers(t, second), 1)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait())
+	require.Empty(t, testenv.Containers(t, second), "SIGTERM leaves no container")
+}
+
+func describe(pids []int) []string {
+	var out []string
+	for _, p := range pids {
+		out = append(out, procs.Cmdline(p))
+	}
+	return out
+}
