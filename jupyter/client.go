@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -194,10 +195,7 @@ func (c *Client) Shutdown(ctx context.Context, id string) error {
 	return nil
 }
 
-func isNotFound(err error) bool {
-	he, ok := err.(*HTTPError)
-	return ok && he.StatusCode == http.StatusNotFound
-}
+func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
 
 // do performs one REST call, decoding a JSON answer into out when out is non-nil.
 func (c *Client) do(ctx context.Context, method, path string, in any, want int, out any) error {
