@@ -26,7 +26,9 @@ func newBackend(ctx context.Context, f *engineFlags, log *slog.Logger) (executor
 		return b, nil
 	case "docker":
 		return docker.New(ctx, docker.Options{Image: f.image, Logger: log})
+	case "remote":
+		return f.remote.newRemote(ctx, log) // remote.go
 	default:
-		return nil, fmt.Errorf("unknown backend %q: use none, local or docker", f.backend)
+		return nil, fmt.Errorf("unknown backend %q: use none, local, docker or remote", f.backend)
 	}
 }

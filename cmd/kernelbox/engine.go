@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/mcpserver"
+	"github.com/kernelbox/kernelbox/metrics"
 	"github.com/kernelbox/kernelbox/permissions"
 	"github.com/kernelbox/kernelbox/workspace"
 )
@@ -32,11 +34,13 @@ type engineFlags struct {
 	timeout     time.Duration
 	maxOutput   int
 	logLevel    string
+	mcp         mcpFlags    // mcp.go
+	remote      remoteFlags // remote.go
 }
 
 func (f *engineFlags) register(fs *flag.FlagSet, defaultBackend string) {
-	fs.StringVar(&f.backend, "backend", envOr("KERNELBOX_BACKEND", defaultBackend), "where kernels run: none, local (UNSANDBOXED), docker")
-	fs.StringVar(&f.workspace, "workspace", envOr("KERNELBOX_WORKSPACE", ".kernelbox"), "directory for session dirs (and artifacts, unless --artifacts)")
+	fs.StringVar(&f.backend, "backend", envOr("KERNELBOX_BACKEND", defaultBackend), "where kernels run: none, local (UNSANDBOXED), docker, remote (existing Jupyter servers, --gateway)")
+	fs.StringVar(&f.workspace, "workspace", envOr("KERNELBOX_WORKSPACE", defaultWorkspace()), "directory for session dirs (and artifacts, unless --artifacts)")
 	fs.StringVar(&f.artifacts, "artifacts", "", "shared artifacts directory (default WORKSPACE/artifacts)")
 	fs.StringVar(&f.workdir, "workdir", "", "directory whose files inputs may be read from by default, ${workdir} in policies (default: current directory)")
 	fs.StringVar(&f.policy, "policy", "", "permission policy JSON file (default: built-in rules)")
@@ -49,6 +53,8 @@ func (f *engineFlags) register(fs *flag.FlagSet, defaultBackend string) {
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Minute, "default per-call timeout")
 	fs.IntVar(&f.maxOutput, "max-output-bytes", 0, "stdout+stderr kept per call (default 8 MiB)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	f.mcp.register(fs)
+	f.remote.register(fs)
 }
 
 // engine is a built executor with what it was built from.
@@ -57,6 +63,8 @@ type engine struct {
 	backend executor.Backend
 	ws      *workspace.Manager
 	log     *slog.Logger
+	metrics *metrics.Metrics  // metrics.go
+	mcp     mcpserver.Options // mcp.go
 }
 
 func (f *engineFlags) logger(w io.Writer) (*slog.Logger, error) {
@@ -82,6 +90,8 @@ func (f *engineFlags) build(ctx context.Context, log *slog.Logger, approver perm
 		ws.Close()
 		return nil, err
 	}
+	m := newMetrics()
+	perm.OnDecision = m.ObserveDecision
 	data, err := f.dataMounts()
 	if err != nil {
 		ws.Close()
@@ -106,6 +116,7 @@ func (f *engineFlags) build(ctx context.Context, log *slog.Logger, approver perm
 		IdleTimeout:    idle,
 		MaxStreamBytes: f.maxOutput,
 		Warm:           f.warm,
+		Observer:       m,
 		Logger:         log,
 	})
 	if err != nil {
@@ -115,7 +126,8 @@ func (f *engineFlags) build(ctx context.Context, log *slog.Logger, approver perm
 		ws.Close()
 		return nil, err
 	}
-	return &engine{exec: e, backend: backend, ws: ws, log: log}, nil
+	m.WatchSessions(e.Sessions)
+	return &engine{exec: e, backend: backend, ws: ws, log: log, metrics: m, mcp: f.mcpOptions(log)}, nil
 }
 
 func (en *engine) close() error {
@@ -138,6 +150,11 @@ func (f *engineFlags) permissions(ws *workspace.Manager, log *slog.Logger, appro
 		var err error
 		if wd, err = os.Getwd(); err != nil {
 			return nil, err
+		}
+		if home, herr := os.UserHomeDir(); wd == "/" && herr == nil && home != "/" {
+			// Started from / (as desktop MCP clients do): the home directory is the
+			// natural project root; its secrets stay denied by the built-in rules.
+			wd = home
 		}
 	}
 	wd, err := filepath.Abs(wd)
@@ -182,4 +199,15 @@ func envOr(key, def string) string {
 func stdinIsTerminal() bool {
 	fi, err := os.Stdin.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// defaultWorkspace is .kernelbox in the current directory, or, when kernelbox is
+// started from / (as desktop MCP clients do), ~/.local/share/kernelbox.
+func defaultWorkspace() string {
+	if wd, err := os.Getwd(); err == nil && wd == "/" {
+		if home, err := os.UserHomeDir(); err == nil && home != "/" {
+			return filepath.Join(home, ".local", "share", "kernelbox")
+		}
+	}
+	return ".kernelbox"
 }

@@ -1,9 +1,128 @@
 package main
 
 import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/kernelbox/kernelbox/mcpserver"
 )
 
-// mountMCP serves MCP over streamable HTTP at /mcp.
-func mountMCP(mux *http.ServeMux, en *engine, token string, log *slog.Logger) {}
+// mcpFlags are the MCP answer budgets, shared by serve (/mcp) and mcp (stdio).
+type mcpFlags struct {
+	maxText  int
+	maxImage int
+}
+
+func (m *mcpFlags) register(fs *flag.FlagSet) {
+	fs.IntVar(&m.maxText, "mcp-max-text", envInt("KERNELBOX_MCP_MAX_TEXT", 20_000), "MCP: bytes of text per tool answer; longer output loses its middle, with a note (also KERNELBOX_MCP_MAX_TEXT)")
+	fs.IntVar(&m.maxImage, "mcp-max-image", envInt("KERNELBOX_MCP_MAX_IMAGE", 256<<10), "MCP: bytes of images returned inline per answer; larger ones are returned as artifact links (also KERNELBOX_MCP_MAX_IMAGE)")
+}
+
+// mcpOptions returns the MCP server options the flags describe.
+func (f *engineFlags) mcpOptions(log *slog.Logger) mcpserver.Options {
+	return mcpserver.Options{
+		MaxTextBytes:   f.mcp.maxText,
+		MaxImageBytes:  f.mcp.maxImage,
+		DefaultTimeout: f.timeout,
+		Logger:         log,
+	}
+}
+
+func mcpCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("mcp", stderr)
+	var ef engineFlags
+	ef.register(fs, "none")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: kernelbox mcp [flags]\n\nServes MCP over stdio (stdin/stdout), for Claude Desktop, Claude Code or any MCP client.\nLogs go to stderr. Flags:")
+		fs.PrintDefaults()
+	}
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return exitCode{2, "mcp takes no arguments: " + strings.Join(fs.Args(), " ")}
+	}
+	// stdout carries the protocol: everything else goes to stderr.
+	log, err := ef.logger(stderr)
+	if err != nil {
+		return exitCode{2, err.Error()}
+	}
+	// No approver: stdin is the protocol, so a policy "ask" is denied (fail closed).
+	en, err := ef.build(ctx, log, nil)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := en.close(); err != nil {
+			log.Warn("shutdown", "err", err)
+		}
+	}()
+	if en.exec.Backend() == "none" {
+		log.Warn("backend none: execute_code will refuse every call; pass --backend docker (or local, unsandboxed)")
+	}
+	log.Info("kernelbox mcp: serving MCP on stdio", "backend", en.exec.Backend(), "workspace", en.ws.Root(), "artifacts", en.ws.ArtifactsDir())
+	srv := mcpserver.New(en.exec, en.ws, en.mcp)
+	err = srv.Run(ctx, &mcp.IOTransport{Reader: os.Stdin, Writer: nopWriteCloser{stdout}})
+	if err != nil && ctx.Err() == nil && !errors.Is(err, mcp.ErrConnectionClosed) && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("mcp: %w", err)
+	}
+	return nil
+}
+
+// mountMCP serves MCP over streamable HTTP at /mcp, behind the same bearer token as
+// the HTTP API.
+func mountMCP(mux *http.ServeMux, en *engine, token string, log *slog.Logger) {
+	srv := mcpserver.New(en.exec, en.ws, en.mcp)
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
+		Logger: log,
+		// Clients that vanish without DELETE must not pin sessions forever.
+		SessionTimeout: time.Hour,
+	})
+	// A page in the user's browser must not drive a loopback server that has no
+	// token: refuse cross-origin requests.
+	mux.Handle("/mcp", requireToken(token, http.NewCrossOriginProtection().Handler(h)))
+}
+
+// requireToken wraps h with the HTTP API's bearer token check; an empty token
+// checks nothing.
+func requireToken(token string, h http.Handler) http.Handler {
+	if token == "" {
+		return h
+	}
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="kernelbox"`)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = io.WriteString(w, `{"error":{"code":"unauthorized","message":"missing or wrong bearer token"}}`+"\n")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// nopWriteCloser lets the command's stdout be a transport's writer without the
+// transport closing it.
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+func envInt(key string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(key)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}

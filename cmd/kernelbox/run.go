@@ -19,11 +19,14 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"serve", "run the HTTP API (and MCP over HTTP at /mcp)", serveCmd},
+		{"mcp", "serve MCP over stdio, for Claude Desktop, Claude Code and other MCP clients", mcpCmd},
 		{"exec", "run code on a kernelbox server and print its output", execCmd},
+		{"run", "run a notebook's cells in a local kernel and write the executed .ipynb (papermill-style -p parameters)", runNotebookCmd},
 		{"sessions", "list a server's sessions", sessionsCmd},
 		{"reset", "give a session a fresh kernel (variables gone, files kept)", resetCmd},
 		{"close", "close a session (kernel stopped, files deleted, artifacts kept)", closeCmd},
 		{"doctor", "check Python, Jupyter, Docker and the kernel image; say what to install", doctorCmd},
+		{"bench", "measure kernelbox against direct-ZMQ and plain-copy references, interleaved", benchCmd},
 		{"image", "build the docker backend's kernel image: kernelbox image build [--force] [--image NAME]", imageCmd},
 	}
 }

@@ -62,6 +62,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	mux := http.NewServeMux()
 	mux.Handle("/", httpapi.New(en.exec, en.backend, httpapi.Options{Token: *token, Workspace: en.ws, Logger: log}))
 	mountMCP(mux, en, *token, log)
+	mountMetrics(mux, en, *token)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "kernelbox serving on %s (backend %s, workspace %s, artifacts %s)\n",
 		*listen, en.exec.Backend(), en.ws.Root(), en.ws.ArtifactsDir())

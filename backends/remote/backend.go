@@ -1,0 +1,293 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/jupyter"
+)
+
+// Backend places sessions on existing Jupyter servers. It is safe for concurrent
+// use.
+type Backend struct {
+	opts     Options
+	log      *slog.Logger
+	gateways []*gateway
+
+	// life is the backend's own lifetime (not a caller's context): Close cancels
+	// it, which stops the health checks.
+	life    context.Context
+	stopAll context.CancelFunc
+	wg      sync.WaitGroup
+
+	mu     sync.Mutex // guards closed and the choice of a gateway
+	closed bool
+}
+
+var (
+	_ executor.Backend       = (*Backend)(nil)
+	_ executor.HealthChecker = (*Backend)(nil)
+)
+
+// New checks the gateways and returns a backend that places sessions on them.
+//
+// Every URL must parse, and every gateway that answers must accept the token (a
+// 401 or 403 fails New with ErrTokenRejected) and offer Options.KernelName. A
+// gateway that does not answer does not fail New as long as another one does: it
+// starts out of the rotation and joins when a health check passes. When none
+// answers, New fails with ErrNoGateway. ctx bounds the checks.
+func New(ctx context.Context, opts Options) (*Backend, error) {
+	opts.setDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, fmt.Errorf("remote backend: %w", err)
+	}
+	tlsCfg, err := opts.tlsConfig()
+	if err != nil {
+		return nil, fmt.Errorf("remote backend: %w", err)
+	}
+	b := &Backend{opts: opts, log: opts.Logger}
+	for _, gc := range opts.Gateways {
+		ep := jupyter.Endpoint{URL: strings.TrimSuffix(gc.URL, "/"), Token: gc.Token, TLS: tlsCfg}
+		c, err := jupyter.NewClient(ep, &jupyter.ClientOptions{Timeout: opts.HealthTimeout, Logger: opts.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("remote backend: %w", err)
+		}
+		b.gateways = append(b.gateways, &gateway{
+			url: ep.URL, name: redact(gc.URL), ep: ep, client: c,
+			contents:   &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg, MaxIdleConnsPerHost: 2, IdleConnTimeout: 90 * time.Second}},
+			placements: map[*Placement]struct{}{},
+		})
+	}
+	if err := b.checkAll(ctx); err != nil {
+		b.closeIdle()
+		return nil, fmt.Errorf("remote backend: %w", err)
+	}
+	b.life, b.stopAll = context.WithCancel(context.Background())
+	for _, g := range b.gateways {
+		b.wg.Add(1)
+		go b.watch(g)
+	}
+	return b, nil
+}
+
+// checkAll runs the start-up checks on every gateway at once.
+func (b *Backend) checkAll(ctx context.Context) error {
+	errs := make([]error, len(b.gateways))
+	var wg sync.WaitGroup
+	for i, g := range b.gateways {
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, b.opts.HealthTimeout)
+			defer cancel()
+			n, err := g.probe(cctx)
+			if err == nil {
+				err = b.checkKernelSpec(cctx, g)
+			}
+			g.record(n, err, 1)
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	var down []error
+	for i, err := range errs {
+		switch {
+		case err == nil:
+		case errors.Is(err, ErrTokenRejected), errors.Is(err, errNoKernelSpec):
+			return err
+		default:
+			b.log.Warn("gateway unreachable at start; it joins the rotation when a health check passes", "gateway", b.gateways[i].name, "err", err)
+			down = append(down, err)
+		}
+	}
+	if len(down) == len(b.gateways) {
+		return fmt.Errorf("%w: %w", ErrNoGateway, errors.Join(down...))
+	}
+	return nil
+}
+
+var errNoKernelSpec = errors.New("kernelspec not offered")
+
+// checkKernelSpec checks that the gateway offers the configured kernelspec.
+func (b *Backend) checkKernelSpec(ctx context.Context, g *gateway) error {
+	ks, err := g.client.KernelSpecs(ctx)
+	if err != nil {
+		if authErr := tokenError(g.name, err); authErr != nil {
+			return authErr
+		}
+		return g.unreachable(err)
+	}
+	if b.opts.KernelName == "" {
+		return nil
+	}
+	if _, ok := ks.KernelSpecs[b.opts.KernelName]; ok {
+		return nil
+	}
+	names := make([]string, 0, len(ks.KernelSpecs))
+	for n := range ks.KernelSpecs {
+		names = append(names, n)
+	}
+	return fmt.Errorf("%w: gateway %s has no kernelspec %q (it offers: %s)", errNoKernelSpec, g.name, b.opts.KernelName, strings.Join(names, ", "))
+}
+
+// Name returns "remote".
+func (b *Backend) Name() string { return "remote" }
+
+// Gateways returns a snapshot of every gateway, in configuration order.
+func (b *Backend) Gateways() []GatewayStatus {
+	out := make([]GatewayStatus, len(b.gateways))
+	for i, g := range b.gateways {
+		out[i] = g.status()
+	}
+	return out
+}
+
+// Open places a session on the least-loaded healthy gateway that answers now. The
+// kernel itself is started by the executor.
+func (b *Backend) Open(ctx context.Context, spec executor.SessionSpec) (executor.Placement, error) {
+	tried := map[*gateway]bool{}
+	var errs []error
+	for {
+		g, err := b.pick(tried)
+		if err != nil {
+			return nil, errors.Join(append([]error{err}, errs...)...)
+		}
+		tried[g] = true
+		// A quick look before committing: a gateway that died since its last check
+		// would otherwise fail the session's start.
+		cctx, cancel := context.WithTimeout(ctx, min(b.opts.HealthTimeout, 3*time.Second))
+		_, err = g.client.Version(cctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			err = g.unreachable(err)
+			b.recordCheck(g, 0, err, b.opts.UnhealthyAfter)
+			errs = append(errs, err)
+			g.unreserve()
+			continue
+		}
+		p := b.newPlacement(g, spec)
+		b.log.Debug("session placed", "session", spec.ID, "gateway", g.name)
+		return p, nil
+	}
+}
+
+// pick chooses the healthy gateway with the least load, skipping tried ones, and
+// counts a placement on it.
+func (b *Backend) pick(tried map[*gateway]bool) (*gateway, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, errors.New("remote backend is closed")
+	}
+	var best *gateway
+	bestLoad := 0
+	var down []string
+	for _, g := range b.gateways {
+		g.mu.Lock()
+		healthy, load, lastErr := g.healthy, g.load(), g.lastErr
+		g.mu.Unlock()
+		if !healthy || tried[g] {
+			if lastErr != nil && !tried[g] {
+				down = append(down, lastErr.Error())
+			}
+			continue
+		}
+		if best == nil || load < bestLoad {
+			best, bestLoad = g, load
+		}
+	}
+	if best == nil {
+		if len(down) == 0 {
+			return nil, ErrNoGateway
+		}
+		return nil, fmt.Errorf("%w: %s", ErrNoGateway, strings.Join(down, "; "))
+	}
+	best.mu.Lock()
+	best.reserved++ // until the placement is registered, so concurrent picks spread
+	best.mu.Unlock()
+	return best, nil
+}
+
+// Health reports an error when no gateway is in the rotation.
+func (b *Backend) Health(context.Context) error {
+	var errs []error
+	for _, g := range b.gateways {
+		s := g.status()
+		if s.Healthy {
+			return nil
+		}
+		errs = append(errs, errors.New(s.Error))
+	}
+	return fmt.Errorf("%w: %w", ErrNoGateway, errors.Join(errs...))
+}
+
+// Close stops the health checks. The executor has shut the kernels down; the
+// gateways themselves are not ours to stop. Remote session directories stay.
+func (b *Backend) Close(ctx context.Context) error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	b.mu.Unlock()
+	b.stopAll()
+	done := make(chan struct{})
+	go func() {
+		b.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("remote backend: close: %w", ctx.Err())
+	}
+	b.closeIdle()
+	return nil
+}
+
+// spawn runs f on a goroutine that Close waits for; it returns false, without
+// running f, once the backend is closed.
+func (b *Backend) spawn(f func()) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		f()
+	}()
+	return true
+}
+
+func (b *Backend) closeIdle() {
+	for _, g := range b.gateways {
+		g.client.CloseIdle()
+		g.contents.CloseIdleConnections()
+	}
+}
+
+// kernelEnv returns a copy of the configured kernel env, or nil.
+func (b *Backend) kernelEnv() map[string]string {
+	if len(b.opts.KernelEnv) == 0 {
+		return nil
+	}
+	return maps.Clone(b.opts.KernelEnv)
+}
+
+// pullChunk is the size of one read from the kernel: replies are not subject to the
+// WebSocket frame reassembly that limits request sizes, so larger pieces are cheaper.
+func (b *Backend) pullChunk() int {
+	return max(b.opts.ChunkBytes, pullChunkBytes)
+}

@@ -1,0 +1,22 @@
+// Package remote is kernelbox's remote backend: it places sessions on existing
+// Jupyter servers reached by URL and token - Jupyter Server, Kernel Gateway, or
+// Enterprise Gateway, which runs each kernel in its own pod on Kubernetes - over
+// http or https. Several gateways form a rotation: each new session goes to the
+// reachable gateway with the fewest kernels, and a gateway that fails its health
+// check leaves the rotation, its sessions starting over elsewhere (their next call
+// reports state_lost).
+//
+// The kernel does not see the host's session directory, so files move through the
+// kernel itself: each session gets its own working directory on the remote side
+// (<RemoteDir>/<session id>), inputs are pushed to its inputs/ and new or changed
+// files of its outputs/ are pulled back after every call, as chunked base64 in
+// silent execute requests that leave the user's execution count and history alone,
+// with SHA-256 checked on both sides. From there the executor collects artifacts as
+// for every backend. File sync needs an IPython kernel (ipykernel), which is what
+// the Python kernelspecs of all three servers run.
+//
+// Start reading at [New] and [Options]; gateway.go holds the health checks and
+// load, placement.go the [Placement], push.go and pull.go the two directions of
+// file sync, kernelcall.go how an operation reaches the kernel, and kernelsync.py
+// the kernel side. contents.go is the optional Contents API upload path.
+package remote

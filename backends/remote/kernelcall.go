@@ -1,0 +1,207 @@
+package remote
+
+import (
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/kernelbox/kernelbox/jupyter"
+)
+
+// The kernel side of file sync is kernelsync.py, installed in each kernel as a module
+// of its own and driven through user_expressions of silent execute requests:
+//
+//   - silent=True and store_history=False leave the user's execution_count, In/Out
+//     history and _ untouched, and the code is empty, so no cell hooks run;
+//   - the answer comes back in the execute_reply on the shell channel, which Jupyter
+//     Server does not rate-limit (iopub is limited to 1 MB/s by default);
+//   - bulk data rides in an extra "kernelbox" field of the request's content, which
+//     the module reads from the request being handled, so a 4 MiB chunk is never
+//     compiled as Python source (compiling a 4 MiB string literal takes 65 ms; with
+//     the v1 WebSocket protocol Jupyter Server does not even parse the content).
+//     Kernels that do not expose the request get the data as a literal instead.
+
+//go:embed kernelsync.py
+var kernelSource string
+
+// moduleName is unique to the source, so that a kernel never runs an older copy.
+var moduleName = func() string {
+	sum := sha256.Sum256([]byte(kernelSource))
+	return "_kernelbox_sync_" + hex.EncodeToString(sum[:6])
+}()
+
+// installExpr installs the module: the source is executed in a fresh module that
+// is then registered in sys.modules; nothing lands in the user's namespace.
+var installExpr = "(lambda m: (exec(__import__('base64').b64decode('" +
+	base64.StdEncoding.EncodeToString([]byte(kernelSource)) +
+	"').decode('utf-8'), m.__dict__), __import__('sys').modules.__setitem__(m.__name__, m), 'installed')[-1])" +
+	"(__import__('types').ModuleType('" + moduleName + "'))"
+
+// execContent is an execute_request's content with the kernelbox payload field.
+type execContent struct {
+	Code            string            `json:"code"`
+	Silent          bool              `json:"silent"`
+	StoreHistory    bool              `json:"store_history"`
+	UserExpressions map[string]string `json:"user_expressions"`
+	AllowStdin      bool              `json:"allow_stdin"`
+	StopOnError     bool              `json:"stop_on_error"`
+	Kernelbox       *payload          `json:"kernelbox,omitempty"`
+}
+
+type payload struct {
+	Seq  uint64 `json:"seq"`
+	Data string `json:"data"`
+}
+
+// exprResult is one user expression's answer.
+type exprResult struct {
+	Status string            `json:"status"`
+	Data   map[string]string `json:"data"`
+	Ename  string            `json:"ename"`
+	Evalue string            `json:"evalue"`
+}
+
+// KernelError is a file-sync operation that failed inside the kernel.
+type KernelError struct {
+	Op     string // the operation, for example "wput"
+	Ename  string // the Python exception's class
+	Evalue string // its message
+}
+
+func (e *KernelError) Error() string {
+	return fmt.Sprintf("kernel %s: %s: %s", e.Op, e.Ename, e.Evalue)
+}
+
+var (
+	errNotInstalled = errors.New("file-sync module not installed in the kernel")
+	errReplyTooBig  = errors.New("the kernel's reply exceeded the connection's message limit")
+)
+
+// probeExpr returns the expression that runs op with args in the kernel.
+func probeExpr(op string, args map[string]any) (string, error) {
+	args["op"] = op
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return "", err
+	}
+	return "__import__('" + moduleName + "').call('" + base64.StdEncoding.EncodeToString(raw) + "')", nil
+}
+
+// op runs one operation of the kernel-side module, installing the module first if
+// the kernel lacks it (a new or restarted kernel process). data, when non-nil, is the
+// operation's payload. The JSON answer is decoded into out.
+func (p *Placement) op(ctx context.Context, conn *jupyter.Conn, name string, args map[string]any, data []byte, out any) error {
+	err := p.op1(ctx, conn, name, args, data, out)
+	if errors.Is(err, errNotInstalled) {
+		if err = p.install(ctx, conn); err != nil {
+			return err
+		}
+		err = p.op1(ctx, conn, name, args, data, out)
+	}
+	return err
+}
+
+func (p *Placement) op1(ctx context.Context, conn *jupyter.Conn, name string, args map[string]any, data []byte, out any) error {
+	a := make(map[string]any, len(args)+2)
+	for k, v := range args {
+		a[k] = v
+	}
+	content := execContent{Silent: true, UserExpressions: map[string]string{}}
+	var b64 string
+	if data != nil {
+		seq := p.seq.Add(1)
+		a["seq"] = seq
+		b64 = base64.StdEncoding.EncodeToString(data)
+		if !p.sync.literal {
+			content.Kernelbox = &payload{Seq: seq, Data: b64}
+		}
+	}
+	expr, err := probeExpr(name, a)
+	if err != nil {
+		return err
+	}
+	if data != nil && p.sync.literal {
+		// call(args, data): base64 needs no escaping in a Python string literal.
+		expr = strings.TrimSuffix(expr, ")") + ",'" + b64 + "')"
+	}
+	content.UserExpressions["r"] = expr
+	return p.exec(ctx, conn, name, content, out)
+}
+
+// install runs the module's source in the kernel.
+func (p *Placement) install(ctx context.Context, conn *jupyter.Conn) error {
+	content := execContent{Silent: true, UserExpressions: map[string]string{"r": installExpr}}
+	var answer string
+	if err := p.exec(ctx, conn, "install", content, rawText(&answer)); err != nil {
+		return fmt.Errorf("install the file-sync module in the kernel (it must be an IPython kernel): %w", err)
+	}
+	return nil
+}
+
+// rawText makes exec store the text/plain answer as is instead of decoding JSON.
+type rawText *string
+
+// exec sends one silent execute_request and decodes the answer of its user
+// expression "r".
+func (p *Placement) exec(ctx context.Context, conn *jupyter.Conn, op string, content execContent, out any) error {
+	m, err := conn.Request(ctx, jupyter.ChannelShell, "execute_request", content)
+	if err != nil {
+		return fmt.Errorf("kernel %s: %w", op, err)
+	}
+	if m.Truncated {
+		return fmt.Errorf("kernel %s: %w", op, errReplyTooBig)
+	}
+	// One decoding pass over a reply that may carry megabytes of base64.
+	var reply struct {
+		Status          string                `json:"status"`
+		Ename           string                `json:"ename"`
+		Evalue          string                `json:"evalue"`
+		UserExpressions map[string]exprResult `json:"user_expressions"`
+	}
+	if err := m.DecodeContent(&reply); err != nil {
+		return fmt.Errorf("kernel %s: decode reply: %w", op, err)
+	}
+	if reply.Status != "ok" {
+		return &KernelError{Op: op, Ename: firstNonEmpty(reply.Ename, reply.Status), Evalue: reply.Evalue}
+	}
+	r, ok := reply.UserExpressions["r"]
+	if !ok {
+		return fmt.Errorf("kernel %s: the reply has no user expression result (not an IPython kernel?)", op)
+	}
+	if r.Status != "ok" {
+		if (r.Ename == "ModuleNotFoundError" || r.Ename == "ImportError") && strings.Contains(r.Evalue, moduleName) {
+			return errNotInstalled
+		}
+		return &KernelError{Op: op, Ename: r.Ename, Evalue: r.Evalue}
+	}
+	text, ok := r.Data["text/plain"]
+	if !ok {
+		return fmt.Errorf("kernel %s: the result has no text/plain", op)
+	}
+	if rt, ok := out.(rawText); ok {
+		*rt = text
+		return nil
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal([]byte(text), out); err != nil {
+		return fmt.Errorf("kernel %s: decode answer %.80q: %w", op, text, err)
+	}
+	return nil
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, x := range s {
+		if x != "" {
+			return x
+		}
+	}
+	return ""
+}

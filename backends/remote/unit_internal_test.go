@@ -1,0 +1,269 @@
+package remote
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/jupyter"
+)
+
+func TestCheckRel(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		rel string
+		ok  bool
+	}{
+		{"a.txt", true},
+		{"sub/dir/a.txt", true},
+		{"..a", true},
+		{"a b/ü.csv", true},
+		{"", false},
+		{".", false},
+		{"..", false},
+		{"../a", false},
+		{"a/../../b", false},
+		{"/etc/passwd", false},
+		{"a//b", false},
+		{"a/", false},
+		{"a/./b", false},
+		{"a\x00b", false},
+		{"\xff\xfe", false},
+		{strings.Repeat("x", 256), false},
+		{strings.Repeat("a/", maxDepth+1) + "f", false},
+	} {
+		err := checkRel(tc.rel)
+		require.Equal(t, tc.ok, err == nil, "%q: %v", tc.rel, err)
+	}
+}
+
+func TestDirName(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "abc-DEF_09", dirName("abc-DEF_09"))
+	require.Equal(t, "a_b_c", dirName("a/b.c"))
+	require.Equal(t, "_", dirName(""))
+	require.Equal(t, "__", dirName(".."))
+}
+
+func TestFileEntryKeepsNanoseconds(t *testing.T) {
+	t.Parallel()
+	var f fileEntry
+	require.NoError(t, json.Unmarshal([]byte(`["a/b.txt", 5, 1732890123456789123, 77, 1732890123456789999]`), &f))
+	require.Equal(t, "a/b.txt", f.rel)
+	require.Equal(t, remoteStat{5, 1732890123456789123, 77, 1732890123456789999}, f.st)
+	require.Error(t, json.Unmarshal([]byte(`["a", 1, 2]`), &f))
+}
+
+func TestRedact(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "https://h:1/p", redact("https://user:pw@h:1/p/?token=x#f"))
+	require.Equal(t, "http://[::1", redact("http://[::1"))
+	require.NotContains(t, redact("http://u:secret@[::1?token=secret"), "secret")
+}
+
+func TestTLSConfig(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	o := Options{CACertFile: filepath.Join(dir, "missing.pem")}
+	_, err := o.tlsConfig()
+	require.ErrorContains(t, err, "gateway CA file")
+	bad := filepath.Join(dir, "bad.pem")
+	require.NoError(t, os.WriteFile(bad, []byte("not a certificate"), 0o644))
+	o.CACertFile = bad
+	_, err = o.tlsConfig()
+	require.ErrorContains(t, err, "no PEM certificate")
+	o.CACertFile = ""
+	cfg, err := o.tlsConfig()
+	require.NoError(t, err)
+	require.Nil(t, cfg, "Go's defaults")
+}
+
+func TestProbeExprIsInert(t *testing.T) {
+	t.Parallel()
+	// Arguments travel base64-encoded: nothing in them can break out of the
+	// Python string literal.
+	expr, err := probeExpr("stat", map[string]any{"rels": []string{"inputs/a'); import os; os.system('x"}})
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(expr, "__import__('"+moduleName+"').call('"))
+	require.Equal(t, 4, strings.Count(expr, "'"))
+}
+
+// fakeGateway answers GET /api and /api/kernels like a Jupyter server, or fails
+// when down is set.
+type fakeGateway struct {
+	*httptest.Server
+	down    atomic.Bool
+	kernels atomic.Int32
+	hits    atomic.Int32
+}
+
+func newFakeGateway(t *testing.T) *fakeGateway {
+	f := &fakeGateway{}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.hits.Add(1)
+		if f.down.Load() {
+			http.Error(w, "down", http.StatusBadGateway)
+			return
+		}
+		switch r.URL.Path {
+		case "/api":
+			_, _ = w.Write([]byte(`{"version":"1.23.3"}`))
+		case "/api/kernels":
+			ks := make([]map[string]string, f.kernels.Load())
+			_ = json.NewEncoder(w).Encode(ks)
+		case "/api/kernelspecs":
+			_, _ = w.Write([]byte(`{"default":"python3","kernelspecs":{"python3":{"name":"python3","spec":{}}}}`))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+func TestHealthAndLoad(t *testing.T) {
+	a, b := newFakeGateway(t), newFakeGateway(t)
+	be, err := New(context.Background(), Options{
+		Gateways:       []Gateway{{URL: a.URL}, {URL: b.URL}},
+		HealthInterval: 20 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	defer be.Close(context.Background())
+	open := func() *Placement {
+		p, err := be.Open(context.Background(), executor.SessionSpec{ID: "s", Dir: t.TempDir()})
+		require.NoError(t, err)
+		return p.(*Placement)
+	}
+	waitKernels := func(i, n int) {
+		require.Eventually(t, func() bool { return be.Gateways()[i].ServerKernels == n }, 5*time.Second, 5*time.Millisecond)
+	}
+
+	// Other clients' kernels count: a has 3, so sessions go to b until it has more.
+	a.kernels.Store(3)
+	waitKernels(0, 3)
+	p1, p2, p3 := open(), open(), open()
+	require.Equal(t, b.URL, p1.Gateway())
+	require.Equal(t, b.URL, p2.Gateway())
+	require.Equal(t, b.URL, p3.Gateway())
+	require.Equal(t, a.URL, open().Gateway(), "b has 3 of ours, a 3 of others': the first wins ties")
+	require.NoError(t, p3.Close(context.Background()))
+	require.NoError(t, p3.Close(context.Background()), "closing twice is fine")
+	require.Equal(t, b.URL, open().Gateway())
+
+	// One failed check is not enough to leave the rotation; two are.
+	b.down.Store(true)
+	require.Eventually(t, func() bool { return !be.Gateways()[1].Healthy }, 5*time.Second, 5*time.Millisecond)
+	st := be.Gateways()[1]
+	require.Contains(t, st.Error, "502")
+	require.Contains(t, p1.lostReason(), "unreachable", "its sessions were told")
+	require.Equal(t, a.URL, open().Gateway(), "new sessions avoid the unhealthy gateway")
+	require.Contains(t, p1.Diagnose(context.Background()), "is unreachable")
+	require.NoError(t, be.Health(context.Background()))
+
+	// Both down: Open and Health fail with ErrNoGateway and say why.
+	a.down.Store(true)
+	require.Eventually(t, func() bool { return !be.Gateways()[0].Healthy }, 5*time.Second, 5*time.Millisecond)
+	_, err = be.Open(context.Background(), executor.SessionSpec{ID: "s", Dir: t.TempDir()})
+	require.ErrorIs(t, err, ErrNoGateway)
+	require.ErrorContains(t, err, "502")
+	require.ErrorIs(t, be.Health(context.Background()), ErrNoGateway)
+
+	// Back: in the rotation again.
+	a.down.Store(false)
+	b.down.Store(false)
+	require.Eventually(t, func() bool { return be.Gateways()[0].Healthy && be.Gateways()[1].Healthy }, 5*time.Second, 5*time.Millisecond)
+	require.Equal(t, "", p1.Diagnose(context.Background()))
+}
+
+func TestOpenSkipsAGatewayThatJustDied(t *testing.T) {
+	a, b := newFakeGateway(t), newFakeGateway(t)
+	be, err := New(context.Background(), Options{
+		Gateways:       []Gateway{{URL: a.URL}, {URL: b.URL}},
+		HealthInterval: time.Hour, // no checks: only Open's own look
+		UnhealthyAfter: 1,
+	})
+	require.NoError(t, err)
+	defer be.Close(context.Background())
+	a.down.Store(true)
+	p, err := be.Open(context.Background(), executor.SessionSpec{ID: "s", Dir: t.TempDir()})
+	require.NoError(t, err)
+	require.Equal(t, b.URL, p.(*Placement).Gateway())
+	require.False(t, be.Gateways()[0].Healthy)
+	require.Equal(t, 0, be.Gateways()[0].Sessions)
+}
+
+func TestCloseStopsChecks(t *testing.T) {
+	a := newFakeGateway(t)
+	be, err := New(context.Background(), Options{Gateways: []Gateway{{URL: a.URL}}, HealthInterval: 10 * time.Millisecond})
+	require.NoError(t, err)
+	time.Sleep(50 * time.Millisecond)
+	require.NoError(t, be.Close(context.Background()))
+	n := a.hits.Load()
+	time.Sleep(100 * time.Millisecond)
+	require.Equal(t, n, a.hits.Load())
+	_, err = be.Open(context.Background(), executor.SessionSpec{ID: "s", Dir: t.TempDir()})
+	require.ErrorContains(t, err, "closed")
+	require.NoError(t, be.Close(context.Background()), "closing twice is fine")
+}
+
+func TestKernelErrors(t *testing.T) {
+	t.Parallel()
+	e := &KernelError{Op: "wput", Ename: "SyncError", Evalue: "checksum mismatch"}
+	require.Equal(t, "kernel wput: SyncError: checksum mismatch", e.Error())
+	var ke *KernelError
+	require.True(t, errors.As(error(e), &ke))
+	var he = &jupyter.HTTPError{Method: "GET", Path: "/api/kernels", StatusCode: 403, Message: "Forbidden"}
+	err := tokenError("http://g", he)
+	require.ErrorIs(t, err, ErrTokenRejected)
+	require.ErrorContains(t, err, "403 Forbidden")
+	require.Nil(t, tokenError("http://g", &jupyter.HTTPError{StatusCode: 500}))
+}
+
+func TestRecordNeedsConsecutiveFailures(t *testing.T) {
+	t.Parallel()
+	g := &gateway{healthy: true, placements: map[*Placement]struct{}{}}
+	p := &Placement{}
+	g.placements[p] = struct{}{}
+	boom := errors.New("boom")
+	lost, changed := g.record(0, boom, 2)
+	require.False(t, changed)
+	require.Empty(t, lost)
+	require.True(t, g.healthy, "one failure is not enough")
+	_, changed = g.record(4, nil, 2)
+	require.False(t, changed)
+	require.Equal(t, 4, g.serverKernels)
+	g.record(0, boom, 2)
+	lost, changed = g.record(0, boom, 2)
+	require.True(t, changed)
+	require.Equal(t, []*Placement{p}, lost)
+	require.False(t, g.healthy)
+	require.Equal(t, boom, g.lastErr)
+	lost, changed = g.record(0, boom, 2)
+	require.False(t, changed)
+	require.Empty(t, lost, "sessions are given up once")
+	_, changed = g.record(1, nil, 2)
+	require.True(t, changed)
+	require.True(t, g.healthy)
+}
+
+func TestUnreachableAtStartJoinsLater(t *testing.T) {
+	a, b := newFakeGateway(t), newFakeGateway(t)
+	b.down.Store(true)
+	be, err := New(context.Background(), Options{Gateways: []Gateway{{URL: a.URL}, {URL: b.URL}}, HealthInterval: 20 * time.Millisecond})
+	require.NoError(t, err)
+	defer be.Close(context.Background())
+	require.False(t, be.Gateways()[1].Healthy, "out of the rotation from the start")
+	b.down.Store(false)
+	require.Eventually(t, func() bool { return be.Gateways()[1].Healthy }, 5*time.Second, 5*time.Millisecond)
+}

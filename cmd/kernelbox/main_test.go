@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kernelbox/kernelbox/internal/testenv"
+)
+
+// binDir holds the kernelbox binary the tests build once, in TestMain.
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "kernelbox-cmd-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+var (
+	buildOnce sync.Once
+	buildErr  error
+)
+
+// kernelboxBin builds this command (once per test run) and returns its path.
+func kernelboxBin(t testing.TB) string {
+	t.Helper()
+	bin := filepath.Join(binDir, "kernelbox")
+	buildOnce.Do(func() {
+		gobin, err := exec.LookPath("go")
+		if err != nil {
+			gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		}
+		out, err := exec.Command(gobin, "build", "-o", bin, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	require.NoError(t, buildErr)
+	return bin
+}
+
+// testDirs returns a workspace and a working directory (the policy's ${workdir},
+// where inputs may come from) for one kernelbox process.
+func testDirs(t testing.TB) (ws, data string) {
+	t.Helper()
+	root := t.TempDir()
+	ws, data = filepath.Join(root, "ws"), filepath.Join(root, "data")
+	require.NoError(t, os.MkdirAll(data, 0o755))
+	return ws, data
+}
+
+// lockedBuffer collects a child's stderr for failure messages.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// server is a `kernelbox serve` child process on a loopback port.
+type server struct {
+	URL   string
+	Token string
+	Data  string
+	log   *lockedBuffer
+}
+
+// startServe runs `kernelbox serve --backend local` with a token and waits until it
+// answers /healthz. The process is stopped with SIGTERM at cleanup and must exit
+// cleanly.
+func startServe(t testing.TB) *server {
+	t.Helper()
+	py := testenv.Jupyter(t)
+	bin := kernelboxBin(t)
+	ws, data := testDirs(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	s := &server{URL: "http://" + addr, Token: "test-token-123", Data: data, log: &lockedBuffer{}}
+	cmd := exec.Command(bin, "serve", "--backend", "local", "--python", py, "--workspace", ws, "--workdir", data,
+		"--listen", addr, "--token", s.Token, "--log-level", "debug")
+	cmd.Stdout, cmd.Stderr = s.log, s.log
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("kernelbox serve exited with %v; its log:\n%s", err, s.log)
+			}
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+			t.Errorf("kernelbox serve did not exit after SIGTERM; its log:\n%s", s.log)
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/healthz", nil)
+		resp, err := http.DefaultClient.Do(req)
+		cancel()
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return s
+			}
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("kernelbox serve exited early (%v):\n%s", err, s.log)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kernelbox serve did not become healthy:\n%s", s.log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// get fetches path with the server's token (or none) and returns status and body.
+func (s *server) get(t testing.TB, path string, withToken bool) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, s.URL+path, nil)
+	require.NoError(t, err)
+	if withToken {
+		req.Header.Set("Authorization", "Bearer "+s.Token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(body)
+}
+
+// bearer adds a bearer token to every request.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
