@@ -45,6 +45,13 @@ type ConnOptions struct {
 	Logger *slog.Logger
 }
 
+// writeBuffers pools the connections' write buffers (gorilla/websocket holds one only
+// while a message is being written). It is shared by every connection of the process,
+// like any allocator cache; it holds no state of its own.
+var writeBuffers = &sync.Pool{}
+
+const writeBufferSize = 4 << 20
+
 // Conn is one WebSocket connection to one kernel. One goroutine reads and routes
 // messages to the calls waiting for them; writes are serialized. All methods are safe
 // for concurrent use. A Conn whose connection dropped re-dials with the same session id;
@@ -196,7 +203,12 @@ func (c *Conn) dial(ctx context.Context) (*websocket.Conn, Protocol, error) {
 		TLSClientConfig:  ep.TLS,
 		HandshakeTimeout: 30 * time.Second,
 		ReadBufferSize:   64 << 10,
-		WriteBufferSize:  16 << 10,
+		// Large writes go out as one frame: Jupyter Server (tornado) joins the
+		// frames of a fragmented message by repeated concatenation, which is
+		// quadratic (a 4 MiB message in 16 KiB frames took seconds). The buffer is
+		// pooled, so an idle connection holds none.
+		WriteBufferSize: writeBufferSize,
+		WriteBufferPool: writeBuffers,
 	}
 	if c.opts.Protocol != ProtocolLegacy {
 		d.Subprotocols = []string{SubprotocolV1}

@@ -23,6 +23,7 @@ func TestMetricsHTTPAPI(t *testing.T) {
 	body, _ := json.Marshal(map[string]any{"code": "open('outputs/a.txt', 'w').write('hello')"})
 	req, err := http.NewRequest(http.MethodPost, s.URL+"/v1/sessions/m1/execute", bytes.NewReader(body))
 	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+s.Token)
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
