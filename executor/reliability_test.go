@@ -93,6 +93,10 @@ func TestLocalOutputFlood(t *testing.T) {
 
 func TestLocalConcurrency(t *testing.T) {
 	e := newEnv(t, func(o *executor.Options) { o.QueueSize = 32 })
+	// The shared Jupyter server (and its two goroutines) lives as long as the
+	// backend: start it before counting.
+	e.run(t, "warmup", "1")
+	require.NoError(t, e.CloseSession(context.Background(), "warmup"))
 	before := runtime.NumGoroutine()
 	const sessions, calls = 20, 20
 	if testenv.Short() {
