@@ -218,9 +218,8 @@ func (s *session) kernelFailed(r *Result, err error) {
 
 // collect copies new outputs/ files and the cell's rich outputs to the artifacts dir.
 func (s *session) collect(r *Result, col *collector, ex *jupyter.Execution) {
-	if s.k == nil {
-		// The kernel is gone (a restart after a timeout failed): nothing to pull.
-	} else if syncer, ok := s.k.placement.(FileSyncer); ok && s.k.alive() {
+	// A kernel that is gone (a restart after a timeout failed) has nothing to pull.
+	if syncer, ok := s.syncer(); ok && s.k.alive() {
 		ctx, cancel := context.WithTimeout(s.ctx, s.e.opts.StartTimeout)
 		var err error
 		if pr, ok := syncer.(OutputsProber); ok {
@@ -278,6 +277,15 @@ func (s *session) collect(r *Result, col *collector, ex *jupyter.Execution) {
 			r.Artifacts = append(r.Artifacts, a)
 		}
 	}
+}
+
+// syncer returns the session's placement as a FileSyncer, if it is one.
+func (s *session) syncer() (FileSyncer, bool) {
+	if s.k == nil {
+		return nil, false
+	}
+	fs, ok := s.k.placement.(FileSyncer)
+	return fs, ok
 }
 
 // probeKey names the OutputsProber's user expression in a call's execute_request.

@@ -15,6 +15,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/internal/serverflags"
 	"github.com/kernelbox/kernelbox/jupyter"
 )
 
@@ -181,6 +182,11 @@ func (b *Backend) open(ctx context.Context, spec executor.SessionSpec) (_ *Place
 		if err := os.Chmod(sockDir, 0o777|os.ModeSticky); err != nil {
 			return nil, fmt.Errorf("socket dir: %w", err)
 		}
+	}
+	// The server's launcher, read-only: root-owned when kernelbox is root, so the
+	// kernel cannot replace what the next server start would run.
+	if _, err := serverflags.WriteLauncher(sockDir); err != nil {
+		return nil, err
 	}
 	if err := prepareSessionDir(b.cfg, spec.Dir, spec.Data); err != nil {
 		return nil, err

@@ -36,7 +36,7 @@ func serverCommand(c config, token string) []string {
 	secs := int64(math.Ceil(c.lifetime.Seconds()))
 	cmd := []string{
 		"timeout", "-k", strconv.Itoa(killGrace), strconv.FormatInt(secs, 10),
-		c.python, "-Xfrozen_modules=off", "-m", "jupyter_server",
+		c.python, "-Xfrozen_modules=off", path.Join(containerSocketDir, serverflags.LauncherName),
 	}
 	return append(cmd, serverflags.Args(serverflags.Config{
 		Socket:  path.Join(containerSocketDir, socketName),

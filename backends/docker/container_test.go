@@ -25,7 +25,7 @@ func TestCreateOptions(t *testing.T) {
 
 	cmd := strings.Join(cfg.Entrypoint, " ")
 	for _, want := range []string{
-		"timeout -k 10 5401 python3 -Xfrozen_modules=off -m jupyter_server ",
+		"timeout -k 10 5401 python3 -Xfrozen_modules=off /run/kernelbox/kernelbox_server.py ",
 		"--ServerApp.sock=/run/kernelbox/j.sock",
 		"--ServerApp.token=tok",
 		"--ServerApp.root_dir=/workspace",

@@ -116,7 +116,11 @@ func start(ctx context.Context, o Options, runtimeDir string) (*Server, error) {
 		cfg.Socket = filepath.Join(runtimeDir, "j.sock")
 		ep.Socket = cfg.Socket
 	}
-	args := append([]string{"-Xfrozen_modules=off", "-m", "jupyter_server"}, serverflags.Args(cfg)...)
+	script, err := serverflags.WriteLauncher(runtimeDir)
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"-Xfrozen_modules=off", script}, serverflags.Args(cfg)...)
 	args = append(args, tcpArgs...)
 	cmd := exec.Command(o.Python, args...)
 	cmd.Dir = o.RootDir

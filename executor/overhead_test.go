@@ -1,0 +1,45 @@
+package executor_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/internal/jupyterproc"
+	"github.com/kernelbox/kernelbox/internal/testenv"
+	"github.com/kernelbox/kernelbox/jupyter"
+	"github.com/stretchr/testify/require"
+)
+
+func TestOverheadBreakdown(t *testing.T) {
+	py := testenv.Jupyter(t)
+	e := newEnv(t, nil)
+	e.run(t, "o", "x = 0")
+	s, err := jupyterproc.Start(context.Background(), jupyterproc.Options{Python: py, RootDir: t.TempDir()})
+	require.NoError(t, err)
+	defer s.Stop(context.Background())
+	c, _ := jupyter.NewClient(s.Endpoint(), nil)
+	k, err := c.StartKernel(context.Background(), jupyter.StartOptions{Name: jupyterproc.KernelName})
+	require.NoError(t, err)
+	conn, err := c.Connect(context.Background(), k.ID, nil)
+	require.NoError(t, err)
+	defer conn.Close()
+	_, _ = conn.KernelInfo(context.Background())
+	var a, b []float64
+	for i := 0; i < 400; i++ {
+		t0 := time.Now()
+		_, err := e.Execute(context.Background(), executor.Request{SessionID: "o", Code: fmt.Sprintf("x = %d; x + 1", i)})
+		require.NoError(t, err)
+		a = append(a, float64(time.Since(t0).Microseconds())/1000)
+		t0 = time.Now()
+		_, err = conn.Run(context.Background(), fmt.Sprintf("x = %d; x + 1", i), nil)
+		require.NoError(t, err)
+		b = append(b, float64(time.Since(t0).Microseconds())/1000)
+	}
+	sort.Float64s(a)
+	sort.Float64s(b)
+	t.Logf("executor p50 %.2f ms, conn p50 %.2f ms", a[len(a)/2], b[len(b)/2])
+}
