@@ -20,7 +20,7 @@ func BenchmarkStage100MB(b *testing.B) {
 	}
 	for _, noHash := range []bool{false, true} {
 		b.Run(fmt.Sprintf("hash=%v", !noHash), func(b *testing.B) {
-			m := newManager(b, func(o *Options) { o.NoInputHash = noHash })
+			m := newManager(b, func(o *Options) { o.HashInputs = !noHash })
 			s := openSession(b, m, "bench")
 			b.SetBytes(int64(len(buf)))
 			b.ResetTimer()

@@ -73,11 +73,12 @@ type Options struct {
 	// Data copies made by AddData are always 0444 (directories 0555).
 	FileMode fs.FileMode
 
-	// NoInputHash turns off SHA-256 of staged inputs: Staged.SHA256 is then empty
-	// and the copy is a plain copy_file_range. Hashing costs about three times
-	// the copy itself (about 65 ms per 100 MB on a SHA-NI machine, against 25 ms
-	// for the copy).
-	NoInputHash bool
+	// HashInputs computes the SHA-256 of each staged input (Staged.SHA256) while
+	// copying it through user space. Without it (the default) the copy is a plain
+	// copy_file_range in the kernel and Staged.SHA256 is empty. Hashing costs about
+	// three times the copy itself (about 65 ms per 100 MB on a SHA-NI machine,
+	// against 25 ms for the copy).
+	HashInputs bool
 
 	// Logger receives the manager's logs (skipped symlinks and special files,
 	// cleanup failures) with a "session" attribute. Defaults to discarding them.

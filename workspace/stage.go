@@ -37,7 +37,7 @@ type Staged struct {
 	// Size is the number of bytes copied.
 	Size int64 `json:"size"`
 
-	// SHA256 is the hex SHA-256 of the bytes copied; empty with Options.NoInputHash.
+	// SHA256 is the hex SHA-256 of the bytes copied; empty unless Options.HashInputs.
 	SHA256 string `json:"sha256,omitempty"`
 }
 
@@ -225,7 +225,7 @@ func (s *Session) copyInput(dir *os.Root, it *stageItem) error {
 		return fmt.Errorf("stage input %q: %w", it.in.label(), err)
 	}
 	it.tmp = tmp
-	c, err := copyFile(f, it.src, opts.MaxFileBytes, it.size, !opts.NoInputHash)
+	c, err := copyFile(f, it.src, opts.MaxFileBytes, it.size, opts.HashInputs)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

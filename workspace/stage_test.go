@@ -17,7 +17,7 @@ import (
 func TestStage(t *testing.T) {
 	t.Parallel()
 	for _, noHash := range []bool{false, true} {
-		m := newManager(t, func(o *Options) { o.NoInputHash = noHash })
+		m := newManager(t, func(o *Options) { o.HashInputs = !noHash })
 		s := openSession(t, m, "s1")
 		src := filepath.Join(t.TempDir(), "data.csv")
 		writeFile(t, src, "a,b\n1,2\n")
@@ -194,7 +194,7 @@ func TestStageRejects(t *testing.T) {
 		},
 		{
 			name:    "grows while copied without hashing",
-			opts:    func(o *Options) { o.MaxFileBytes = 100; o.NoInputHash = true },
+			opts:    func(o *Options) { o.MaxFileBytes = 100; o.HashInputs = false },
 			inputs:  func(t *testing.T, dir string) []Input { return one("status", "/proc/self/status", "status") },
 			is:      ErrTooLarge,
 			message: `stage input "status": grew past the 100-byte per-file limit while being copied: too large`,

@@ -111,7 +111,7 @@ func (r *runner) newExecutor(ctx context.Context, warm int) (*executor.Executor,
 	if err := os.MkdirAll(r.data, 0o755); err != nil {
 		return nil, nil, err
 	}
-	ws, err := workspace.New(workspace.Options{Root: filepath.Join(r.dir, fmt.Sprintf("ws%d", warm)), NoInputHash: false})
+	ws, err := workspace.New(workspace.Options{Root: filepath.Join(r.dir, fmt.Sprintf("ws%d", warm))})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -215,15 +215,20 @@ func print(w io.Writer, rows []Row) {
 	if w == nil {
 		return
 	}
-	fmt.Fprintf(w, "%-34s %6s %10s %10s %10s %10s %7s  %s\n", "scenario", "n", "kb p50", "kb p99", "ref p50", "ref p99", "ratio", "reference / note")
+	fmt.Fprintf(w, "%-42s %5s %9s %9s %9s %9s %6s  %s\n", "scenario", "n", "kb p50", "kb p99", "ref p50", "ref p99", "ratio", "reference; note")
 	for _, r := range rows {
 		ratio, ref50, ref99 := "-", "-", "-"
 		if r.Ref50 > 0 {
 			ratio = fmt.Sprintf("%.2fx", r.Ratio())
 			ref50, ref99 = fmt.Sprintf("%.2f", r.Ref50), fmt.Sprintf("%.2f", r.Ref99)
 		}
-		note := strings.TrimSpace(r.RefLabel + " " + r.Note)
-		fmt.Fprintf(w, "%-34s %6d %10.2f %10.2f %10s %10s %7s  %s\n", r.Name, r.N, r.KB50, r.KB99, ref50, ref99, ratio, note)
+		kb50, kb99 := "-", "-"
+		if r.KB50 > 0 {
+			kb50, kb99 = fmt.Sprintf("%.2f", r.KB50), fmt.Sprintf("%.2f", r.KB99)
+		}
+		note := strings.TrimSpace(r.RefLabel + "; " + r.Note)
+		note = strings.Trim(note, "; ")
+		fmt.Fprintf(w, "%-42s %5d %9s %9s %9s %9s %6s  %s\n", r.Name, r.N, kb50, kb99, ref50, ref99, ratio, note)
 	}
 	fmt.Fprintln(w, "times in ms; ratio = kernelbox p50 / reference p50, measured interleaved in this run")
 }
