@@ -87,7 +87,7 @@ func dialKernel(t testing.TB, srv executor.Server, id string) *kernel {
 			var nd net.Dialer
 			return nd.DialContext(ctx, "unix", srv.Endpoint.Socket)
 		},
-		HandshakeTimeout: 10 * time.Second,
+		HandshakeTimeout: 60 * time.Second, // a loaded host restarting an OOM-killed kernel is slow
 	}
 	session := uuid.NewString()
 	u := strings.Replace(srv.Endpoint.URL, "http", "ws", 1) + "/api/kernels/" + id + "/channels?session_id=" + session
