@@ -81,6 +81,11 @@ type collector struct {
 	dirs      map[string]*os.Root // artifact directories opened so far, by slash path
 	arts      []Artifact
 	errs      []error
+
+	// watch is the Manager's watcher (nil without inotify); watched stays set while
+	// every directory walked got a watch and nothing needs a second look.
+	watch   *watcher
+	watched bool
 }
 
 // Collect copies the files in outputs/ that are new or changed since this
@@ -103,6 +108,12 @@ func (s *Session) Collect() ([]Artifact, error) {
 	if s.root == nil {
 		return nil, fmt.Errorf("collect: %w", ErrClosed)
 	}
+	if s.unchanged() {
+		return nil, nil
+	}
+	// Cleared before the walk: a change during it marks the session again.
+	s.dirty.Store(false)
+	walkStart := time.Now()
 	out, err := openDir(s.root, "outputs")
 	if errors.Is(err, fs.ErrNotExist) {
 		s.log.Info("outputs/ is missing; nothing to collect")
@@ -112,8 +123,9 @@ func (s *Session) Collect() ([]Artifact, error) {
 		return nil, fmt.Errorf("collect: outputs/: %w", err)
 	}
 	defer out.Close()
-	c := &collector{s: s, start: time.Now(), seen: map[string]bool{}}
+	c := &collector{s: s, start: time.Now(), seen: map[string]bool{}, watch: s.m.watcher(), watched: true}
 	c.walk(out, "", 0)
+	s.watched, s.lastWalk = c.watch != nil && c.watched && !c.truncated, walkStart
 	for _, r := range c.dirs {
 		r.Close()
 	}
@@ -135,9 +147,13 @@ func (c *collector) walk(dir *os.Root, prefix string, depth int) {
 	d, err := dir.Open(".")
 	if err != nil {
 		c.errs = append(c.errs, fmt.Errorf("collect %q: %w", prefix, err))
+		c.watched = false
 		return
 	}
 	defer d.Close()
+	if c.watch != nil && !c.watch.add(c.s, d) {
+		c.watched = false
+	}
 	for {
 		entries, err := d.ReadDir(256)
 		for _, e := range entries {
@@ -155,11 +171,13 @@ func (c *collector) walk(dir *os.Root, prefix string, depth int) {
 			case t.IsDir():
 				if depth+1 > maxDepth {
 					c.errs = append(c.errs, fmt.Errorf("collect %q: more than %d levels below outputs/: %w", rel, maxDepth, ErrTooDeep))
+					c.watched = false
 					continue
 				}
 				sub, err := openDir(dir, e.Name())
 				if err != nil {
 					c.s.log.Warn("skipped output directory", "name", rel, "err", err)
+					c.watched = false
 					continue
 				}
 				c.walk(sub, rel, depth+1)
@@ -253,6 +271,9 @@ func (c *collector) file(dir *os.Root, e fs.DirEntry, rel string) {
 		return
 	}
 	st.sum, st.racy = a.SHA256, racy
+	if racy {
+		c.watched = false // look again next time, events or not
+	}
 	s.seen[rel] = st
 	if changed {
 		c.arts = append(c.arts, a)

@@ -102,6 +102,11 @@ type Manager struct {
 
 	// mu serializes creating, renaming and removing session directories.
 	mu sync.Mutex
+
+	// watch tells Collect when outputs/ is unchanged (watch.go); nil without
+	// inotify.
+	watchOnce sync.Once
+	watch     *watcher
 }
 
 // New creates Root/sessions (mode 0700) and the artifacts directory (DirMode, 0755 by
@@ -376,6 +381,9 @@ func (m *Manager) Close() error {
 	}
 	err := errors.Join(m.sessions.Close(), m.artifacts.Close())
 	m.sessions, m.artifacts = nil, nil
+	if m.watch != nil {
+		m.watch.close()
+	}
 	return err
 }
 

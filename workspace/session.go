@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync/atomic"
+	"time"
 )
 
 // Session is one session directory: <Root>/sessions/<id> with inputs/ (files staged
@@ -36,6 +38,12 @@ type Session struct {
 
 	// seen is what the last Collect saw of each file in outputs/, by slash path.
 	seen map[string]fileState
+
+	// watched is set when the last walk put an inotify watch on every directory of
+	// outputs/; dirty when an event arrived for one since (watch.go).
+	watched  bool
+	dirty    atomic.Bool
+	lastWalk time.Time
 }
 
 // ID returns the session id (".warm-…" for a warm session).
@@ -46,6 +54,9 @@ func (s *Session) Dir() string { return s.dir }
 
 // Close releases the session's directory handles. It does not remove anything.
 func (s *Session) Close() error {
+	if w := s.m.watch; w != nil {
+		w.forget(s)
+	}
 	var err error
 	if s.root != nil {
 		err = s.root.Close()
