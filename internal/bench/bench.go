@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -36,6 +37,9 @@ type Config struct {
 	Short bool
 	// Density also measures memory at 1, 10 and 50 sessions.
 	Density bool
+	// Scenarios limits the run to these (cold, trivial, stream, stage, artifacts,
+	// warm). Empty means all.
+	Scenarios []string
 	// Out receives the report.
 	Out io.Writer
 	// Logger receives progress. Defaults to discarding it.
@@ -156,25 +160,24 @@ func (r *runner) run(ctx context.Context) ([]Row, error) {
 	defer ws.Close()
 	defer e.Close()
 	var rows []Row
-	cold, err := r.coldStart(ctx, e)
-	if err != nil {
-		return rows, err
-	}
-	rows = append(rows, cold)
-	for _, scenario := range []func(context.Context, *executor.Executor) (Row, error){
-		r.trivial, r.stream, r.stage, r.artifacts,
+	for _, sc := range []struct {
+		name string
+		run  func(context.Context, *executor.Executor) (Row, error)
+	}{
+		{"cold", r.coldStart}, {"trivial", r.trivial}, {"stream", r.stream}, {"stage", r.stage},
+		{"artifacts", r.artifacts}, {"warm", func(ctx context.Context, _ *executor.Executor) (Row, error) { return r.warmStart(ctx) }},
 	} {
-		row, err := scenario(ctx, e)
+		if len(r.c.Scenarios) > 0 && !slices.Contains(r.c.Scenarios, sc.name) {
+			continue
+		}
+		row, err := sc.run(ctx, e)
 		if err != nil {
 			return rows, err
 		}
 		rows = append(rows, row)
 	}
-	warm, err := r.warmStart(ctx)
-	if err != nil {
-		return rows, err
-	}
-	rows = append(rows, warm)
+	// Density runs on its own executor, after this one's kernels are gone.
+	e.Close()
 	if r.c.Density {
 		d, err := r.density(ctx)
 		rows = append(rows, d...)

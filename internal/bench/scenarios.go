@@ -31,7 +31,9 @@ func (r *runner) coldStart(ctx context.Context, e *executor.Executor) (Row, erro
 
 // trivial measures `x = i; x + 1` round-trips, interleaved with the reference.
 func (r *runner) trivial(ctx context.Context, e *executor.Executor) (Row, error) {
-	rounds, block := r.iters(2, 10), r.iters(10, 50)
+	// Small blocks: the machine's load drifts, and long blocks would give one side
+	// more of a slow spell than the other.
+	rounds, block := r.iters(4, 50), r.iters(5, 10)
 	if _, _, err := r.exec(ctx, e, executor.Request{SessionID: "trivial", Code: "x = 0"}); err != nil {
 		return Row{}, err
 	}
