@@ -61,6 +61,7 @@ func (k *kernel) connect(ctx context.Context, e *Executor) error {
 		conn, err := k.client.Connect(ctx, k.id, &jupyter.ConnOptions{
 			Logger:          e.log,
 			MaxMessageBytes: max(e.opts.MaxStreamBytes, e.opts.MaxRichBytes) + 1<<20,
+			SalvageBytes:    e.opts.MaxStreamBytes,
 		})
 		if err == nil {
 			if err = probe(ctx, conn); err == nil {

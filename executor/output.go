@@ -77,6 +77,12 @@ func (c *collector) add(m *jupyter.Message) {
 	}
 	switch m.Type() {
 	case "stream":
+		if c.streamBytes >= c.maxStream && !c.clearPending && len(m.Content) > 4096 {
+			// Over the cap: count the text without decoding it (its JSON size,
+			// which is close), so a flood costs no more memory than its messages.
+			c.droppedStream += int64(len(m.Content))
+			return
+		}
 		var s jupyter.StreamContent
 		if m.DecodeContent(&s) != nil {
 			return

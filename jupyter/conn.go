@@ -32,6 +32,11 @@ type ConnOptions struct {
 	// is marked Truncated. Defaults to 32 MiB.
 	MaxMessageBytes int
 
+	// SalvageBytes is how much of an oversized stream message's text is kept (its
+	// start). Defaults to MaxMessageBytes; a caller that caps output itself sets
+	// its cap here, so that a huge message costs no more than that.
+	SalvageBytes int
+
 	// ReconnectTimeout bounds how long a dropped WebSocket is re-dialled before
 	// calls in flight fail with ErrConnectionLost. Defaults to 5 seconds; a negative
 	// value disables reconnecting.
@@ -85,6 +90,12 @@ type call struct {
 	id      string
 	execute bool
 	msgs    chan *Message // execute only: output messages
+	// queued counts the bytes of the messages in msgs, and taken is signalled
+	// when Next takes one: the reader stops reading (and so the server stops
+	// sending) while more than maxQueuedBytes wait, so that a cell printing
+	// gigabytes cannot fill memory with messages nobody has read yet.
+	queued atomic.Int64
+	taken  chan struct{}
 	gone    chan struct{} // closed when the caller abandons the call
 	done    chan struct{} // closed on completion or failure
 	once    sync.Once
@@ -113,6 +124,9 @@ func (c *Client) Connect(ctx context.Context, kernelID string, opts *ConnOptions
 	}
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = 32 << 20
+	}
+	if o.SalvageBytes <= 0 || o.SalvageBytes > o.MaxMessageBytes {
+		o.SalvageBytes = o.MaxMessageBytes
 	}
 	if o.ReconnectTimeout == 0 {
 		o.ReconnectTimeout = 5 * time.Second
@@ -386,6 +400,8 @@ func (c *Conn) read(ws *websocket.Conn, proto Protocol) (*Message, error) {
 		return nil, err
 	}
 	if total > int64(len(data)) {
+		// Headers come first; keep them and SalvageBytes of text.
+		data = data[:min(len(data), c.opts.SalvageBytes+64<<10)]
 		if proto == ProtocolV1 {
 			return salvageV1(data, total)
 		}
@@ -582,12 +598,36 @@ func (c *Conn) dispatch(m *Message) {
 		}
 	case m.Header.MsgType == "execute_input":
 	default:
+		size := m.size()
+		for cl.queued.Load() > 0 && cl.queued.Load()+size > maxQueuedBytes {
+			select {
+			case <-cl.taken:
+			case <-cl.gone:
+				return
+			case <-c.stop:
+				return
+			}
+		}
+		cl.queued.Add(size)
 		select {
 		case cl.msgs <- m:
 		case <-cl.gone:
 		case <-c.stop:
 		}
 	}
+}
+
+// maxQueuedBytes bounds the output an execution holds that its reader has not taken
+// yet (one message is always let through, whatever its size).
+const maxQueuedBytes = 16 << 20
+
+// size is the memory a message holds, roughly.
+func (m *Message) size() int64 {
+	n := len(m.Content) + len(m.Metadata)
+	for _, b := range m.Buffers {
+		n += len(b)
+	}
+	return int64(n)
 }
 
 func (c *Conn) complete(cl *call) {

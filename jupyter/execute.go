@@ -32,6 +32,7 @@ func (c *Conn) Execute(ctx context.Context, req ExecuteRequest) (*Execution, err
 		id:      m.Header.MsgID,
 		execute: true,
 		msgs:    make(chan *Message, 64),
+		taken:   make(chan struct{}, 1),
 		gone:    make(chan struct{}),
 		done:    make(chan struct{}),
 	}
@@ -57,16 +58,16 @@ func (e *Execution) MsgID() string { return e.call.id }
 func (e *Execution) Next(ctx context.Context) (*Message, error) {
 	select {
 	case m := <-e.call.msgs:
-		return m, nil
+		return e.took(m), nil
 	default:
 	}
 	select {
 	case m := <-e.call.msgs:
-		return m, nil
+		return e.took(m), nil
 	case <-e.call.done:
 		select {
 		case m := <-e.call.msgs:
-			return m, nil
+			return e.took(m), nil
 		default:
 		}
 		if e.call.err != nil {
@@ -76,6 +77,16 @@ func (e *Execution) Next(ctx context.Context) (*Message, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// took releases m's bytes from the queue bound and wakes a reader waiting on it.
+func (e *Execution) took(m *Message) *Message {
+	e.call.queued.Add(-m.size())
+	select {
+	case e.call.taken <- struct{}{}:
+	default:
+	}
+	return m
 }
 
 // Done is closed when the execution has completed or failed.

@@ -125,7 +125,7 @@ func salvageStream(prefix []byte) (name, text string) {
 // unquotePrefix decodes the body of a JSON string that may be cut anywhere, stopping
 // at the closing quote or at the last complete character.
 func unquotePrefix(b []byte) string {
-	var out []byte
+	out := make([]byte, 0, len(b))
 	for i := 0; i < len(b); {
 		c := b[i]
 		switch {

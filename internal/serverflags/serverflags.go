@@ -37,6 +37,9 @@ func Args(c Config) []string {
 		"--ServerApp.iopub_msg_rate_limit=0",
 		// Tracebacks are the point of running code for an agent.
 		"--MappingKernelManager.allow_tracebacks=True",
+		// Notice a dead kernel within half a second (the default polls every 3 s),
+		// so a call whose kernel died ends as kernel_died, not as a timeout.
+		"--KernelRestarter.time_to_dead=0.5",
 		// Kernels are culled by the executor, which knows about sessions.
 		"--MappingKernelManager.cull_idle_timeout=0",
 		// Pings keep a dead peer from holding a websocket open forever.
