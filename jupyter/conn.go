@@ -96,9 +96,9 @@ type call struct {
 	// gigabytes cannot fill memory with messages nobody has read yet.
 	queued atomic.Int64
 	taken  chan struct{}
-	gone    chan struct{} // closed when the caller abandons the call
-	done    chan struct{} // closed on completion or failure
-	once    sync.Once
+	gone   chan struct{} // closed when the caller abandons the call
+	done   chan struct{} // closed on completion or failure
+	once   sync.Once
 
 	// written by the reader goroutine before done is closed
 	reply *Message
