@@ -65,7 +65,7 @@ func TestTrivialCellLatency(t *testing.T) {
 		// The race detector multiplies the Go side's cost (JSON, base64) of each
 		// call, and the remote path decodes a little more per call (the outputs
 		// probe); the 1.1x figure is measured without it.
-		limit = 1.2
+		limit = 1.3 // still far below the 5x that losing TCP_QUICKACK costs
 	}
 	if os.Getenv("KERNELBOX_LATENCY_LOOSE") == "1" {
 		return
