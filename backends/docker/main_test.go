@@ -1,37 +1,12 @@
 package docker
 
 import (
-	"fmt"
-	"os"
-	"runtime"
 	"testing"
 	"time"
+
+	"github.com/kernelbox/kernelbox/internal/leakcheck"
 )
 
 // TestMain fails the run when goroutines outlive the tests: every goroutine the
 // backend or its clients start must end by the time Close returns.
-func TestMain(m *testing.M) {
-	base := runtime.NumGoroutine()
-	code := m.Run()
-	if code == 0 {
-		if leaked := waitGoroutines(base, 5*time.Second); leaked != "" {
-			fmt.Fprintf(os.Stderr, "goroutines leaked:\n%s\n", leaked)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// waitGoroutines waits until no more than base goroutines remain and returns every
-// goroutine's stack if they do not get there in time.
-func waitGoroutines(base int, timeout time.Duration) string {
-	deadline := time.Now().Add(timeout)
-	for runtime.NumGoroutine() > base {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			return string(buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return ""
-}
+func TestMain(m *testing.M) { leakcheck.Main(m, 5*time.Second) }
