@@ -15,43 +15,22 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kernelbox/kernelbox/backends/local"
 	"github.com/kernelbox/kernelbox/client"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/httpapi"
-	"github.com/kernelbox/kernelbox/internal/testenv"
-	"github.com/kernelbox/kernelbox/permissions"
-	"github.com/kernelbox/kernelbox/workspace"
+	"github.com/kernelbox/kernelbox/internal/testexec"
 )
 
 // newServer serves a local-backend executor over httptest with a token and returns a
 // client for it, the server's URL and the policy's working directory.
 func newServer(t *testing.T) (*client.Client, string, string) {
 	t.Helper()
-	py := testenv.Jupyter(t)
-	root := t.TempDir()
-	work := filepath.Join(root, "work")
-	require.NoError(t, os.MkdirAll(work, 0o755))
-	ws, err := workspace.New(workspace.Options{Root: filepath.Join(root, "ws")})
-	require.NoError(t, err)
-	t.Cleanup(func() { ws.Close() })
-	b, err := local.New(local.Options{Python: py})
-	require.NoError(t, err)
-	e, err := executor.New(executor.Options{
-		Backend:   b,
-		Workspace: ws,
-		Permissions: &permissions.Engine{
-			Policy: permissions.DefaultPolicy(),
-			Vars:   permissions.Vars{Workdir: work, Home: filepath.Join(root, "home"), Artifacts: ws.ArtifactsDir()},
-		},
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, e.Close()) })
-	srv := httptest.NewServer(httpapi.New(e, b, httpapi.Options{Token: "secret", Workspace: ws}))
+	te := testexec.Local(t, nil)
+	srv := httptest.NewServer(httpapi.New(te.Exec, te.Backend, httpapi.Options{Token: "secret", Workspace: te.WS}))
 	t.Cleanup(srv.Close)
 	c, err := client.New(srv.URL, &client.Options{Token: "secret"})
 	require.NoError(t, err)
-	return c, srv.URL, work
+	return c, srv.URL, te.Data
 }
 
 func TestClient(t *testing.T) {

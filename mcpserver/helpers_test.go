@@ -2,8 +2,6 @@ package mcpserver_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,11 +9,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kernelbox/kernelbox/backends/local"
 	"github.com/kernelbox/kernelbox/executor"
-	"github.com/kernelbox/kernelbox/internal/testenv"
+	"github.com/kernelbox/kernelbox/internal/testexec"
 	"github.com/kernelbox/kernelbox/mcpserver"
-	"github.com/kernelbox/kernelbox/permissions"
 	"github.com/kernelbox/kernelbox/workspace"
 )
 
@@ -29,27 +25,8 @@ type env struct {
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	py := testenv.Jupyter(t)
-	root := t.TempDir()
-	data := filepath.Join(root, "data")
-	require.NoError(t, os.MkdirAll(data, 0o755))
-	ws, err := workspace.New(workspace.Options{Root: filepath.Join(root, "ws")})
-	require.NoError(t, err)
-	t.Cleanup(func() { ws.Close() })
-	b, err := local.New(local.Options{Python: py})
-	require.NoError(t, err)
-	e, err := executor.New(executor.Options{
-		Backend:   b,
-		Workspace: ws,
-		Permissions: &permissions.Engine{
-			Policy: permissions.DefaultPolicy(),
-			Vars:   permissions.Vars{Workdir: data, Home: filepath.Join(root, "home"), Artifacts: ws.ArtifactsDir()},
-		},
-		InterruptGrace: 2 * time.Second,
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, e.Close()) })
-	return &env{E: e, WS: ws, Data: data}
+	te := testexec.Local(t, nil)
+	return &env{E: te.Exec, WS: te.WS, Data: te.Data}
 }
 
 // connect runs srv on an in-memory transport and returns a client session on it.

@@ -9,15 +9,13 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/kernelbox/kernelbox/backends/local"
+	"github.com/stretchr/testify/require"
+
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/testenv"
+	"github.com/kernelbox/kernelbox/internal/testexec"
 	"github.com/kernelbox/kernelbox/notebook"
-	"github.com/kernelbox/kernelbox/permissions"
-	"github.com/kernelbox/kernelbox/workspace"
-	"github.com/stretchr/testify/require"
 )
 
 // fixtures is where the test notebooks live.
@@ -33,26 +31,8 @@ type env struct {
 func newEnv(t testing.TB) *env {
 	t.Helper()
 	py := testenv.Jupyter(t)
-	root := t.TempDir()
-	data := filepath.Join(root, "data")
-	require.NoError(t, os.MkdirAll(data, 0o755))
-	ws, err := workspace.New(workspace.Options{Root: filepath.Join(root, "ws")})
-	require.NoError(t, err)
-	t.Cleanup(func() { ws.Close() })
-	b, err := local.New(local.Options{Python: py})
-	require.NoError(t, err)
-	e, err := executor.New(executor.Options{
-		Backend:   b,
-		Workspace: ws,
-		Permissions: &permissions.Engine{
-			Policy: permissions.DefaultPolicy(),
-			Vars:   permissions.Vars{Workdir: data, Home: filepath.Join(root, "home"), Artifacts: ws.ArtifactsDir()},
-		},
-		InterruptGrace: 2 * time.Second,
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, e.Close()) })
-	return &env{Executor: e, Python: py, Data: data}
+	te := testexec.Local(t, nil)
+	return &env{Executor: te.Exec, Python: py, Data: te.Data}
 }
 
 func readFixture(t testing.TB, name string) *notebook.Notebook {

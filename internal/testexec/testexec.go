@@ -1,0 +1,80 @@
+// Package testexec builds executors for tests: with their own workspace in a temp
+// dir and the built-in policy, whose working directory is Env.Data (where tests put
+// input files) and whose home is Env.Home (a fake one, so the secret rules can be
+// exercised without touching the real home).
+package testexec
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/kernelbox/kernelbox/backends/local"
+	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/internal/testenv"
+	"github.com/kernelbox/kernelbox/permissions"
+	"github.com/kernelbox/kernelbox/workspace"
+)
+
+// Env is an executor with what it was built from.
+type Env struct {
+	Exec    *executor.Executor
+	Backend executor.Backend
+	WS      *workspace.Manager
+	Data    string
+	Home    string
+}
+
+// Local builds an executor on the local backend (real Jupyter: it skips or fails t
+// as testenv.Jupyter does). mod, if not nil, may change the options.
+func Local(t testing.TB, mod func(*executor.Options)) *Env {
+	t.Helper()
+	py := testenv.Jupyter(t)
+	b, err := local.New(local.Options{Python: py})
+	if err != nil {
+		t.Fatalf("local backend: %v", err)
+	}
+	return On(t, b, mod)
+}
+
+// On builds an executor on backend b; the executor closes b at cleanup.
+func On(t testing.TB, b executor.Backend, mod func(*executor.Options)) *Env {
+	t.Helper()
+	root := t.TempDir()
+	env := &Env{Backend: b, Data: filepath.Join(root, "data"), Home: filepath.Join(root, "home")}
+	for _, d := range []string{env.Data, filepath.Join(env.Home, ".ssh")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ws, err := workspace.New(workspace.Options{Root: filepath.Join(root, "ws")})
+	if err != nil {
+		t.Fatalf("workspace: %v", err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	env.WS = ws
+	opts := executor.Options{
+		Backend:   b,
+		Workspace: ws,
+		Permissions: &permissions.Engine{
+			Policy: permissions.DefaultPolicy(),
+			Vars:   permissions.Vars{Workdir: env.Data, Home: env.Home, Artifacts: ws.ArtifactsDir()},
+		},
+		InterruptGrace: 2 * time.Second,
+	}
+	if mod != nil {
+		mod(&opts)
+	}
+	e, err := executor.New(opts)
+	if err != nil {
+		t.Fatalf("executor: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := e.Close(); err != nil {
+			t.Errorf("close executor: %v", err)
+		}
+	})
+	env.Exec = e
+	return env
+}
