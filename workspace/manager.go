@@ -273,13 +273,14 @@ func (m *Manager) openSession(name string, exclusive bool) (*Session, error) {
 		return nil, err
 	}
 	s := &Session{
-		m:      m,
-		id:     name,
-		dir:    filepath.Join(m.sessionsDir, name),
-		log:    m.log.With("session", name),
-		root:   root,
-		staged: map[string]int64{},
-		seen:   map[string]fileState{},
+		m:        m,
+		id:       name,
+		dir:      filepath.Join(m.sessionsDir, name),
+		log:      m.log.With("session", name),
+		root:     root,
+		staged:   map[string]int64{},
+		restaged: map[string]restage{},
+		seen:     map[string]fileState{},
 	}
 	if err := s.init(); err != nil {
 		root.Close()
@@ -320,13 +321,14 @@ func (m *Manager) Adopt(s *Session, id string) (*Session, error) {
 	// The directory handle follows the rename, so the new Session keeps it and
 	// everything s learned; only the artifacts handle, which is per id, is dropped.
 	ns := &Session{
-		m:      m,
-		id:     id,
-		dir:    filepath.Join(m.sessionsDir, id),
-		log:    m.log.With("session", id),
-		root:   s.root,
-		staged: s.staged,
-		seen:   s.seen,
+		m:        m,
+		id:       id,
+		dir:      filepath.Join(m.sessionsDir, id),
+		log:      m.log.With("session", id),
+		root:     s.root,
+		staged:   s.staged,
+		restaged: s.restaged,
+		seen:     s.seen,
 	}
 	if s.art != nil {
 		s.art.Close()

@@ -36,6 +36,10 @@ type Session struct {
 	// MaxSessionBytes.
 	staged map[string]int64
 
+	// restaged is what was copied to each name, to skip copying it again
+	// (restage.go).
+	restaged map[string]restage
+
 	// seen is what the last Collect saw of each file in outputs/, by slash path.
 	seen map[string]fileState
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"time"
 )
 
 // Input is one host file to stage into a session's inputs/.
@@ -39,17 +40,23 @@ type Staged struct {
 
 	// SHA256 is the hex SHA-256 of the bytes copied; empty unless Options.HashInputs.
 	SHA256 string `json:"sha256,omitempty"`
+
+	// Unchanged is set when nothing was copied: the source had not changed since
+	// an earlier Stage copied it, and neither had the copy (restage.go).
+	Unchanged bool `json:"unchanged,omitempty"`
 }
 
 // stageItem is the work on one input during a Stage call.
 type stageItem struct {
-	in     Input
-	src    *os.File
-	size   int64 // fstat size, then bytes copied
-	tmp    string
-	sum    string
-	backup string // hard link to what was at inputs/<name>, while committing
-	done   bool   // renamed into place
+	in      Input
+	src     *os.File
+	srcInfo fs.FileInfo // fstat of src
+	size    int64       // fstat size, then bytes copied
+	keep    bool        // inputs/<name> already holds this version of src
+	tmp     string
+	sum     string
+	backup  string // hard link to what was at inputs/<name>, while committing
+	done    bool   // renamed into place
 }
 
 // Stage copies each input's Source to inputs/<Name>, all or nothing.
@@ -77,6 +84,7 @@ func (s *Session) Stage(inputs []Input) ([]Staged, error) {
 	if len(inputs) == 0 {
 		return nil, nil
 	}
+	start := time.Now()
 	items := make([]*stageItem, len(inputs))
 	byName := make(map[string]*stageItem, len(inputs))
 	for i, in := range inputs {
@@ -105,7 +113,7 @@ func (s *Session) Stage(inputs []Input) ([]Staged, error) {
 		if err != nil {
 			return nil, fmt.Errorf("stage input %q: %w", it.in.label(), err)
 		}
-		it.src, it.size = src, fi.Size()
+		it.src, it.srcInfo, it.size = src, fi, fi.Size()
 		if it.size > opts.MaxFileBytes {
 			return nil, fmt.Errorf("stage input %q: %d bytes, over the %d-byte per-file limit: %w",
 				it.in.label(), it.size, opts.MaxFileBytes, ErrTooLarge)
@@ -125,6 +133,9 @@ func (s *Session) Stage(inputs []Input) ([]Staged, error) {
 		if fi, err := dir.Lstat(it.in.Name); err == nil && fi.IsDir() {
 			return nil, fmt.Errorf("stage input %q: destination inputs/%s: %w", it.in.label(), it.in.Name, notRegular(fi.Mode()))
 		}
+		if s.unchangedInput(dir, it) {
+			it.keep, it.sum = true, s.restaged[it.in.Name].sum
+		}
 	}
 
 	defer func() {
@@ -136,8 +147,10 @@ func (s *Session) Stage(inputs []Input) ([]Staged, error) {
 	}()
 	incoming = 0
 	for _, it := range items {
-		if err := s.copyInput(dir, it); err != nil {
-			return nil, err
+		if !it.keep {
+			if err := s.copyInput(dir, it); err != nil {
+				return nil, err
+			}
 		}
 		incoming += it.size
 	}
@@ -151,8 +164,11 @@ func (s *Session) Stage(inputs []Input) ([]Staged, error) {
 	out := make([]Staged, len(items))
 	for i, it := range items {
 		s.staged[it.in.Name] = it.size
-		out[i] = Staged{Name: it.in.Name, Size: it.size, SHA256: it.sum}
-		s.log.Debug("staged input", "name", it.in.Name, "bytes", it.size)
+		if !it.keep {
+			s.remember(dir, it, start)
+		}
+		out[i] = Staged{Name: it.in.Name, Size: it.size, SHA256: it.sum, Unchanged: it.keep}
+		s.log.Debug("staged input", "name", it.in.Name, "bytes", it.size, "unchanged", it.keep)
 	}
 	return out, nil
 }
@@ -241,17 +257,25 @@ func (s *Session) copyInput(dir *os.Root, it *stageItem) error {
 }
 
 // commit renames every temporary file over its name. Before each rename it keeps a
-// hard link to whatever was at the name, so that if a later rename fails (the
+// hard link to whatever was at the name (and removes the name), so that if a later rename fails (the
 // kernel raced a directory into place, say) the earlier ones are undone and the
 // call leaves inputs/ as it found it. The links are removed afterwards.
 func commit(dir *os.Root, items []*stageItem) error {
 	var err error
 	for _, it := range items {
+		if it.keep {
+			continue
+		}
 		if _, lerr := dir.Lstat(it.in.Name); lerr == nil {
 			backup := tempPrefix + randomSuffix()
 			// Best effort: without the link a rollback cannot restore this name.
 			if dir.Link(it.in.Name, backup) == nil {
 				it.backup = backup
+				// ext4 (auto_da_alloc) writes a file out synchronously when it is
+				// renamed over another: 100 MiB restaged took 75 ms instead of 45.
+				// With the backup link in place the name can go first; what the
+				// kernel might put there meanwhile the rename replaces anyway.
+				_ = dir.Remove(it.in.Name)
 			}
 		}
 		if err = dir.Rename(it.tmp, it.in.Name); err != nil {

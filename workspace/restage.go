@@ -1,0 +1,76 @@
+package workspace
+
+import (
+	"io/fs"
+	"os"
+	"time"
+)
+
+// Restaging an input that has not changed since it was staged copies nothing:
+// agents send the same inputs with every call, and a 100 MiB copy costs tens of
+// milliseconds. "Not changed" is judged on both ends by stat, as make and git do,
+// but with the inode change time (ctime) too: every write, truncate, chmod or
+// rename onto a file sets its ctime to now, and no process can set it back.
+//
+// The source must also have been stable when it was copied: a file changed within
+// racyWindow of its copy may change again inside the file system's timestamp
+// granularity without its stat showing it (git's "racy clean" problem), so its
+// copy is not trusted on the next call, and the file is copied again.
+
+// fileStamp identifies one version of a file.
+type fileStamp struct {
+	dev, ino           uint64
+	size, mtime, ctime int64
+}
+
+// restage is what a Stage call recorded of one input it copied.
+type restage struct {
+	src, dst fileStamp
+	sum      string
+}
+
+// stampOf returns fi's stamp, or false where the platform gives no ctime.
+func stampOf(fi fs.FileInfo) (fileStamp, bool) {
+	st := statOf(fi)
+	ctime, ok := changeTime(fi)
+	return fileStamp{dev: st.dev, ino: st.ino, size: st.size, mtime: st.mtime, ctime: ctime}, ok
+}
+
+// unchangedInput reports whether it can keep inputs/<name> as it is: the source is the
+// same version that was copied there, and the copy is as it was left.
+func (s *Session) unchangedInput(dir *os.Root, it *stageItem) bool {
+	prev, ok := s.restaged[it.in.Name]
+	if !ok {
+		return false
+	}
+	src, ok := stampOf(it.srcInfo)
+	if !ok || src != prev.src {
+		return false
+	}
+	fi, err := dir.Lstat(it.in.Name)
+	if err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	dst, ok := stampOf(fi)
+	return ok && dst == prev.dst && (prev.sum != "" || !s.m.opts.HashInputs)
+}
+
+// remember records a copied input for the next Stage, unless its source was
+// changed so close to the copy that its stamp cannot be trusted.
+func (s *Session) remember(dir *os.Root, it *stageItem, copyStart time.Time) {
+	delete(s.restaged, it.in.Name)
+	src, ok := stampOf(it.srcInfo)
+	stable := copyStart.Add(-racyWindow).UnixNano()
+	if !ok || src.ctime >= stable || src.mtime >= stable {
+		return
+	}
+	fi, err := dir.Lstat(it.in.Name)
+	if err != nil || !fi.Mode().IsRegular() {
+		return
+	}
+	dst, ok := stampOf(fi)
+	if !ok || dst.size != it.size {
+		return
+	}
+	s.restaged[it.in.Name] = restage{src: src, dst: dst, sum: it.sum}
+}
