@@ -147,3 +147,30 @@ func TestLocalKernelDeath(t *testing.T) {
 		require.True(t, r.StateLost)
 	}
 }
+
+// TestLocalRestageInput: an input sent again unchanged is not copied again (the
+// notes say so), and one the kernel changed is copied again.
+func TestLocalRestageInput(t *testing.T) {
+	e := newEnv(t, nil)
+	csv := filepath.Join(e.Data, "bench.csv")
+	require.NoError(t, os.WriteFile(csv, []byte("a,b\n1,2\n"), 0o644))
+	time.Sleep(1100 * time.Millisecond) // a file changed within a second is always copied
+	call := func(code string) *executor.Result {
+		r, err := e.Execute(context.Background(), executor.Request{SessionID: "re", Code: code, Inputs: []string{csv}})
+		require.NoError(t, err)
+		require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+		return r
+	}
+	read := "open('inputs/bench.csv').read()"
+	notCopied := "not copied again"
+	r := call(read)
+	require.Equal(t, `'a,b\n1,2\n'`, r.Result)
+	require.NotContains(t, strings.Join(r.Notes, "\n"), notCopied)
+	r = call(read)
+	require.Equal(t, `'a,b\n1,2\n'`, r.Result)
+	require.Contains(t, strings.Join(r.Notes, "\n"), notCopied)
+	e.run(t, "re", "open('inputs/bench.csv', 'w').write('a,b\\n9,9\\n')")
+	r = call(read)
+	require.Equal(t, `'a,b\n1,2\n'`, r.Result, "the kernel's change is undone by staging again")
+	require.NotContains(t, strings.Join(r.Notes, "\n"), notCopied)
+}

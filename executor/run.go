@@ -38,7 +38,11 @@ func (s *session) execute(j *job) (*Result, error) {
 		}
 		for _, st := range staged {
 			names = append(names, st.Name)
-			r.Notes = append(r.Notes, fmt.Sprintf("staged inputs/%s (%d bytes)", st.Name, st.Size))
+			note := fmt.Sprintf("staged inputs/%s (%d bytes)", st.Name, st.Size)
+			if st.Unchanged {
+				note += ", unchanged since it was last staged: not copied again"
+			}
+			r.Notes = append(r.Notes, note)
 		}
 	}
 	syncer, _ := s.k.placement.(FileSyncer)
