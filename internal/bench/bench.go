@@ -37,8 +37,8 @@ type Config struct {
 	Short bool
 	// Density also measures memory at 1, 10 and 50 sessions.
 	Density bool
-	// Scenarios limits the run to these (cold, trivial, stream, stage, artifacts,
-	// warm). Empty means all.
+	// Scenarios limits the run to these (cold, trivial, stream, stage, restage,
+	// artifacts, warm). Empty means all.
 	Scenarios []string
 	// Out receives the report.
 	Out io.Writer
@@ -165,7 +165,7 @@ func (r *runner) run(ctx context.Context) ([]Row, error) {
 		run  func(context.Context, *executor.Executor) (Row, error)
 	}{
 		{"cold", r.coldStart}, {"trivial", r.trivial}, {"stream", r.stream}, {"stage", r.stage},
-		{"artifacts", r.artifacts}, {"warm", func(ctx context.Context, _ *executor.Executor) (Row, error) { return r.warmStart(ctx) }},
+		{"restage", r.restage}, {"artifacts", r.artifacts}, {"warm", func(ctx context.Context, _ *executor.Executor) (Row, error) { return r.warmStart(ctx) }},
 	} {
 		if len(r.c.Scenarios) > 0 && !slices.Contains(r.c.Scenarios, sc.name) {
 			continue
@@ -218,7 +218,7 @@ func print(w io.Writer, rows []Row) {
 	if w == nil {
 		return
 	}
-	fmt.Fprintf(w, "%-42s %5s %9s %9s %9s %9s %6s  %s\n", "scenario", "n", "kb p50", "kb p99", "ref p50", "ref p99", "ratio", "reference; note")
+	fmt.Fprintf(w, "%-52s %5s %9s %9s %9s %9s %6s  %s\n", "scenario", "n", "kb p50", "kb p99", "ref p50", "ref p99", "ratio", "reference; note")
 	for _, r := range rows {
 		ratio, ref50, ref99 := "-", "-", "-"
 		if r.Ref50 > 0 {
@@ -231,7 +231,7 @@ func print(w io.Writer, rows []Row) {
 		}
 		note := strings.TrimSpace(r.RefLabel + "; " + r.Note)
 		note = strings.Trim(note, "; ")
-		fmt.Fprintf(w, "%-42s %5d %9s %9s %9s %9s %6s  %s\n", r.Name, r.N, kb50, kb99, ref50, ref99, ratio, note)
+		fmt.Fprintf(w, "%-52s %5d %9s %9s %9s %9s %6s  %s\n", r.Name, r.N, kb50, kb99, ref50, ref99, ratio, note)
 	}
 	fmt.Fprintln(w, "times in ms; ratio = kernelbox p50 / reference p50, measured interleaved in this run")
 }
