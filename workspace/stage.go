@@ -272,7 +272,7 @@ func commit(dir *os.Root, items []*stageItem) error {
 			if dir.Link(it.in.Name, backup) == nil {
 				it.backup = backup
 				// ext4 (auto_da_alloc) writes a file out synchronously when it is
-				// renamed over another: 100 MiB restaged took 75 ms instead of 45.
+				// renamed over another: a call restaging 100 MiB took 79 ms instead of 33.
 				// With the backup link in place the name can go first; what the
 				// kernel might put there meanwhile the rename replaces anyway.
 				_ = dir.Remove(it.in.Name)
@@ -286,14 +286,12 @@ func commit(dir *os.Root, items []*stageItem) error {
 	}
 	if err != nil {
 		for i := len(items) - 1; i >= 0; i-- {
-			it := items[i]
-			if !it.done {
-				continue
-			}
-			if it.backup != "" {
+			// The item that failed may have had its name removed already.
+			switch it := items[i]; {
+			case it.backup != "":
 				err = errors.Join(err, dir.Rename(it.backup, it.in.Name))
 				it.backup = ""
-			} else {
+			case it.done:
 				err = errors.Join(err, dir.Remove(it.in.Name))
 			}
 		}

@@ -378,6 +378,31 @@ func TestStageCommitRollsBack(t *testing.T) {
 	assert.Equal(t, []string{".kb-tmp-2", "a", "b"}, dirNames(t, inputs), "backup link removed")
 }
 
+// TestStageCommitRestoresFailedName: the rename that fails comes after its name was
+// removed (see commit); the file that was there is put back.
+func TestStageCommitRestoresFailedName(t *testing.T) {
+	t.Parallel()
+	m := newManager(t, nil)
+	s := openSession(t, m, "s")
+	inputs := filepath.Join(s.Dir(), "inputs")
+	writeFile(t, filepath.Join(inputs, "a"), "old a")
+	writeFile(t, filepath.Join(inputs, "b"), "old b")
+	writeFile(t, filepath.Join(inputs, ".kb-tmp-1"), "new a")
+
+	dir, err := os.OpenRoot(inputs)
+	require.NoError(t, err)
+	defer dir.Close()
+	items := []*stageItem{
+		{in: Input{Name: "a"}, tmp: ".kb-tmp-1"},
+		{in: Input{Name: "b"}, tmp: ".kb-tmp-gone"}, // removed from under the Stage
+	}
+	err = commit(dir, items)
+	require.Error(t, err)
+	assert.Equal(t, "old a", readFile(t, filepath.Join(inputs, "a")))
+	assert.Equal(t, "old b", readFile(t, filepath.Join(inputs, "b")), "failed name restored")
+	assert.Equal(t, []string{"a", "b"}, dirNames(t, inputs))
+}
+
 func TestStageClosedSession(t *testing.T) {
 	t.Parallel()
 	m := newManager(t, nil)
