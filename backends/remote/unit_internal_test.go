@@ -210,8 +210,10 @@ func TestCloseStopsChecks(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	require.NoError(t, be.Close(context.Background()))
 	n := a.hits.Load()
-	time.Sleep(100 * time.Millisecond)
-	require.Equal(t, n, a.hits.Load())
+	time.Sleep(200 * time.Millisecond)
+	// A check Close cancelled may still reach the server after Close returned (the
+	// request was already on the wire); checks still running would add ~20.
+	require.LessOrEqual(t, a.hits.Load()-n, int32(1), "health checks go on after Close")
 	_, err = be.Open(context.Background(), executor.SessionSpec{ID: "s", Dir: t.TempDir()})
 	require.ErrorContains(t, err, "closed")
 	require.NoError(t, be.Close(context.Background()), "closing twice is fine")
