@@ -43,15 +43,11 @@ var installExpr = "(lambda m: (exec(__import__('base64').b64decode('" +
 	"').decode('utf-8'), m.__dict__), __import__('sys').modules.__setitem__(m.__name__, m), 'installed')[-1])" +
 	"(__import__('types').ModuleType('" + moduleName + "'))"
 
-// execContent is an execute_request's content with the kernelbox payload field.
+// execContent is an execute_request's content with the kernelbox payload field
+// (encoding/json flattens the embedded request's fields).
 type execContent struct {
-	Code            string            `json:"code"`
-	Silent          bool              `json:"silent"`
-	StoreHistory    bool              `json:"store_history"`
-	UserExpressions map[string]string `json:"user_expressions"`
-	AllowStdin      bool              `json:"allow_stdin"`
-	StopOnError     bool              `json:"stop_on_error"`
-	Kernelbox       *payload          `json:"kernelbox,omitempty"`
+	jupyter.ExecuteRequest
+	Kernelbox *payload `json:"kernelbox,omitempty"`
 }
 
 type payload struct {
@@ -112,7 +108,7 @@ func (p *Placement) op1(ctx context.Context, conn *jupyter.Conn, name string, ar
 	for k, v := range args {
 		a[k] = v
 	}
-	content := execContent{Silent: true, UserExpressions: map[string]string{}}
+	content := execContent{ExecuteRequest: jupyter.ExecuteRequest{Silent: true, UserExpressions: map[string]string{}}}
 	var b64 string
 	if data != nil {
 		seq := p.seq.Add(1)
@@ -136,7 +132,7 @@ func (p *Placement) op1(ctx context.Context, conn *jupyter.Conn, name string, ar
 
 // install runs the module's source in the kernel.
 func (p *Placement) install(ctx context.Context, conn *jupyter.Conn) error {
-	content := execContent{Silent: true, UserExpressions: map[string]string{"r": installExpr}}
+	content := execContent{ExecuteRequest: jupyter.ExecuteRequest{Silent: true, UserExpressions: map[string]string{"r": installExpr}}}
 	var answer string
 	if err := p.exec(ctx, conn, "install", content, rawText(&answer)); err != nil {
 		return fmt.Errorf("install the file-sync module in the kernel (it must be an IPython kernel): %w", err)
