@@ -20,11 +20,7 @@ import (
 // when memory is set.
 func newDockerEnv(t testing.TB, opts docker.Options, mod func(*executor.Options)) *env {
 	t.Helper()
-	testenv.Docker(t)
-	ok, err := docker.ImageExists(context.Background(), docker.DefaultImage)
-	if err != nil || !ok {
-		testenv.DockerImageMissing(t, docker.DefaultImage)
-	}
+	testenv.Image(t, docker.DefaultImage)
 	b, err := docker.New(context.Background(), opts)
 	require.NoError(t, err)
 	return newEnvOn(t, b, mod)

@@ -78,12 +78,7 @@ func nbPython(t testing.TB) string {
 	if py == "" {
 		py = "/usr/bin/python3"
 	}
-	if err := exec.Command(py, "-c", "import nbformat, nbclient").Run(); err != nil {
-		if os.Getenv("KERNELBOX_REQUIRE_JUPYTER") == "1" {
-			t.Fatalf("KERNELBOX_REQUIRE_JUPYTER=1 but %s cannot import nbformat and nbclient: %v", py, err)
-		}
-		t.Skipf("skipping: %s cannot import nbformat and nbclient (apt-get install python3-nbclient)", py)
-	}
+	testenv.Imports(t, py, "nbformat", "nbclient")
 	return py
 }
 

@@ -24,7 +24,7 @@ import (
 func TestDemoLocal(t *testing.T) {
 	t.Parallel()
 	py := testenv.Jupyter(t)
-	requireAnalysisLibs(t, py)
+	testenv.Imports(t, py, "pandas", "matplotlib")
 	ws := t.TempDir()
 	out := runDemo(t, "--backend", "local", "--python", py, "--workspace", ws, "--scripted")
 	checkDemo(t, out, ws, "local")
@@ -34,8 +34,7 @@ func TestDemoLocal(t *testing.T) {
 // so there a missing daemon or image fails the test instead of skipping it.
 func TestDemoDocker(t *testing.T) {
 	t.Parallel()
-	testenv.Docker(t)
-	requireImage(t, docker.DefaultImage)
+	testenv.Image(t, docker.DefaultImage)
 	ws := t.TempDir()
 	out := runDemo(t, "--backend", "docker", "--workspace", ws, "--scripted")
 	checkDemo(t, out, ws, "docker")
@@ -49,7 +48,7 @@ func TestGoRun(t *testing.T) {
 	}
 	t.Parallel()
 	py := testenv.Jupyter(t)
-	requireAnalysisLibs(t, py)
+	testenv.Imports(t, py, "pandas", "matplotlib")
 	goBin, err := exec.LookPath("go")
 	require.NoError(t, err, "go test puts GOROOT/bin on PATH")
 	root, err := filepath.Abs(filepath.Join("..", ".."))
@@ -208,36 +207,6 @@ func TestEmbeddedCSVIsTheDataFile(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join("data", "benchmarks.csv"))
 	require.NoError(t, err)
 	require.Equal(t, string(b), string(benchmarksCSV))
-}
-
-// requireAnalysisLibs skips t (or fails it under KERNELBOX_REQUIRE_JUPYTER=1) when py
-// lacks pandas or matplotlib.
-func requireAnalysisLibs(t *testing.T, py string) {
-	t.Helper()
-	out, err := exec.Command(py, "-c", "import pandas, matplotlib").CombinedOutput()
-	if err == nil {
-		return
-	}
-	msg := py + " cannot import pandas and matplotlib: " + strings.TrimSpace(string(out))
-	if os.Getenv("KERNELBOX_REQUIRE_JUPYTER") == "1" {
-		t.Fatal(msg)
-	}
-	t.Skip("skipping: " + msg)
-}
-
-// requireImage skips t (or fails it under KERNELBOX_REQUIRE_DOCKER=1) when the kernel
-// image is not in the daemon.
-func requireImage(t *testing.T, image string) {
-	t.Helper()
-	out, err := exec.Command("docker", "image", "inspect", "--format", "{{.Id}}", image).CombinedOutput()
-	if err == nil {
-		return
-	}
-	msg := "image " + image + " is missing (build it with `kernelbox image build`): " + strings.TrimSpace(string(out))
-	if os.Getenv("KERNELBOX_REQUIRE_DOCKER") == "1" {
-		t.Fatal(msg)
-	}
-	t.Skip("skipping: " + msg)
 }
 
 // withoutLLM drops the variables that would make the demo call a model.

@@ -59,10 +59,23 @@ func missing(t testing.TB, env, why string) {
 	t.Skipf("skipping: %s (set %s=1 to make this a failure)", why, env)
 }
 
-// DockerImageMissing skips or fails t because the kernel image is not built.
-func DockerImageMissing(t testing.TB, image string) {
+// Image skips or fails t when the Docker engine cannot be reached or has no image
+// named image.
+func Image(t testing.TB, image string) {
 	t.Helper()
-	missing(t, "KERNELBOX_REQUIRE_DOCKER", "the kernel image "+image+" is missing (run `make image` or `kernelbox image build`)")
+	Docker(t)
+	if out, err := exec.Command("docker", "image", "inspect", "--format", "{{.Id}}", image).CombinedOutput(); err != nil {
+		missing(t, "KERNELBOX_REQUIRE_DOCKER", "the kernel image "+image+" is missing (run `make image` or `kernelbox image build`): "+strings.TrimSpace(string(out)))
+	}
+}
+
+// Imports skips or fails t (as Jupyter does) when py cannot import every module.
+func Imports(t testing.TB, py string, modules ...string) {
+	t.Helper()
+	list := strings.Join(modules, ", ")
+	if out, err := exec.Command(py, "-c", "import "+list).CombinedOutput(); err != nil {
+		missing(t, "KERNELBOX_REQUIRE_JUPYTER", py+" cannot import "+list+" (see scripts/setup.sh): "+strings.TrimSpace(string(out)))
+	}
 }
 
 // Containers lists the ids of kernelbox containers (running or not) whose owner label
