@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Defaults for the zero values of Options.
@@ -106,7 +107,7 @@ type Manager struct {
 	// watch tells Collect when outputs/ is unchanged (watch.go); nil without
 	// inotify.
 	watchOnce sync.Once
-	watch     *watcher
+	watch     atomic.Pointer[watcher]
 }
 
 // New creates Root/sessions (mode 0700) and the artifacts directory (DirMode, 0755 by
@@ -383,8 +384,8 @@ func (m *Manager) Close() error {
 	}
 	err := errors.Join(m.sessions.Close(), m.artifacts.Close())
 	m.sessions, m.artifacts = nil, nil
-	if m.watch != nil {
-		m.watch.close()
+	if w := m.watch.Load(); w != nil {
+		w.close()
 	}
 	return err
 }

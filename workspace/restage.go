@@ -36,23 +36,23 @@ func stampOf(fi fs.FileInfo) (fileStamp, bool) {
 	return fileStamp{dev: st.dev, ino: st.ino, size: st.size, mtime: st.mtime, ctime: ctime}, ok
 }
 
-// unchangedInput reports whether it can keep inputs/<name> as it is: the source is the
-// same version that was copied there, and the copy is as it was left.
-func (s *Session) unchangedInput(dir *os.Root, it *stageItem) bool {
+// unchangedInput reports whether it can keep inputs/<name> (whose Lstat is dst) as
+// it is: the source is the same version that was copied there, and the copy is as
+// it was left. It returns the copy's recorded SHA-256.
+func (s *Session) unchangedInput(it *stageItem, dst fs.FileInfo) (string, bool) {
 	prev, ok := s.restaged[it.in.Name]
-	if !ok {
-		return false
+	if !ok || !dst.Mode().IsRegular() {
+		return "", false
 	}
 	src, ok := stampOf(it.srcInfo)
 	if !ok || src != prev.src {
-		return false
+		return "", false
 	}
-	fi, err := dir.Lstat(it.in.Name)
-	if err != nil || !fi.Mode().IsRegular() {
-		return false
+	d, ok := stampOf(dst)
+	if !ok || d != prev.dst || (prev.sum == "" && s.m.opts.HashInputs) {
+		return "", false
 	}
-	dst, ok := stampOf(fi)
-	return ok && dst == prev.dst && (prev.sum != "" || !s.m.opts.HashInputs)
+	return prev.sum, true
 }
 
 // remember records a copied input for the next Stage, unless its source was

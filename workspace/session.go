@@ -58,7 +58,9 @@ func (s *Session) Dir() string { return s.dir }
 
 // Close releases the session's directory handles. It does not remove anything.
 func (s *Session) Close() error {
-	if w := s.m.watch; w != nil {
+	// Load, not watcher(): a session that never collected starts no watcher, and
+	// another session's first Collect may be starting it right now.
+	if w := s.m.watch.Load(); w != nil {
 		w.forget(s)
 	}
 	var err error

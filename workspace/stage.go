@@ -130,11 +130,12 @@ func (s *Session) Stage(inputs []Input) ([]Staged, error) {
 	}
 	defer dir.Close()
 	for _, it := range items {
-		if fi, err := dir.Lstat(it.in.Name); err == nil && fi.IsDir() {
+		fi, err := dir.Lstat(it.in.Name)
+		if err == nil && fi.IsDir() {
 			return nil, fmt.Errorf("stage input %q: destination inputs/%s: %w", it.in.label(), it.in.Name, notRegular(fi.Mode()))
 		}
-		if s.unchangedInput(dir, it) {
-			it.keep, it.sum = true, s.restaged[it.in.Name].sum
+		if err == nil {
+			it.sum, it.keep = s.unchangedInput(it, fi)
 		}
 	}
 

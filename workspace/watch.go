@@ -41,9 +41,9 @@ func (m *Manager) watcher() *watcher {
 			m.log.Info("inotify unavailable; every Collect walks outputs/", "err", err)
 			return
 		}
-		m.watch = &watcher{fd: fd, buf: make([]byte, 64<<10), owners: map[int32]*Session{}}
+		m.watch.Store(&watcher{fd: fd, buf: make([]byte, 64<<10), owners: map[int32]*Session{}})
 	})
-	return m.watch
+	return m.watch.Load()
 }
 
 // add watches the open directory d for s. Adding and recording happen under the
