@@ -189,13 +189,11 @@ func (c *Client) Restart(ctx context.Context, id string) (*Kernel, error) {
 // Shutdown stops the kernel. A kernel that is already gone is not an error.
 func (c *Client) Shutdown(ctx context.Context, id string) error {
 	err := c.do(ctx, http.MethodDelete, "/api/kernels/"+url.PathEscape(id), nil, http.StatusNoContent, nil)
-	if err != nil && !isNotFound(err) {
+	if err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("shut down kernel: %w", err)
 	}
 	return nil
 }
-
-func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
 
 // do performs one REST call, decoding a JSON answer into out when out is non-nil.
 func (c *Client) do(ctx context.Context, method, path string, in any, want int, out any) error {

@@ -36,6 +36,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return err
 }
 
+// splitList splits a comma-separated flag value, dropping blanks.
 func splitList(s string) []string {
 	var out []string
 	for _, f := range strings.Split(s, ",") {

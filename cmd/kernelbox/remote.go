@@ -47,11 +47,7 @@ func (r *remoteFlags) options(log *slog.Logger) (remote.Options, error) {
 		raw = []string{os.Getenv("KERNELBOX_GATEWAY")}
 	}
 	for _, v := range raw {
-		for _, u := range strings.Split(v, ",") {
-			if u = strings.TrimSpace(u); u != "" {
-				urls = append(urls, u)
-			}
-		}
+		urls = append(urls, splitList(v)...)
 	}
 	if len(urls) == 0 {
 		return remote.Options{}, errors.New("--backend remote needs --gateway URL (or KERNELBOX_GATEWAY)")
