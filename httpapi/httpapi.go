@@ -117,9 +117,8 @@ func New(e *executor.Executor, backend executor.Backend, o Options) http.Handler
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	if h.o.Token != "" && r.URL.Path != "/healthz" && !h.authorized(r) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="kernelbox"`)
-		writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong bearer token")
+	if h.o.Token != "" && r.URL.Path != "/healthz" && !authorized(r, h.o.Token) {
+		unauthorized(w)
 		return
 	}
 	if err := h.csrf.Check(r); err != nil {
@@ -139,13 +138,29 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.log.Debug("http", "method", r.Method, "path", r.URL.Path, "duration", time.Since(start))
 }
 
-func (h *handler) authorized(r *http.Request) bool {
-	auth := r.Header.Get("Authorization")
-	tok, ok := strings.CutPrefix(auth, "Bearer ")
-	if !ok {
-		return false
+// RequireToken wraps h with the API's bearer token check, for handlers served next
+// to the API (MCP, metrics); an empty token checks nothing.
+func RequireToken(token string, h http.Handler) http.Handler {
+	if token == "" {
+		return h
 	}
-	return subtle.ConstantTimeCompare([]byte(tok), []byte(h.o.Token)) == 1
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !authorized(r, token) {
+			unauthorized(w)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func authorized(r *http.Request, token string) bool {
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(tok), []byte(token)) == 1
+}
+
+func unauthorized(w http.ResponseWriter) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="kernelbox"`)
+	writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong bearer token")
 }
 
 // decode reads a JSON body strictly: unknown fields and trailing data are errors.

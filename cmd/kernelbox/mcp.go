@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/kernelbox/kernelbox/httpapi"
 	"github.com/kernelbox/kernelbox/mcpserver"
 )
 
@@ -92,26 +92,7 @@ func mountMCP(mux *http.ServeMux, en *engine, token string, log *slog.Logger) {
 	})
 	// A page in the user's browser must not drive a loopback server that has no
 	// token: refuse cross-origin requests.
-	mux.Handle("/mcp", requireToken(token, http.NewCrossOriginProtection().Handler(h)))
-}
-
-// requireToken wraps h with the HTTP API's bearer token check; an empty token
-// checks nothing.
-func requireToken(token string, h http.Handler) http.Handler {
-	if token == "" {
-		return h
-	}
-	want := []byte("Bearer " + token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="kernelbox"`)
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusUnauthorized)
-			_, _ = io.WriteString(w, `{"error":{"code":"unauthorized","message":"missing or wrong bearer token"}}`+"\n")
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
+	mux.Handle("/mcp", httpapi.RequireToken(token, http.NewCrossOriginProtection().Handler(h)))
 }
 
 // nopWriteCloser lets the command's stdout be a transport's writer without the

@@ -3,6 +3,7 @@ package main
 import (
 	"net/http"
 
+	"github.com/kernelbox/kernelbox/httpapi"
 	"github.com/kernelbox/kernelbox/metrics"
 )
 
@@ -15,5 +16,5 @@ func newMetrics() *metrics.Metrics {
 // mountMetrics serves the Prometheus metrics at GET /metrics, behind the same bearer
 // token as the HTTP API (scrape with `authorization: {credentials: TOKEN}`).
 func mountMetrics(mux *http.ServeMux, en *engine, token string) {
-	mux.Handle("GET /metrics", requireToken(token, en.metrics.Handler()))
+	mux.Handle("GET /metrics", httpapi.RequireToken(token, en.metrics.Handler()))
 }
