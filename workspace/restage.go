@@ -17,23 +17,34 @@ import (
 // granularity without its stat showing it (git's "racy clean" problem), so its
 // copy is not trusted on the next call, and the file is copied again.
 
-// fileStamp identifies one version of a file.
-type fileStamp struct {
+// FileStamp identifies one version of a file; two stamps of the same file are equal
+// only if nothing wrote to, truncated, chmod-ed or replaced it in between (see
+// Settled for the one exception). The remote backend uses it too, to skip hashing
+// inputs it pushed before.
+type FileStamp struct {
 	dev, ino           uint64
 	size, mtime, ctime int64
 }
 
-// restage is what a Stage call recorded of one input it copied.
-type restage struct {
-	src, dst fileStamp
-	sum      string
-}
-
-// stampOf returns fi's stamp, or false where the platform gives no ctime.
-func stampOf(fi fs.FileInfo) (fileStamp, bool) {
+// Stamp returns fi's stamp, or false where the platform gives no ctime.
+func Stamp(fi fs.FileInfo) (FileStamp, bool) {
 	st := statOf(fi)
 	ctime, ok := changeTime(fi)
-	return fileStamp{dev: st.dev, ino: st.ino, size: st.size, mtime: st.mtime, ctime: ctime}, ok
+	return FileStamp{dev: st.dev, ino: st.ino, size: st.size, mtime: st.mtime, ctime: ctime}, ok
+}
+
+// Settled reports whether the file was last changed at least racyWindow before at,
+// the time its content was read: a file changed more recently may change again
+// within the file system's timestamp granularity without its stamp changing.
+func (st FileStamp) Settled(at time.Time) bool {
+	stable := at.Add(-racyWindow).UnixNano()
+	return st.ctime < stable && st.mtime < stable
+}
+
+// restage is what a Stage call recorded of one input it copied.
+type restage struct {
+	src, dst FileStamp
+	sum      string
 }
 
 // unchangedInput reports whether it can keep inputs/<name> (whose Lstat is dst) as
@@ -44,11 +55,11 @@ func (s *Session) unchangedInput(it *stageItem, dst fs.FileInfo) (string, bool) 
 	if !ok || !dst.Mode().IsRegular() {
 		return "", false
 	}
-	src, ok := stampOf(it.srcInfo)
+	src, ok := Stamp(it.srcInfo)
 	if !ok || src != prev.src {
 		return "", false
 	}
-	d, ok := stampOf(dst)
+	d, ok := Stamp(dst)
 	if !ok || d != prev.dst || (prev.sum == "" && s.m.opts.HashInputs) {
 		return "", false
 	}
@@ -59,16 +70,15 @@ func (s *Session) unchangedInput(it *stageItem, dst fs.FileInfo) (string, bool) 
 // changed so close to the copy that its stamp cannot be trusted.
 func (s *Session) remember(dir *os.Root, it *stageItem, copyStart time.Time) {
 	delete(s.restaged, it.in.Name)
-	src, ok := stampOf(it.srcInfo)
-	stable := copyStart.Add(-racyWindow).UnixNano()
-	if !ok || src.ctime >= stable || src.mtime >= stable {
+	src, ok := Stamp(it.srcInfo)
+	if !ok || !src.Settled(copyStart) {
 		return
 	}
 	fi, err := dir.Lstat(it.in.Name)
 	if err != nil || !fi.Mode().IsRegular() {
 		return
 	}
-	dst, ok := stampOf(fi)
+	dst, ok := Stamp(fi)
 	if !ok || dst.size != it.size {
 		return
 	}
