@@ -12,8 +12,10 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/kernelbox/kernelbox/jupyter"
+	"github.com/kernelbox/kernelbox/workspace"
 )
 
 // openReadFlags opens a host file without following a final symlink and without
@@ -143,7 +145,9 @@ func (p *Placement) pushAll(ctx context.Context, conn *jupyter.Conn, root *os.Ro
 	return nil
 }
 
-// hashLocal opens a host file without following links and hashes it.
+// hashLocal opens a host file without following links and hashes it, unless its
+// stamp shows it unchanged since it was last hashed (the executor sends every
+// staged name with every call, and staging leaves unchanged inputs alone).
 func (p *Placement) hashLocal(root *os.Root, rel string) (localFile, error) {
 	f, err := root.OpenFile(rel, openReadFlags, 0)
 	if err != nil {
@@ -160,16 +164,26 @@ func (p *Placement) hashLocal(root *os.Root, rel string) (localFile, error) {
 	if fi.Size() > p.b.opts.MaxFileBytes {
 		return localFile{}, fmt.Errorf("push %s: %d bytes is over the remote backend's limit of %d bytes per file", rel, fi.Size(), p.b.opts.MaxFileBytes)
 	}
+	mode := 0o644
+	if strings.HasPrefix(rel, "data/") {
+		mode = 0o444
+	}
+	stamp, stamped := workspace.Stamp(fi)
+	if prev, ok := p.sync.hashed[rel]; ok && stamped && prev.stamp == stamp {
+		return localFile{rel: rel, size: fi.Size(), sha: prev.sha, mode: mode}, nil
+	}
+	delete(p.sync.hashed, rel)
+	start := time.Now()
 	h := sha256.New()
 	n, err := io.Copy(h, io.LimitReader(f, p.b.opts.MaxFileBytes+1))
 	if err != nil {
 		return localFile{}, fmt.Errorf("push %s: %w", rel, err)
 	}
-	mode := 0o644
-	if strings.HasPrefix(rel, "data/") {
-		mode = 0o444
+	sum := hex.EncodeToString(h.Sum(nil))
+	if stamped && n == fi.Size() && stamp.Settled(start) {
+		p.sync.hashed[rel] = hostHash{stamp: stamp, sha: sum}
 	}
-	return localFile{rel: rel, size: n, sha: hex.EncodeToString(h.Sum(nil)), mode: mode}, nil
+	return localFile{rel: rel, size: n, sha: sum, mode: mode}, nil
 }
 
 // remoteHas returns the files among check that the remote side already has with

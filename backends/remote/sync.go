@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/kernelbox/kernelbox/jupyter"
+	"github.com/kernelbox/kernelbox/workspace"
 )
 
 // remoteStat is what the kernel reports of a file: size, mtime_ns, inode, ctime_ns.
@@ -20,10 +21,17 @@ type syncState struct {
 	literal bool   // the kernel cannot read payloads from the request
 
 	pushed map[string]pushedFile // by path below the session directory
+	hashed map[string]hostHash   // host files' SHA-256 by path, while their stamp holds
 	seen   map[string]seenFile   // outputs, by path below outputs/
 	fp     string                // fingerprint of outputs/ when last pulled completely
 
 	contents contentsState
+}
+
+// hostHash is a host file's SHA-256 and the stamp it had when it was read.
+type hostHash struct {
+	stamp workspace.FileStamp
+	sha   string
 }
 
 type pushedFile struct {
@@ -39,6 +47,7 @@ type seenFile struct {
 
 func (s *syncState) init() {
 	s.pushed = map[string]pushedFile{}
+	s.hashed = map[string]hostHash{}
 	s.seen = map[string]seenFile{}
 }
 
