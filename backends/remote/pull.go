@@ -194,6 +194,15 @@ func (pl *puller) note(err error, transient bool) {
 	}
 }
 
+// skipBig records an output over MaxFileBytes, noting it once per version.
+func (pl *puller) skipBig(rel string, st remoteStat) {
+	p := pl.p
+	if prev, ok := p.sync.seen[rel]; !ok || !prev.skipped || prev.stat != st {
+		pl.note(fmt.Errorf("outputs/%s is %d bytes, over the remote backend's limit of %d bytes per file; not collected", rel, st[0], p.b.opts.MaxFileBytes), false)
+	}
+	p.sync.seen[rel] = seenFile{stat: st, skipped: true}
+}
+
 func (pl *puller) run(ctx context.Context) {
 	p, ls := pl.p, pl.ls
 	for _, s := range ls.Skipped {
@@ -212,10 +221,7 @@ func (pl *puller) run(ctx context.Context) {
 		present[f.rel] = true
 		prev, ok := p.sync.seen[f.rel]
 		if f.st[0] > p.b.opts.MaxFileBytes {
-			if !ok || !prev.skipped || prev.stat != f.st {
-				pl.note(fmt.Errorf("outputs/%s is %d bytes, over the remote backend's limit of %d bytes per file; not collected", f.rel, f.st[0], p.b.opts.MaxFileBytes), false)
-			}
-			p.sync.seen[f.rel] = seenFile{stat: f.st, skipped: true}
+			pl.skipBig(f.rel, f.st)
 			continue
 		}
 		racy := f.st[1] > ls.Now-racyNS
@@ -271,8 +277,9 @@ func (pl *puller) verify(ctx context.Context, files []fileEntry) []fileEntry {
 		if got == nil {
 			continue // gone since the listing
 		}
-		want := p.sync.seen[f.rel].sha
-		if _, ok := p.sync.seen[f.rel]; !ok {
+		prev, ok := p.sync.seen[f.rel]
+		want := prev.sha
+		if !ok {
 			want = pl.hostSum(f.rel)
 		}
 		if *got == want {
@@ -420,10 +427,7 @@ func (pl *puller) fetchLarge(ctx context.Context, rel string) {
 	}
 	if size > p.b.opts.MaxFileBytes {
 		closeIt()
-		if prev, ok := p.sync.seen[rel]; !ok || !prev.skipped || prev.stat != op.Stat {
-			pl.note(fmt.Errorf("outputs/%s is %d bytes, over the remote backend's limit of %d bytes per file; not collected", rel, size, p.b.opts.MaxFileBytes), false)
-		}
-		p.sync.seen[rel] = seenFile{stat: op.Stat, skipped: true}
+		pl.skipBig(rel, op.Stat)
 		return
 	}
 	var end endAnswer
