@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -238,6 +240,26 @@ func (c *Client) do(ctx context.Context, method, path string, in any, want int, 
 	return nil
 }
 
+// Jupyter Server answers errors outside its REST API (the channels WebSocket among
+// them) with an HTML page: its heading and any traceback are the message.
+var (
+	htmlHeading   = regexp.MustCompile(`(?s)<h1[^>]*>(.*?)</h1>`)
+	htmlTraceback = regexp.MustCompile(`(?s)<pre class="traceback">(.*?)</pre>`)
+)
+
+// htmlErrorText returns the text of an HTML error page, or "" for other bodies.
+func htmlErrorText(raw []byte) string {
+	h := htmlHeading.FindSubmatch(raw)
+	if h == nil {
+		return ""
+	}
+	parts := []string{strings.Join(strings.Fields(html.UnescapeString(string(h[1]))), " ")}
+	if tb := htmlTraceback.FindSubmatch(raw); tb != nil {
+		parts = append(parts, strings.TrimSpace(html.UnescapeString(string(tb[1]))))
+	}
+	return strings.Join(parts, ": ")
+}
+
 func httpError(method, path string, resp *http.Response) error {
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	e := &HTTPError{Method: method, Path: path, StatusCode: resp.StatusCode}
@@ -247,6 +269,8 @@ func httpError(method, path string, resp *http.Response) error {
 	}
 	if json.Unmarshal(raw, &j) == nil && (j.Message != "" || j.Reason != "") {
 		e.Message = strings.TrimSpace(j.Message + " " + j.Reason)
+	} else if m := htmlErrorText(raw); m != "" {
+		e.Message = m
 	} else {
 		e.Message = strings.TrimSpace(string(raw))
 		if len(e.Message) > 300 {

@@ -212,8 +212,21 @@ func (c *Conn) dial(ctx context.Context) (*websocket.Conn, Protocol, error) {
 	}
 	u.Path = c.client.base.Path + "/api/kernels/" + url.PathEscape(c.kernelID) + "/channels"
 	u.RawQuery = url.Values{"session_id": {c.opts.SessionID}}.Encode()
+	// gorilla/websocket bounds the handshake by ctx's deadline but does not watch
+	// ctx for cancellation: a handshake the server holds open (Jupyter Server waits
+	// for the kernel's kernel_info reply before it answers) would outlive a cancel.
+	// A past deadline set on the socket when ctx ends unblocks it.
+	var unwatch func() bool
+	base := ep.dialer()
+	dialSocket := func(dctx context.Context, network, addr string) (net.Conn, error) {
+		nc, err := base(dctx, network, addr)
+		if err == nil {
+			unwatch = context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
+		}
+		return nc, err
+	}
 	d := websocket.Dialer{
-		NetDialContext:   ep.dialer(),
+		NetDialContext:   dialSocket,
 		TLSClientConfig:  ep.TLS,
 		HandshakeTimeout: 30 * time.Second,
 		ReadBufferSize:   64 << 10,
@@ -228,6 +241,16 @@ func (c *Conn) dial(ctx context.Context) (*websocket.Conn, Protocol, error) {
 		d.Subprotocols = []string{SubprotocolV1}
 	}
 	ws, resp, err := d.DialContext(ctx, u.String(), ep.authHeader())
+	if unwatch != nil && !unwatch() {
+		// ctx ended during the handshake: the socket's deadline is spent.
+		if ws != nil {
+			ws.Close()
+		}
+		if resp != nil {
+			resp.Body.Close()
+		}
+		return nil, 0, fmt.Errorf("connect to kernel %s: %w", c.kernelID, context.Cause(ctx))
+	}
 	if err != nil {
 		if resp != nil {
 			defer resp.Body.Close()

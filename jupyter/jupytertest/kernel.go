@@ -40,6 +40,7 @@ type Kernel struct {
 	interrupts int
 	restarts   int
 	refuse     int
+	stall      chan struct{} // non-nil while handshakes are held; closed to release them
 	handler    Handler
 	gone       bool
 }
@@ -125,6 +126,21 @@ func (k *Kernel) Refuse(status int) {
 	k.mu.Unlock()
 }
 
+// StallHandshakes(true) makes WebSocket handshakes for this kernel wait without an
+// answer, as Jupyter Server does while it waits for a kernel's kernel_info reply,
+// until StallHandshakes(false) lets them go on or the client goes away.
+func (k *Kernel) StallHandshakes(on bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	switch {
+	case on && k.stall == nil:
+		k.stall = make(chan struct{})
+	case !on && k.stall != nil:
+		close(k.stall)
+		k.stall = nil
+	}
+}
+
 // SetExecutionState sets the execution_state the REST API reports, without sending
 // anything. Status and KernelStatus set it too.
 func (k *Kernel) SetExecutionState(state string) {
@@ -188,6 +204,12 @@ func (k *Kernel) Restarts() int {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.restarts
+}
+
+func (k *Kernel) stalled() chan struct{} {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.stall
 }
 
 func (k *Kernel) refusal() int {

@@ -23,6 +23,13 @@ type wsConn struct {
 // client offers it (unless Options.LegacyOnly), then reads client messages and hands
 // them to the kernel's handler until the connection ends.
 func (s *Server) channels(w http.ResponseWriter, r *http.Request, k *Kernel) {
+	if stall := k.stalled(); stall != nil {
+		select {
+		case <-stall:
+		case <-r.Context().Done():
+			return
+		}
+	}
 	if code := k.refusal(); code != 0 {
 		writeError(w, code, "refused by the test script")
 		return

@@ -1,0 +1,92 @@
+package jupyter_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/kernelbox/kernelbox/jupyter"
+	"github.com/kernelbox/kernelbox/jupyter/jupytertest"
+	"github.com/stretchr/testify/require"
+)
+
+// Jupyter Server holds a channels handshake open until the kernel answers
+// kernel_info; a caller that gives up must not wait for the 30 s handshake timeout.
+func TestConnectCancelEndsHeldHandshake(t *testing.T) {
+	t.Parallel()
+	srv := jupytertest.New(t, nil)
+	c := newClient(t, srv.Endpoint())
+	k, err := c.StartKernel(testCtx(t), jupyter.StartOptions{})
+	require.NoError(t, err)
+	srv.Kernel(k.ID).StallHandshakes(true)
+
+	gaveUp := errors.New("the caller gave up")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	time.AfterFunc(100*time.Millisecond, func() { cancel(gaveUp) })
+	start := time.Now()
+	_, err = c.Connect(ctx, k.ID, nil)
+	require.ErrorIs(t, err, gaveUp)
+	require.Less(t, time.Since(start), 5*time.Second)
+
+	// Once the server answers again, a new connection works.
+	srv.Kernel(k.ID).StallHandshakes(false)
+	conn := connect(t, c, k.ID, nil)
+	_, err = conn.KernelInfo(testCtx(t))
+	require.NoError(t, err)
+}
+
+// A context that ends after the handshake leaves the connection alone.
+func TestConnectContextEndingLaterKeepsConnection(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, nil, nil, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	conn, err := f.client.Connect(ctx, f.kernel.ID, nil)
+	require.NoError(t, err)
+	defer conn.Close()
+	cancel()
+	time.Sleep(50 * time.Millisecond)
+	_, err = conn.KernelInfo(testCtx(t))
+	require.NoError(t, err)
+}
+
+// Errors outside the REST API come as Jupyter Server's HTML pages: the error keeps
+// their heading and traceback, not the markup.
+func TestHTTPErrorFromHTMLPage(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, body, want string
+	}{
+		{"404 page", `<!DOCTYPE HTML>
+<html><head><title>Jupyter Server</title></head><body>
+<div class="error">
+    <h1>404 : Not Found</h1>
+    <p>You are requesting a page that does not exist!</p>
+</div></body></html>`, "404 : Not Found"},
+		{"page with traceback", `<html><body><div class="error"><h1>500 :
+ Internal Server Error</h1><p>The error was:</p><div class="traceback-wrapper">
+<pre class="traceback">Kernel &#39;x&#39; &lt;dead&gt;</pre></div></div></body></html>`,
+			"500 : Internal Server Error: Kernel 'x' <dead>"},
+		{"JSON", `{"message": "Kernel does not exist: k", "reason": null}`, "Kernel does not exist: k"},
+		{"plain text", "gateway says no", "gateway says no"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.WriteHeader(http.StatusNotFound)
+				_, _ = w.Write([]byte(tt.body))
+			}))
+			t.Cleanup(hs.Close)
+			c := newClient(t, jupyter.Endpoint{URL: hs.URL, Token: "t"})
+			_, err := c.Kernel(testCtx(t), "k")
+			require.ErrorIs(t, err, jupyter.ErrNotFound)
+			var he *jupyter.HTTPError
+			require.ErrorAs(t, err, &he)
+			require.Equal(t, tt.want, he.Message)
+		})
+	}
+}
