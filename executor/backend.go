@@ -85,6 +85,14 @@ type Diagnoser interface {
 	Diagnose(ctx context.Context) string
 }
 
+// KernelLogger is implemented by placements that can show what their Jupyter server
+// logged about one kernel, for example why it gave up restarting a kernel that kept
+// dying while it started. KernelLog returns the last such lines, or "" when there are
+// none or they cannot be read.
+type KernelLogger interface {
+	KernelLog(ctx context.Context, kernelID string) string
+}
+
 // HealthChecker is implemented by backends that can report whether they can place
 // sessions right now (a reachable Docker daemon, a running server).
 type HealthChecker interface {

@@ -12,6 +12,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/internal/serverflags"
 )
 
 // Placement is one session's container. It is safe for concurrent use.
@@ -34,7 +35,10 @@ type Placement struct {
 }
 
 var _ executor.Placement = (*Placement)(nil)
-var _ executor.Diagnoser = (*Placement)(nil)
+var (
+	_ executor.Diagnoser    = (*Placement)(nil)
+	_ executor.KernelLogger = (*Placement)(nil)
+)
 
 // Server returns the container's Jupyter server: its unix socket on the host and its
 // token. The session directory is the server's root, so KernelPath is "".
@@ -73,6 +77,12 @@ func (p *Placement) close(ctx context.Context) error {
 	p.b.forget(p)
 	p.b.cfg.log.Debug("container removed", "session", p.session, "container", shortID(p.id))
 	return nil
+}
+
+// KernelLog returns the container's last log lines that concern the kernel (the
+// container's Jupyter Server logs to its stdout and stderr).
+func (p *Placement) KernelLog(ctx context.Context, kernelID string) string {
+	return serverflags.KernelLines(p.b.lastLogs(ctx, p.id, 200), kernelID, 12)
 }
 
 // Diagnose explains why the session's kernel died, or returns "" when it knows no

@@ -25,6 +25,7 @@ import (
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/jupyterproc"
 	"github.com/kernelbox/kernelbox/internal/pyfind"
+	"github.com/kernelbox/kernelbox/internal/serverflags"
 )
 
 // Options configures the local backend. The zero value works when a suitable
@@ -176,7 +177,10 @@ type placement struct {
 	path string
 }
 
-var _ executor.Diagnoser = (*placement)(nil)
+var (
+	_ executor.Diagnoser    = (*placement)(nil)
+	_ executor.KernelLogger = (*placement)(nil)
+)
 
 func (p *placement) Server() executor.Server {
 	return executor.Server{
@@ -198,6 +202,11 @@ func (p *placement) Diagnose(context.Context) string {
 	default:
 		return ""
 	}
+}
+
+// KernelLog returns the server's last log lines that concern the kernel.
+func (p *placement) KernelLog(_ context.Context, kernelID string) string {
+	return serverflags.KernelLines(strings.Split(p.srv.LogTail(), "\n"), kernelID, 12)
 }
 
 func lastLines(s string, n int) string {

@@ -44,7 +44,9 @@ func Args(c Config) []string {
 		"--MappingKernelManager.cull_idle_timeout=0",
 		// Pings keep a dead peer from holding a websocket open forever.
 		"--ServerApp.tornado_settings=" + "{'ws_ping_interval':10000}",
-		"--ServerApp.log_level=WARN",
+		// INFO adds little (kernel starts, shutdowns and the restarter's lines;
+		// requests log at DEBUG) and says why a kernel vanished while it started.
+		"--ServerApp.log_level=INFO",
 	}
 	if c.DefaultKernel != "" {
 		args = append(args, "--MappingKernelManager.default_kernel_name="+c.DefaultKernel)
