@@ -36,16 +36,46 @@ func (e *Executor) startKernel(ctx context.Context, spec SessionSpec) (_ *kernel
 	if err != nil {
 		return nil, err
 	}
-	kr, err := k.client.StartKernel(ctx, jupyter.StartOptions{Name: srv.KernelName, Path: srv.KernelPath, Env: srv.KernelEnv})
-	if err != nil {
-		return nil, err
+	start := jupyter.StartOptions{Name: srv.KernelName, Path: srv.KernelPath, Env: srv.KernelEnv}
+	for attempt := 1; ; attempt++ {
+		kr, err := k.client.StartKernel(ctx, start)
+		if err != nil {
+			return nil, err
+		}
+		k.id, k.fresh = kr.ID, true
+		e.opts.Observer.KernelStarted()
+		err = k.connect(ctx, e)
+		if err == nil {
+			return k, nil
+		}
+		if !errors.Is(err, jupyter.ErrNotFound) {
+			return nil, err
+		}
+		// The server reported the kernel started, then dropped it before the first
+		// connection: its restarter gave up on a kernel that kept dying as it
+		// started. Nothing ran in it yet, so another kernel loses nothing.
+		why := k.serverLog(ctx)
+		if attempt == startAttempts {
+			return nil, fmt.Errorf("%w: the server dropped %d kernels in a row right after starting them%s", err, attempt, why)
+		}
+		e.log.Warn("kernel vanished right after it started; starting another", "kernel_id", k.id, "attempt", attempt, "server_log", why)
+		_ = k.client.Shutdown(ctx, k.id)
 	}
-	k.id, k.fresh = kr.ID, true
-	e.opts.Observer.KernelStarted()
-	if err := k.connect(ctx, e); err != nil {
-		return nil, err
+}
+
+// startAttempts is how many kernels startKernel starts before it gives up on a
+// server that drops each one right after starting it.
+const startAttempts = 3
+
+// serverLog returns what the placement's server logged about the kernel, as the tail
+// of an error message ("" when it cannot tell).
+func (k *kernel) serverLog(ctx context.Context) string {
+	if l, ok := k.placement.(KernelLogger); ok {
+		if s := l.KernelLog(ctx, k.id); s != "" {
+			return "; the server logged:\n" + s
+		}
 	}
-	return k, nil
+	return ""
 }
 
 // connect opens a fresh WebSocket to the kernel and checks that both its shell and
@@ -57,6 +87,8 @@ func (k *kernel) connect(ctx context.Context, e *Executor) error {
 		_ = k.conn.Close()
 		k.conn = nil
 	}
+	ctx, stop := k.watchGone(ctx)
+	defer stop()
 	for attempt := 0; ; attempt++ {
 		conn, err := k.client.Connect(ctx, k.id, &jupyter.ConnOptions{
 			Logger:          e.log,
@@ -70,15 +102,52 @@ func (k *kernel) connect(ctx context.Context, e *Executor) error {
 			}
 			_ = conn.Close()
 		}
+		if cause := context.Cause(ctx); errors.Is(cause, jupyter.ErrNotFound) {
+			return cause
+		}
 		if errors.Is(err, jupyter.ErrNotFound) {
 			return err
 		}
 		e.log.Debug("kernel connection not ready; retrying", "kernel_id", k.id, "attempt", attempt, "err", err)
 		select {
 		case <-ctx.Done():
+			if cause := context.Cause(ctx); errors.Is(cause, jupyter.ErrNotFound) {
+				return cause
+			}
 			return fmt.Errorf("connect to kernel %s: %w (last error: %v)", k.id, ctx.Err(), err)
 		case <-time.After(min(time.Duration(attempt+1)*200*time.Millisecond, 2*time.Second)):
 		}
+	}
+}
+
+// watchGone returns a context that ends, with a cause wrapping jupyter.ErrNotFound,
+// once the server no longer knows the kernel. A kernel that dies as it starts is
+// dropped by the server within seconds, while a WebSocket opened to it waits for a
+// kernel_info reply that never comes; the watch ends that wait. A connection made
+// within the first poll interval costs no request. stop ends the watch and waits for
+// it.
+func (k *kernel) watchGone(ctx context.Context) (_ context.Context, stop func()) {
+	wctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-t.C:
+			}
+			if _, err := k.client.Kernel(wctx, k.id); errors.Is(err, jupyter.ErrNotFound) {
+				cancel(fmt.Errorf("connect to kernel %s: %w", k.id, err))
+				return
+			}
+		}
+	}()
+	return wctx, func() {
+		cancel(nil)
+		<-done
 	}
 }
 
