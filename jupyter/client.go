@@ -3,6 +3,7 @@ package jupyter
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -197,6 +198,22 @@ func (c *Client) Shutdown(ctx context.Context, id string) error {
 	return nil
 }
 
+// SaveFile writes data to a file through the Contents API (PUT /api/contents/{path},
+// base64): path is relative to the server's root directory. chunk 0 writes the whole
+// file; otherwise data is one piece of a chunked upload (Jupyter Server's
+// LargeFileManager): chunk 1 starts the file, 2, 3, ... append, and -1 appends the
+// last piece.
+func (c *Client) SaveFile(ctx context.Context, path string, data []byte, chunk int) error {
+	model := map[string]any{"type": "file", "format": "base64", "content": base64.StdEncoding.EncodeToString(data)}
+	if chunk != 0 {
+		model["chunk"] = chunk
+	}
+	if err := c.do(ctx, http.MethodPut, "/api/contents/"+strings.TrimPrefix(path, "/"), model, http.StatusCreated, nil); err != nil {
+		return fmt.Errorf("save file: %w", err)
+	}
+	return nil
+}
+
 // do performs one REST call, decoding a JSON answer into out when out is non-nil.
 func (c *Client) do(ctx context.Context, method, path string, in any, want int, out any) error {
 	if _, ok := ctx.Deadline(); !ok {
@@ -227,7 +244,7 @@ func (c *Client) do(ctx context.Context, method, path string, in any, want int, 
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != want && !(want == http.StatusNoContent && resp.StatusCode == http.StatusOK) {
+	if !accepted(want, resp.StatusCode) {
 		return httpError(method, path, resp)
 	}
 	if out == nil {
@@ -238,6 +255,13 @@ func (c *Client) do(ctx context.Context, method, path string, in any, want int, 
 		return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
 	}
 	return nil
+}
+
+// accepted reports whether a response status answers a call that wants want. A 200
+// also answers a call that wants 204 (servers differ on DELETE) or 201 (the Contents
+// API creates a file with 201 and overwrites or appends to one with 200).
+func accepted(want, got int) bool {
+	return got == want || got == http.StatusOK && (want == http.StatusNoContent || want == http.StatusCreated)
 }
 
 // Jupyter Server answers errors outside its REST API (the channels WebSocket among

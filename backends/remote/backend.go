@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -60,9 +59,12 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 		if err != nil {
 			return nil, fmt.Errorf("remote backend: %w", err)
 		}
+		files, err := jupyter.NewClient(ep, &jupyter.ClientOptions{Timeout: uploadTimeout, Logger: opts.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("remote backend: %w", err)
+		}
 		b.gateways = append(b.gateways, &gateway{
-			url: ep.URL, name: redact(gc.URL), ep: ep, client: c,
-			contents:   &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg, MaxIdleConnsPerHost: 2, IdleConnTimeout: 90 * time.Second}},
+			url: ep.URL, name: redact(gc.URL), ep: ep, client: c, files: files,
 			placements: map[*Placement]struct{}{},
 		})
 	}
@@ -274,9 +276,13 @@ func (b *Backend) spawn(f func()) bool {
 func (b *Backend) closeIdle() {
 	for _, g := range b.gateways {
 		g.client.CloseIdle()
-		g.contents.CloseIdleConnections()
+		g.files.CloseIdle()
 	}
 }
+
+// uploadTimeout bounds one Contents API request whose caller set no deadline; a
+// 4 MiB piece takes well under a second on a working link.
+const uploadTimeout = 5 * time.Minute
 
 // kernelEnv returns a copy of the configured kernel env, or nil.
 func (b *Backend) kernelEnv() map[string]string {

@@ -1,17 +1,12 @@
 package remote
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"os"
 	"path"
 	"strings"
@@ -73,7 +68,7 @@ func (p *Placement) probeContents(ctx context.Context, conn *jupyter.Conn) error
 	if err != nil {
 		return err
 	}
-	if err := p.gw.putContents(ctx, cp, rnd[:], 0); err != nil {
+	if err := p.gw.files.SaveFile(ctx, cp, rnd[:], 0); err != nil {
 		return err
 	}
 	defer func() {
@@ -118,7 +113,7 @@ func (p *Placement) pushContents(ctx context.Context, conn *jupyter.Conn, f *os.
 		case off >= lf.size:
 			chunk = -1
 		}
-		if err := p.gw.putContents(ctx, cp, buf[:n], chunk); err != nil {
+		if err := p.gw.files.SaveFile(ctx, cp, buf[:n], chunk); err != nil {
 			_ = p.op(ctx, conn, "rm", map[string]any{"rel": tmp}, nil, nil)
 			return err
 		}
@@ -127,40 +122,4 @@ func (p *Placement) pushContents(ctx context.Context, conn *jupyter.Conn, f *os.
 		}
 	}
 	return p.op(ctx, conn, "commit", map[string]any{"src": tmp, "rel": lf.rel, "size": lf.size, "sha": lf.sha, "mode": lf.mode}, nil, ans)
-}
-
-// putContents sends PUT /api/contents/<cp> with base64 content; chunk 0 means a
-// whole file, else the LargeFileManager chunk number (1, 2, …, -1 for the last).
-func (g *gateway) putContents(ctx context.Context, cp string, data []byte, chunk int) error {
-	model := map[string]any{"type": "file", "format": "base64", "content": base64.StdEncoding.EncodeToString(data)}
-	if chunk != 0 {
-		model["chunk"] = chunk
-	}
-	body, err := json.Marshal(model)
-	if err != nil {
-		return err
-	}
-	segs := strings.Split(cp, "/")
-	for i, s := range segs {
-		segs[i] = url.PathEscape(s)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, g.url+"/api/contents/"+strings.Join(segs, "/"), bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if g.ep.Token != "" {
-		req.Header.Set("Authorization", "token "+g.ep.Token)
-	}
-	resp, err := g.contents.Do(req)
-	if err != nil {
-		return fmt.Errorf("PUT /api/contents/%s: %w", cp, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusCreated {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("PUT /api/contents/%s: %d %s", cp, resp.StatusCode, strings.TrimSpace(string(msg)))
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-	return nil
 }

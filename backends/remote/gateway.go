@@ -13,11 +13,11 @@ import (
 
 // gateway is one server of the rotation, with its health and load.
 type gateway struct {
-	url      string // as configured, without a trailing slash
-	name     string // redacted, for messages
-	ep       jupyter.Endpoint
-	client   *jupyter.Client // for health checks and diagnoses
-	contents *http.Client    // for Contents API uploads
+	url    string // as configured, without a trailing slash
+	name   string // redacted, for messages
+	ep     jupyter.Endpoint
+	client *jupyter.Client // for health checks and diagnoses
+	files  *jupyter.Client // for Contents API uploads, bounded by their callers
 
 	mu            sync.Mutex
 	healthy       bool
