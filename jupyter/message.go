@@ -52,12 +52,30 @@ func (m *Message) Type() string { return m.Header.MsgType }
 // ParentID returns the msg_id of the request this message answers, or "".
 func (m *Message) ParentID() string { return m.ParentHeader.MsgID }
 
-// DecodeContent unmarshals the message content into v.
+// DecodeContent unmarshals the message content into v, as encoding/json does (a
+// *StreamContent is decoded faster, to the same result).
 func (m *Message) DecodeContent(v any) error {
 	if len(m.Content) == 0 {
 		return json.Unmarshal([]byte("{}"), v)
 	}
+	if sc, ok := v.(*StreamContent); ok {
+		if s, ok := decodeStream(m.Content); ok {
+			mergeStream(sc, s)
+			return nil
+		}
+	}
 	return json.Unmarshal(m.Content, v)
+}
+
+// mergeStream stores what decodeStream found as encoding/json would: into the
+// fields the content names, leaving the others as they were.
+func mergeStream(dst *StreamContent, s streamFields) {
+	if s.hasName {
+		dst.Name = s.Name
+	}
+	if s.hasText {
+		dst.Text = s.Text
+	}
 }
 
 // newMessage builds a request message for the given channel and type.
