@@ -44,7 +44,12 @@ type collector struct {
 	maxRich    int
 	onEvent    func(Event)
 
-	outputs      []Output
+	outputs []Output
+	// tail holds the text of the last output while stream messages extend it;
+	// settle stores it in that output. (Appending to the output's string instead
+	// copies all of it each time: a cell printing 4 MB in 10,000 flushed lines
+	// took 7.7 s.)
+	tail         strings.Builder
 	streamBytes  int
 	richBytes    int
 	clearPending bool
@@ -163,7 +168,10 @@ func (c *collector) addStream(name, text string) {
 	c.streamBytes += len(text)
 	c.emit(Event{Type: "stream", Name: name, Text: text})
 	if n := len(c.outputs); n > 0 && c.outputs[n-1].OutputType == "stream" && c.outputs[n-1].Name == name {
-		c.outputs[n-1].Text += text
+		if c.tail.Len() == 0 {
+			c.tail.WriteString(c.outputs[n-1].Text)
+		}
+		c.tail.WriteString(text)
 		return
 	}
 	c.append(Output{OutputType: "stream", Name: name, Text: text})
@@ -184,7 +192,16 @@ func (c *collector) addRich(out Output) bool {
 	return c.append(out)
 }
 
+// settle stores the tail's text in the last output.
+func (c *collector) settle() {
+	if c.tail.Len() > 0 {
+		c.outputs[len(c.outputs)-1].Text = c.tail.String()
+		c.tail.Reset()
+	}
+}
+
 func (c *collector) append(out Output) bool {
+	c.settle()
 	if len(c.outputs) >= c.maxOutputs {
 		c.droppedOutputs++
 		return false
@@ -201,6 +218,7 @@ func (c *collector) applyClear() {
 }
 
 func (c *collector) clear() {
+	c.tail.Reset()
 	c.outputs = c.outputs[:0]
 	c.streamBytes, c.richBytes = 0, 0
 }
@@ -225,18 +243,19 @@ func (c *collector) truncation() (bool, string) {
 
 // fill copies the collected outputs into r with the convenience fields.
 func (c *collector) fill(r *Result) {
+	c.settle()
 	r.Outputs = c.outputs
 	if r.Outputs == nil {
 		r.Outputs = []Output{}
 	}
-	var stdout, stderr strings.Builder
+	var stdout, stderr []string
 	for _, o := range c.outputs {
 		switch o.OutputType {
 		case "stream":
 			if o.Name == "stderr" {
-				stderr.WriteString(o.Text)
+				stderr = append(stderr, o.Text)
 			} else {
-				stdout.WriteString(o.Text)
+				stdout = append(stdout, o.Text)
 			}
 		case "execute_result":
 			r.Result, _ = jsonText(o.Data["text/plain"])
@@ -248,7 +267,8 @@ func (c *collector) fill(r *Result) {
 			r.Error = &ErrorInfo{Ename: o.Ename, Evalue: o.Evalue, Traceback: tb}
 		}
 	}
-	r.Stdout, r.Stderr = stdout.String(), stderr.String()
+	// One stream output (the usual case) is shared, not copied.
+	r.Stdout, r.Stderr = strings.Join(stdout, ""), strings.Join(stderr, "")
 	r.Truncated, r.TruncationNote = c.truncation()
 }
 
