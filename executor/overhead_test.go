@@ -9,6 +9,7 @@ import (
 
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/jupyterproc"
+	"github.com/kernelbox/kernelbox/internal/serverflags"
 	"github.com/kernelbox/kernelbox/internal/testenv"
 	"github.com/kernelbox/kernelbox/jupyter"
 	"github.com/stretchr/testify/require"
@@ -22,7 +23,7 @@ func TestOverheadBreakdown(t *testing.T) {
 	require.NoError(t, err)
 	defer s.Stop(context.Background())
 	c, _ := jupyter.NewClient(s.Endpoint(), nil)
-	k, err := c.StartKernel(context.Background(), jupyter.StartOptions{Name: jupyterproc.KernelName})
+	k, err := c.StartKernel(context.Background(), jupyter.StartOptions{Name: serverflags.KernelName})
 	require.NoError(t, err)
 	conn, err := c.Connect(context.Background(), k.ID, nil)
 	require.NoError(t, err)

@@ -188,6 +188,11 @@ func (b *Backend) open(ctx context.Context, spec executor.SessionSpec) (_ *Place
 	if _, err := serverflags.WriteLauncher(sockDir); err != nil {
 		return nil, err
 	}
+	// The kernels' kernelspec, beside it (JUPYTER_PATH): the same kernel launcher as
+	// the local backend's.
+	if err := serverflags.WriteKernelSpec(filepath.Join(sockDir, kernelSpecDir), b.cfg.python); err != nil {
+		return nil, err
+	}
 	if err := prepareSessionDir(b.cfg, spec.Dir, spec.Data); err != nil {
 		return nil, err
 	}
@@ -223,7 +228,8 @@ func (b *Backend) open(ctx context.Context, spec executor.SessionSpec) (_ *Place
 	p := &Placement{
 		b: b, id: created.ID, name: name, session: spec.ID, sockDir: sockDir, started: t0,
 		server: executor.Server{
-			Endpoint: jupyter.Endpoint{URL: "http://localhost", Token: token, Socket: sock},
+			Endpoint:   jupyter.Endpoint{URL: "http://localhost", Token: token, Socket: sock},
+			KernelName: serverflags.KernelName,
 			// The session directory is the server's root directory.
 			KernelPath: "",
 		},

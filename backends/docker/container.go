@@ -39,9 +39,10 @@ func serverCommand(c config, token string) []string {
 		c.python, "-Xfrozen_modules=off", path.Join(containerSocketDir, serverflags.LauncherName),
 	}
 	return append(cmd, serverflags.Args(serverflags.Config{
-		Socket:  path.Join(containerSocketDir, socketName),
-		Token:   token,
-		RootDir: workspaceDir,
+		Socket:        path.Join(containerSocketDir, socketName),
+		Token:         token,
+		RootDir:       workspaceDir,
+		DefaultKernel: serverflags.KernelName,
 		// Never root: kernelUser refuses uid 0.
 		AllowRoot: false,
 	})...)
@@ -56,6 +57,8 @@ func containerEnv(c config) []string {
 		"JUPYTER_RUNTIME_DIR=/tmp/.jupyter/runtime",
 		"JUPYTER_DATA_DIR=/tmp/.jupyter/data",
 		"JUPYTER_CONFIG_DIR=/tmp/.jupyter/config",
+		// kernelbox's kernelspec, written beside the server's launcher.
+		"JUPYTER_PATH=" + path.Join(containerSocketDir, kernelSpecDir),
 		"IPYTHONDIR=/tmp/.ipython",
 		"MPLCONFIGDIR=/tmp/.config/matplotlib",
 		// Inline figures: plots come back as display data (and artifacts).

@@ -144,7 +144,10 @@ const maxSocketPath = 103
 const (
 	socketName         = "j.sock"
 	containerSocketDir = "/run/kernelbox"
-	workspaceDir       = "/workspace"
+	// kernelSpecDir, below the socket directory, is the Jupyter data dir that holds
+	// kernelbox's kernelspec.
+	kernelSpecDir = "jupyter"
+	workspaceDir  = "/workspace"
 )
 
 // resolve applies defaults and validates o for a process running as euid:egid.

@@ -185,7 +185,7 @@ var (
 func (p *placement) Server() executor.Server {
 	return executor.Server{
 		Endpoint:   p.srv.Endpoint(),
-		KernelName: jupyterproc.KernelName,
+		KernelName: serverflags.KernelName,
 		KernelPath: p.path,
 	}
 }

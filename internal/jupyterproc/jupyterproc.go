@@ -90,7 +90,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 
 func start(ctx context.Context, o Options, runtimeDir string) (*Server, error) {
 	dataDir := filepath.Join(runtimeDir, "data")
-	if err := writeKernelSpec(dataDir, o.Python); err != nil {
+	if err := serverflags.WriteKernelSpec(dataDir, o.Python); err != nil {
 		return nil, err
 	}
 	token, err := randomToken()
@@ -101,7 +101,7 @@ func start(ctx context.Context, o Options, runtimeDir string) (*Server, error) {
 		Token:         token,
 		RootDir:       o.RootDir,
 		AllowRoot:     os.Geteuid() == 0,
-		DefaultKernel: KernelName,
+		DefaultKernel: serverflags.KernelName,
 	}
 	ep := jupyter.Endpoint{Token: token}
 	var tcpArgs []string

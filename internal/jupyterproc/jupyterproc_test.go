@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kernelbox/kernelbox/internal/jupyterproc"
+	"github.com/kernelbox/kernelbox/internal/serverflags"
 	"github.com/kernelbox/kernelbox/internal/testenv"
 	"github.com/kernelbox/kernelbox/jupyter"
 	"github.com/stretchr/testify/require"
@@ -25,7 +26,7 @@ func TestServer(t *testing.T) {
 	require.NoError(t, err)
 	k, err := c.StartKernel(ctx, jupyter.StartOptions{})
 	require.NoError(t, err)
-	require.Equal(t, jupyterproc.KernelName, k.Name)
+	require.Equal(t, serverflags.KernelName, k.Name)
 	conn, err := c.Connect(ctx, k.ID, nil)
 	require.NoError(t, err)
 	defer conn.Close()

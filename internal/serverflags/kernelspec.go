@@ -1,4 +1,4 @@
-package jupyterproc
+package serverflags
 
 import (
 	"encoding/json"
@@ -7,14 +7,21 @@ import (
 	"path/filepath"
 )
 
-// KernelName is the kernelspec kernelbox installs in a server's private data dir.
+// KernelName is the kernelspec kernelbox installs for the servers it starts (local and
+// docker): kernels started by kernelbox's own launcher.
 const KernelName = "kernelbox-python3"
 
-// launcher starts ipykernel so that it dies with the Jupyter server that started it:
+// kernelLauncher starts ipykernel so that it dies with the Jupyter server that started it:
 // PR_SET_PDEATHSIG makes the Linux kernel SIGKILL it when its parent exits, even by
 // SIGKILL, so no kernel outlives kernelbox (the server itself is started the same way).
 // ipykernel's own parent poller only notices reparenting to pid 1.
-const launcher = `import sys
+//
+// It also lifts ZMQ's send high-water mark on the kernel's sockets: past it (1000
+// messages by default) a PUB socket drops messages without a word, so a server that
+// fell behind a cell's output for a moment (paused, or starved of CPU) lost output,
+// and with the final "idle" status lost the call waited out its whole timeout. The
+// output waits in the kernel instead, as much as the cell printed.
+const kernelLauncher = `import sys
 if sys.path and sys.path[0] == "":
     del sys.path[0]
 import ctypes, os, signal
@@ -25,18 +32,27 @@ except Exception:
 _ppid = os.environ.get("JPY_PARENT_PID", "")
 if _ppid.isdigit() and os.getppid() != int(_ppid):
     os._exit(1)
+import zmq
+_context_init = zmq.Context.__init__
+def _unbounded(self, *args, **kwargs):
+    _context_init(self, *args, **kwargs)
+    self.setsockopt(zmq.SNDHWM, 0)
+zmq.Context.__init__ = _unbounded
 from ipykernel import kernelapp
 kernelapp.launch_new_instance()
 `
 
-// writeKernelSpec installs the kernelbox kernelspec under dataDir/kernels.
-func writeKernelSpec(dataDir, python string) error {
+// WriteKernelSpec installs the kernelbox kernelspec under dataDir/kernels, running
+// python (as the server sees it). Its files are world-readable (0444, directories
+// 0755): a container's server runs as another user than the one writing them; keep
+// dataDir itself private where that matters.
+func WriteKernelSpec(dataDir, python string) error {
 	dir := filepath.Join(dataDir, "kernels", KernelName)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("kernelspec: %w", err)
 	}
 	spec := map[string]any{
-		"argv":           []string{python, "-Xfrozen_modules=off", "-c", launcher, "-f", "{connection_file}"},
+		"argv":           []string{python, "-Xfrozen_modules=off", "-c", kernelLauncher, "-f", "{connection_file}"},
 		"display_name":   "Python 3 (kernelbox)",
 		"language":       "python",
 		"interrupt_mode": "signal",
@@ -51,7 +67,7 @@ func writeKernelSpec(dataDir, python string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "kernel.json"), b, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "kernel.json"), b, 0o444); err != nil {
 		return fmt.Errorf("kernelspec: %w", err)
 	}
 	return nil

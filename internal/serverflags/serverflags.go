@@ -42,8 +42,14 @@ func Args(c Config) []string {
 		"--KernelRestarter.time_to_dead=0.5",
 		// Kernels are culled by the executor, which knows about sessions.
 		"--MappingKernelManager.cull_idle_timeout=0",
-		// Pings keep a dead peer from holding a websocket open forever.
-		"--ServerApp.tornado_settings=" + "{'ws_ping_interval':10000}",
+		// Pings keep a dead peer from holding a websocket open forever. The server
+		// closes a connection that has not answered for ws_ping_timeout (30 s by
+		// default), and output it writes between that close and its switch to
+		// buffering for the reconnect is lost: a client whose reader a slow
+		// consumer held up for 30 s lost output so. Peers of the servers kernelbox
+		// starts are on a unix socket, where a dead one shows as EOF at once, so
+		// the wait can be long.
+		"--ServerApp.tornado_settings=" + "{'ws_ping_interval':10000,'ws_ping_timeout':300000}",
 		// INFO adds little (kernel starts, shutdowns and the restarter's lines;
 		// requests log at DEBUG) and says why a kernel vanished while it started.
 		"--ServerApp.log_level=INFO",
