@@ -8,6 +8,8 @@ gets one JSON line on stdout:
 
   trivial N          -> {"ms": [...]}  N round-trips of `x = i; x + 1` (reply + idle)
   stream BYTES       -> {"ms": [t], "bytes": n}  one cell printing BYTES bytes
+  lines N SIZE       -> {"ms": [t], "bytes": n}  one cell printing N lines of SIZE bytes,
+                        flushing after each (one stream message a line)
   copy SRC DST       -> {"ms": [t]}  shutil.copyfile SRC to DST
   copytree SRC DST   -> {"ms": [t]}  copy every file of SRC into DST
   artifacts DIR N    -> {"ms": [t]}  a cell writes N small files into DIR/out, then
@@ -71,6 +73,11 @@ def main():
                 size = int(parts[1])
                 t0 = time.perf_counter()
                 n = run_cell(kc, "sys.stdout.write('x' * %d); sys.stdout.flush()" % size, collect_bytes=True)
+                out = {"ms": [(time.perf_counter() - t0) * 1000], "bytes": n}
+            elif cmd == "lines":
+                count, size = int(parts[1]), int(parts[2])
+                t0 = time.perf_counter()
+                n = run_cell(kc, "for _ in range(%d):\n    sys.stdout.write('x' * %d + '\\n'); sys.stdout.flush()" % (count, size - 1), collect_bytes=True)
                 out = {"ms": [(time.perf_counter() - t0) * 1000], "bytes": n}
             elif cmd == "copy":
                 t0 = time.perf_counter()

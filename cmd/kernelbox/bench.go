@@ -16,7 +16,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	density := fs.Bool("density", false, "also measure memory at 1, 10 and 50 idle sessions")
 	python := fs.String("python", "", "Python with jupyter_client (default: KERNELBOX_PYTHON, /usr/bin/python3, python3)")
 	ref := fs.String("reference", "bench/reference.py", "path of the reference script")
-	only := fs.String("scenarios", "", "comma-separated scenarios to run: cold, trivial, stream, stage, restage, artifacts, warm (default all)")
+	only := fs.String("scenarios", "", "comma-separated scenarios to run: cold, trivial, stream, lines, stage, restage, artifacts, warm (default all)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

@@ -164,7 +164,7 @@ func (r *runner) run(ctx context.Context) ([]Row, error) {
 		name string
 		run  func(context.Context, *executor.Executor) (Row, error)
 	}{
-		{"cold", r.coldStart}, {"trivial", r.trivial}, {"stream", r.stream}, {"stage", r.stage},
+		{"cold", r.coldStart}, {"trivial", r.trivial}, {"stream", r.stream}, {"lines", r.lines}, {"stage", r.stage},
 		{"restage", r.restage}, {"artifacts", r.artifacts}, {"warm", func(ctx context.Context, _ *executor.Executor) (Row, error) { return r.warmStart(ctx) }},
 	} {
 		if len(r.c.Scenarios) > 0 && !slices.Contains(r.c.Scenarios, sc.name) {

@@ -58,34 +58,48 @@ func (r *runner) trivial(ctx context.Context, e *executor.Executor) (Row, error)
 		Ref50: percentile(ref, .5), Ref99: percentile(ref, .99), RefLabel: "jupyter_client over ZMQ"}, nil
 }
 
-// stream measures one cell printing 10 MiB.
+// stream measures one cell printing 10 MiB in one write.
 func (r *runner) stream(ctx context.Context, e *executor.Executor) (Row, error) {
 	const size = 10 << 20
-	n := r.iters(1, 5)
 	code := fmt.Sprintf("import sys; sys.stdout.write('x' * %d); sys.stdout.flush()", size)
-	if err := r.warmUp(ctx, e, "stream"); err != nil {
+	return r.output(ctx, e, "stream", code, size, ": 10 MiB of stdout from one cell", "stream "+strconv.Itoa(size))
+}
+
+// lines measures one cell printing 10,000 lines of 400 bytes, each flushed: one
+// stream message a line, as progress output sends them.
+func (r *runner) lines(ctx context.Context, e *executor.Executor) (Row, error) {
+	const count, size = 10000, 400
+	code := fmt.Sprintf("import sys\nfor _ in range(%d):\n    sys.stdout.write('x' * %d + '\\n'); sys.stdout.flush()", count, size-1)
+	return r.output(ctx, e, "lines", code, count*size, ": 10,000 flushed lines (4 MB) from one cell", fmt.Sprintf("lines %d %d", count, size))
+}
+
+// output measures a cell that prints size bytes, against the reference command
+// refCmd doing the same over ZMQ.
+func (r *runner) output(ctx context.Context, e *executor.Executor, session, code string, size int, label, refCmd string) (Row, error) {
+	n := r.iters(1, 5)
+	if err := r.warmUp(ctx, e, session); err != nil {
 		return Row{}, err
 	}
 	var kb, ref []float64
 	for i := 0; i < n; i++ {
-		res, d, err := r.exec(ctx, e, executor.Request{SessionID: "stream", Code: code})
+		res, d, err := r.exec(ctx, e, executor.Request{SessionID: session, Code: code})
 		if err != nil {
 			return Row{}, err
 		}
 		if len(res.Stdout) != size || res.Truncated {
-			return Row{}, fmt.Errorf("stream: got %d bytes (truncated %v: %s), want %d", len(res.Stdout), res.Truncated, res.TruncationNote, size)
+			return Row{}, fmt.Errorf("%s: got %d bytes (truncated %v: %s), want %d", session, len(res.Stdout), res.Truncated, res.TruncationNote, size)
 		}
 		kb = append(kb, ms(d))
-		a, err := r.ref.do("stream", strconv.Itoa(size))
+		a, err := r.ref.do(refCmd)
 		if err != nil {
 			return Row{}, err
 		}
-		if a.Bytes != size {
-			return Row{}, fmt.Errorf("reference stream: got %d bytes", a.Bytes)
+		if a.Bytes != int64(size) {
+			return Row{}, fmt.Errorf("reference %s: got %d bytes, want %d", session, a.Bytes, size)
 		}
 		ref = append(ref, a.MS...)
 	}
-	return Row{Name: r.backend + ": 10 MiB of stdout from one cell", N: n, KB50: percentile(kb, .5), KB99: percentile(kb, .99),
+	return Row{Name: r.backend + label, N: n, KB50: percentile(kb, .5), KB99: percentile(kb, .99),
 		Ref50: percentile(ref, .5), Ref99: percentile(ref, .99), RefLabel: "jupyter_client over ZMQ", Note: "every byte delivered, not truncated"}, nil
 }
 
