@@ -28,23 +28,22 @@ from jupyter_client.manager import start_new_kernel
 
 
 def run_cell(kc, code, collect_bytes=False):
+    # iopub first, until idle, then the shell reply: blocking on the reply while
+    # iopub piles up lets the kernel's PUB socket pass its high-water mark and drop
+    # messages (the idle status among them) for a cell that sends thousands.
     msg_id = kc.execute(code, store_history=True)
-    got_reply = got_idle = False
     n = 0
-    while not (got_reply and got_idle):
-        if not got_idle:
-            msg = kc.get_iopub_msg(timeout=120)
-            if msg["parent_header"].get("msg_id") != msg_id:
-                continue
-            t = msg["header"]["msg_type"]
-            if t == "status" and msg["content"]["execution_state"] == "idle":
-                got_idle = True
-            elif collect_bytes and t == "stream":
-                n += len(msg["content"]["text"])
-        if not got_reply:
-            reply = kc.get_shell_msg(timeout=120)
-            if reply["parent_header"].get("msg_id") == msg_id:
-                got_reply = True
+    while True:
+        msg = kc.get_iopub_msg(timeout=120)
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        t = msg["header"]["msg_type"]
+        if t == "status" and msg["content"]["execution_state"] == "idle":
+            break
+        if collect_bytes and t == "stream":
+            n += len(msg["content"]["text"])
+    while kc.get_shell_msg(timeout=120)["parent_header"].get("msg_id") != msg_id:
+        pass
     return n
 
 
