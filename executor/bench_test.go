@@ -23,14 +23,12 @@ func BenchmarkTrivialCell(b *testing.B) {
 	}
 }
 
-// BenchmarkStream10MiB is one cell printing 10 MiB (kernelbox bench's stream row).
-func BenchmarkStream10MiB(b *testing.B) {
+// benchOutput measures a cell that prints size bytes of stdout.
+func benchOutput(b *testing.B, code string, size int) {
 	e := newEnv(b, func(o *executor.Options) { o.MaxStreamBytes = 16 << 20 })
 	ctx := context.Background()
-	const size = 10 << 20
-	code := fmt.Sprintf("import sys; sys.stdout.write('x' * %d); sys.stdout.flush()", size)
 	e.run(b, "bench", code)
-	b.SetBytes(size)
+	b.SetBytes(int64(size))
 	for b.Loop() {
 		r, err := e.Execute(ctx, executor.Request{SessionID: "bench", Code: code})
 		if err != nil || r.Status != executor.StatusOK || len(r.Stdout) != size {
@@ -39,33 +37,20 @@ func BenchmarkStream10MiB(b *testing.B) {
 	}
 }
 
-// BenchmarkPrintLines is a cell printing 8 MB as 200,000 lines (many stream messages).
+// BenchmarkStream10MiB is one cell printing 10 MiB in one write (kernelbox bench's
+// stream row).
+func BenchmarkStream10MiB(b *testing.B) {
+	benchOutput(b, fmt.Sprintf("import sys; sys.stdout.write('x' * %d); sys.stdout.flush()", 10<<20), 10<<20)
+}
+
+// BenchmarkPrintLines is a cell printing 8 MB as 200,000 lines (ipykernel batches
+// them into fewer messages).
 func BenchmarkPrintLines(b *testing.B) {
-	e := newEnv(b, func(o *executor.Options) { o.MaxStreamBytes = 16 << 20 })
-	ctx := context.Background()
-	code := "for i in range(200000): print(f'{i:08d}', 'x' * 31)"
-	e.run(b, "bench", code)
-	b.SetBytes(200000 * 41)
-	for b.Loop() {
-		r, err := e.Execute(ctx, executor.Request{SessionID: "bench", Code: code})
-		if err != nil || r.Status != executor.StatusOK || len(r.Stdout) != 200000*41 {
-			b.Fatal(err, r.Status, len(r.Stdout))
-		}
-	}
+	benchOutput(b, "for i in range(200000): print(f'{i:08d}', 'x' * 31)", 200000*41)
 }
 
 // BenchmarkPrintFlushed is a cell printing 4 MB as 10,000 flushed lines (one stream
-// message each, as progress output does).
+// message each, as progress output does; kernelbox bench's lines row).
 func BenchmarkPrintFlushed(b *testing.B) {
-	e := newEnv(b, func(o *executor.Options) { o.MaxStreamBytes = 16 << 20 })
-	ctx := context.Background()
-	code := "import sys\nfor i in range(10000):\n    sys.stdout.write('x' * 399 + '\\n'); sys.stdout.flush()"
-	e.run(b, "bench", code)
-	b.SetBytes(10000 * 400)
-	for b.Loop() {
-		r, err := e.Execute(ctx, executor.Request{SessionID: "bench", Code: code})
-		if err != nil || r.Status != executor.StatusOK || len(r.Stdout) != 10000*400 {
-			b.Fatal(err, r.Status, len(r.Stdout))
-		}
-	}
+	benchOutput(b, "import sys\nfor i in range(10000):\n    sys.stdout.write('x' * 399 + '\\n'); sys.stdout.flush()", 10000*400)
 }

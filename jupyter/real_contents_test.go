@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kernelbox/kernelbox/internal/jupyterproc"
-	"github.com/kernelbox/kernelbox/internal/testenv"
 	"github.com/kernelbox/kernelbox/jupyter"
 	"github.com/stretchr/testify/require"
 )
@@ -18,11 +16,8 @@ import (
 // SaveFile writes through a real server's Contents API, whole and in pieces, over its
 // unix socket; a wrong token is a typed 403.
 func TestRealSaveFile(t *testing.T) {
-	py := testenv.Jupyter(t)
 	root := t.TempDir()
-	s, err := jupyterproc.Start(context.Background(), jupyterproc.Options{Python: py, RootDir: root})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Stop(context.Background()) })
+	s := startServerAt(t, root, false)
 	c := newClient(t, s.Endpoint())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

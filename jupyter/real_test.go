@@ -17,8 +17,14 @@ import (
 // startServer starts a real Jupyter Server for the test.
 func startServer(t testing.TB, tcp bool) *jupyterproc.Server {
 	t.Helper()
+	return startServerAt(t, t.TempDir(), tcp)
+}
+
+// startServerAt starts a real Jupyter Server whose root directory is root.
+func startServerAt(t testing.TB, root string, tcp bool) *jupyterproc.Server {
+	t.Helper()
 	py := testenv.Jupyter(t)
-	o := jupyterproc.Options{Python: py, RootDir: t.TempDir()}
+	o := jupyterproc.Options{Python: py, RootDir: root}
 	if tcp {
 		o.TCPAddr = "127.0.0.1:0"
 	}

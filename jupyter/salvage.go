@@ -141,32 +141,20 @@ func unquotePrefix(b []byte) string {
 		case i+1 >= len(b):
 			return string(out)
 		default:
-			esc := b[i+1]
-			switch esc {
-			case 'n':
-				out = append(out, '\n')
-			case 't':
-				out = append(out, '\t')
-			case 'r':
-				out = append(out, '\r')
-			case 'b':
-				out = append(out, '\b')
-			case 'f':
-				out = append(out, '\f')
-			case '"', '\\', '/':
-				out = append(out, esc)
-			case 'u':
-				r, n := unquoteU(b[i:])
-				if n == 0 {
-					return string(out)
-				}
-				out = utf8.AppendRune(out, r)
-				i += n
+			if c, ok := escaped(b[i+1]); ok {
+				out = append(out, c)
+				i += 2
 				continue
-			default:
+			}
+			if b[i+1] != 'u' {
 				return string(out)
 			}
-			i += 2
+			r, n := unquoteU(b[i:])
+			if n == 0 {
+				return string(out)
+			}
+			out = utf8.AppendRune(out, r)
+			i += n
 		}
 	}
 	return string(out)

@@ -65,6 +65,25 @@ func decodeStream(b []byte) (s streamFields, ok bool) {
 	}
 }
 
+// escaped returns the byte a one-character JSON escape (\n, \", ...) stands for.
+func escaped(c byte) (byte, bool) {
+	switch c {
+	case '"', '\\', '/':
+		return c, true
+	case 'b':
+		return '\b', true
+	case 'f':
+		return '\f', true
+	case 'n':
+		return '\n', true
+	case 'r':
+		return '\r', true
+	case 't':
+		return '\t', true
+	}
+	return 0, false
+}
+
 // streamFields is stream content with which of its keys were present.
 type streamFields struct {
 	StreamContent
@@ -101,30 +120,21 @@ func unquote(b []byte) (_ string, used int, ok bool) {
 				out = make([]byte, 0, len(b))
 			}
 			out = append(out, b[start:i]...)
-			switch e := b[i+1]; e {
-			case '"', '\\', '/':
-				out = append(out, e)
-			case 'b':
-				out = append(out, '\b')
-			case 'f':
-				out = append(out, '\f')
-			case 'n':
-				out = append(out, '\n')
-			case 'r':
-				out = append(out, '\r')
-			case 't':
-				out = append(out, '\t')
-			case 'u':
-				r, ok := hex4(b[i:])
-				if !ok || r >= 0xD800 && r < 0xE000 {
-					return "", 0, false // surrogates: encoding/json's rules apply
-				}
-				out = utf8.AppendRune(out, r)
-				i += 4
-			default:
+			if c, ok := escaped(b[i+1]); ok {
+				out = append(out, c)
+				i += 2
+				start = i
+				continue
+			}
+			if b[i+1] != 'u' {
 				return "", 0, false
 			}
-			i += 2
+			r, ok := hex4(b[i:])
+			if !ok || r >= 0xD800 && r < 0xE000 {
+				return "", 0, false // surrogates: encoding/json's rules apply
+			}
+			out = utf8.AppendRune(out, r)
+			i += 6
 			start = i
 		case c < 0x20:
 			return "", 0, false
