@@ -89,7 +89,14 @@ func (k *kernel) connect(ctx context.Context, e *Executor) error {
 	}
 	ctx, stop := k.watchGone(ctx)
 	defer stop()
+	var lastErr error
 	for attempt := 0; ; attempt++ {
+		if ctx.Err() != nil {
+			if cause := context.Cause(ctx); errors.Is(cause, jupyter.ErrNotFound) {
+				return fmt.Errorf("connect to kernel %s: %w", k.id, cause)
+			}
+			return fmt.Errorf("connect to kernel %s: %w (last error: %v)", k.id, ctx.Err(), lastErr)
+		}
 		conn, err := k.client.Connect(ctx, k.id, &jupyter.ConnOptions{
 			Logger:          e.log,
 			MaxMessageBytes: max(e.opts.MaxStreamBytes, e.opts.MaxRichBytes) + 1<<20,
@@ -102,19 +109,13 @@ func (k *kernel) connect(ctx context.Context, e *Executor) error {
 			}
 			_ = conn.Close()
 		}
-		if cause := context.Cause(ctx); errors.Is(cause, jupyter.ErrNotFound) {
-			return cause
-		}
 		if errors.Is(err, jupyter.ErrNotFound) {
-			return err
+			return err // also the watch's verdict, when it cut a handshake short
 		}
+		lastErr = err
 		e.log.Debug("kernel connection not ready; retrying", "kernel_id", k.id, "attempt", attempt, "err", err)
 		select {
 		case <-ctx.Done():
-			if cause := context.Cause(ctx); errors.Is(cause, jupyter.ErrNotFound) {
-				return cause
-			}
-			return fmt.Errorf("connect to kernel %s: %w (last error: %v)", k.id, ctx.Err(), err)
 		case <-time.After(min(time.Duration(attempt+1)*200*time.Millisecond, 2*time.Second)):
 		}
 	}
@@ -140,7 +141,7 @@ func (k *kernel) watchGone(ctx context.Context) (_ context.Context, stop func())
 			case <-t.C:
 			}
 			if _, err := k.client.Kernel(wctx, k.id); errors.Is(err, jupyter.ErrNotFound) {
-				cancel(fmt.Errorf("connect to kernel %s: %w", k.id, err))
+				cancel(err) // "GET /api/kernels/<id>: 404: …", wrapping ErrNotFound
 				return
 			}
 		}
