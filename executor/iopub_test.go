@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,8 +17,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// requireNoOutputLostWhileServerStalls runs a cell printing 30,000 flushed lines (12 MB) and
-// stops the session's Jupyter server (process serverPID) for 3 s while it prints. A
+// requireNoOutputLostWhileServerStalls runs a cell printing 30,000 flushed lines (12 MB)
+// and, once its output arrives, stops the session's Jupyter server (process serverPID)
+// for 3 s. A
 // server that falls behind its kernel (stopped here, starved of CPU in practice) must
 // not lose any output: past ZMQ's high-water mark (1000 messages by default) a PUB
 // socket drops messages silently, and before kernelbox lifted it this call lost output
@@ -28,17 +30,29 @@ func requireNoOutputLostWhileServerStalls(t *testing.T, e *env, serverPID func()
 	pid := serverPID()
 	require.NotZero(t, pid)
 	const lines, size = 30000, 400
+	printing := make(chan struct{})
+	var once sync.Once
 	done := make(chan *executor.Result, 1)
 	go func() {
-		r, err := e.Execute(context.Background(), executor.Request{SessionID: "s", Timeout: time.Minute,
-			Code: "for _ in range(30000):\n    sys.stdout.write('x' * 399 + '\\n'); sys.stdout.flush()"})
+		r, err := e.ExecuteStream(context.Background(), executor.Request{SessionID: "s", Timeout: time.Minute,
+			Code: "for _ in range(30000):\n    sys.stdout.write('x' * 399 + '\\n'); sys.stdout.flush()"},
+			func(ev executor.Event) {
+				if ev.Type == "stream" {
+					once.Do(func() { close(printing) })
+				}
+			})
 		if err != nil {
 			t.Error(err)
 		}
 		done <- r
 	}()
-	time.Sleep(300 * time.Millisecond) // the kernel is printing
+	select {
+	case <-printing: // output is flowing: stop the server in the middle of it
+	case <-time.After(30 * time.Second):
+		t.Fatal("no output within 30 s")
+	}
 	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+	defer syscall.Kill(pid, syscall.SIGCONT) // also when an assertion below fails
 	time.Sleep(3 * time.Second)
 	require.NoError(t, syscall.Kill(pid, syscall.SIGCONT))
 	r := <-done
