@@ -1,5 +1,5 @@
 // Package client is a Go client for `kernelbox serve`: the same Request and Result
-// types as the executor, over HTTP (TCP or a unix socket). Start reading at [New] and
+// wire types (package api) as the executor, over HTTP (TCP or a unix socket). Start reading at [New] and
 // [Client.Execute]; [Client.ExecuteStream] delivers output as it happens.
 package client
 
@@ -15,8 +15,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/kernelbox/kernelbox/executor"
-	"github.com/kernelbox/kernelbox/httpapi"
+	"github.com/kernelbox/kernelbox/api"
 )
 
 // Options configures a Client. The zero value works.
@@ -69,10 +68,10 @@ func New(server string, opts *Options) (*Client, error) {
 }
 
 // APIError is an error answer from the server. errors.Is matches it against the
-// executor's sentinel errors (executor.ErrDenied, executor.ErrInvalidRequest, ...).
+// sentinel errors of package api, which are also the executor's (api.ErrDenied, ...).
 type APIError struct {
 	StatusCode int
-	Code       string
+	Code       api.Code
 	Message    string
 }
 
@@ -80,39 +79,26 @@ func (e *APIError) Error() string {
 	return fmt.Sprintf("kernelbox: %s (%d): %s", e.Code, e.StatusCode, e.Message)
 }
 
-var codeErrors = map[string]error{
-	"invalid_request":   executor.ErrInvalidRequest,
-	"permission_denied": executor.ErrDenied,
-	"disabled":          executor.ErrDisabled,
-	"too_many_sessions": executor.ErrTooManySessions,
-	"queue_full":        executor.ErrQueueFull,
-	"not_found":         executor.ErrNoSession,
-	"session_closed":    executor.ErrSessionClosed,
-	"shutting_down":     executor.ErrClosed,
-	"backend_error":     executor.ErrBackend,
-}
-
 // Is reports whether the server's error code corresponds to target.
-func (e *APIError) Is(target error) bool { return codeErrors[e.Code] == target }
+func (e *APIError) Is(target error) bool {
+	sentinel := api.ErrorOf(e.Code)
+	return sentinel != nil && sentinel == target
+}
 
 // Execute runs code in a session and returns the result. Cell errors, timeouts and
 // kernel deaths are results; the error is for calls that could not run.
-func (c *Client) Execute(ctx context.Context, req executor.Request) (*executor.Result, error) {
-	var res executor.Result
-	if err := c.do(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(req.SessionID)+"/execute", body(req), &res); err != nil {
+func (c *Client) Execute(ctx context.Context, req api.Request) (*api.Result, error) {
+	var res api.Result
+	if err := c.do(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(req.SessionID)+"/execute", req.Body(), &res); err != nil {
 		return nil, err
 	}
 	return &res, nil
 }
 
-func body(req executor.Request) httpapi.ExecuteBody {
-	return httpapi.ExecuteBody{Code: req.Code, Inputs: req.Inputs, TimeoutSeconds: req.Timeout.Seconds()}
-}
-
 // Sessions lists the server's live sessions.
-func (c *Client) Sessions(ctx context.Context) ([]executor.SessionInfo, error) {
+func (c *Client) Sessions(ctx context.Context) ([]api.SessionInfo, error) {
 	var out struct {
-		Sessions []executor.SessionInfo `json:"sessions"`
+		Sessions []api.SessionInfo `json:"sessions"`
 	}
 	if err := c.do(ctx, http.MethodGet, "/v1/sessions", nil, &out); err != nil {
 		return nil, err
@@ -136,9 +122,9 @@ func (c *Client) Interrupt(ctx context.Context, id string) error {
 }
 
 // Artifacts lists a session's artifacts.
-func (c *Client) Artifacts(ctx context.Context, id string) ([]executor.Artifact, error) {
+func (c *Client) Artifacts(ctx context.Context, id string) ([]api.Artifact, error) {
 	var out struct {
-		Artifacts []executor.Artifact `json:"artifacts"`
+		Artifacts []api.Artifact `json:"artifacts"`
 	}
 	if err := c.do(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(id)+"/artifacts", nil, &out); err != nil {
 		return nil, err
@@ -163,8 +149,8 @@ func (c *Client) DownloadArtifact(ctx context.Context, session, name string, w i
 }
 
 // Health returns the server's health report.
-func (c *Client) Health(ctx context.Context) (*httpapi.Health, error) {
-	var h httpapi.Health
+func (c *Client) Health(ctx context.Context) (*api.Health, error) {
+	var h api.Health
 	resp, err := c.send(ctx, http.MethodGet, "/healthz", nil, "")
 	if err != nil {
 		var ae *APIError
@@ -227,7 +213,7 @@ func (c *Client) send(ctx context.Context, method, path string, in any, accept s
 	if resp.StatusCode >= 300 {
 		defer resp.Body.Close()
 		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		var eb httpapi.ErrorBody
+		var eb api.ErrorBody
 		if json.Unmarshal(raw, &eb) == nil && eb.Error.Code != "" {
 			return nil, &APIError{StatusCode: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
 		}

@@ -11,14 +11,13 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/kernelbox/kernelbox/executor"
-	"github.com/kernelbox/kernelbox/httpapi"
+	"github.com/kernelbox/kernelbox/api"
 )
 
 // ExecuteStream runs code like Execute and calls onEvent for each output as the
 // server streams it (Server-Sent Events).
-func (c *Client) ExecuteStream(ctx context.Context, req executor.Request, onEvent func(executor.Event)) (*executor.Result, error) {
-	resp, err := c.send(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(req.SessionID)+"/execute", body(req), "text/event-stream")
+func (c *Client) ExecuteStream(ctx context.Context, req api.Request, onEvent func(api.Event)) (*api.Result, error) {
+	resp, err := c.send(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(req.SessionID)+"/execute", req.Body(), "text/event-stream")
 	if err != nil {
 		return nil, err
 	}
@@ -55,26 +54,26 @@ func (c *Client) ExecuteStream(ctx context.Context, req executor.Request, onEven
 }
 
 // dispatch handles one event; done is set for the final one.
-func dispatch(event string, data []byte, onEvent func(executor.Event)) (*executor.Result, bool, error) {
+func dispatch(event string, data []byte, onEvent func(api.Event)) (*api.Result, bool, error) {
 	switch event {
 	case "done":
-		var res executor.Result
+		var res api.Result
 		if err := json.Unmarshal(data, &res); err != nil {
 			return nil, true, fmt.Errorf("kernelbox: decode result: %w", err)
 		}
 		return &res, true, nil
 	case "failed":
 		var f struct {
-			Error      httpapi.ErrorDetail `json:"error"`
+			Error      api.ErrorDetail `json:"error"`
 			HTTPStatus int                 `json:"http_status"`
-			Result     *executor.Result    `json:"result"`
+			Result     *api.Result    `json:"result"`
 		}
 		if err := json.Unmarshal(data, &f); err != nil {
 			return nil, true, fmt.Errorf("kernelbox: decode failure: %w", err)
 		}
 		return f.Result, true, &APIError{StatusCode: f.HTTPStatus, Code: f.Error.Code, Message: f.Error.Message}
 	default:
-		var ev executor.Event
+		var ev api.Event
 		if err := json.Unmarshal(data, &ev); err == nil && onEvent != nil {
 			onEvent(ev)
 		}

@@ -1,36 +1,37 @@
 package executor
 
-import "errors"
+import "github.com/kernelbox/kernelbox/api"
 
-// Errors callers branch on. Each is wrapped with details; test with errors.Is.
+// Errors callers branch on. Each is wrapped with details; test with errors.Is. They
+// are the api package's sentinels, so a client's error answers match them too.
 var (
 	// ErrDisabled: the executor has no backend that can run code (backend "none").
-	ErrDisabled = errors.New("code execution is disabled")
+	ErrDisabled = api.ErrDisabled
 
 	// ErrInvalidRequest: the request is malformed (session id, empty or huge code,
 	// bad inputs). Nothing was run.
-	ErrInvalidRequest = errors.New("invalid request")
+	ErrInvalidRequest = api.ErrInvalidRequest
 
 	// ErrDenied: the permission policy refused the call or one of its inputs.
 	// Nothing was staged or run. The error is also a *permissions.DeniedError.
-	ErrDenied = errors.New("permission denied")
+	ErrDenied = api.ErrDenied
 
 	// ErrTooManySessions: starting another session would exceed MaxSessions.
-	ErrTooManySessions = errors.New("too many sessions")
+	ErrTooManySessions = api.ErrTooManySessions
 
 	// ErrQueueFull: the session already has QueueSize calls waiting.
-	ErrQueueFull = errors.New("session queue is full")
+	ErrQueueFull = api.ErrQueueFull
 
 	// ErrNoSession: the session does not exist.
-	ErrNoSession = errors.New("no such session")
+	ErrNoSession = api.ErrNotFound
 
 	// ErrSessionClosed: the session was closed or reset while the call waited.
-	ErrSessionClosed = errors.New("session closed")
+	ErrSessionClosed = api.ErrSessionClosed
 
 	// ErrClosed: the executor is closed.
-	ErrClosed = errors.New("executor closed")
+	ErrClosed = api.ErrClosed
 
 	// ErrBackend: the backend could not provide a kernel (server or container
 	// failed to start). The call did not run.
-	ErrBackend = errors.New("backend failure")
+	ErrBackend = api.ErrBackend
 )

@@ -120,7 +120,7 @@ func (e *Executor) Execute(ctx context.Context, req Request) (*Result, error) {
 // for long: it holds up the session.
 func (e *Executor) ExecuteStream(ctx context.Context, req Request, onEvent func(Event)) (*Result, error) {
 	start := time.Now()
-	if err := req.validate(&e.opts); err != nil {
+	if err := validateRequest(&req, &e.opts); err != nil {
 		return nil, err
 	}
 	if e.disabled != nil {
@@ -235,7 +235,7 @@ func (e *Executor) lookup(id string) (*session, error) {
 	}
 	s := e.sessions[id]
 	if s == nil {
-		return nil, fmt.Errorf("%w: %q", ErrNoSession, id)
+		return nil, fmt.Errorf("no such session %q: %w", id, ErrNoSession)
 	}
 	return s, nil
 }

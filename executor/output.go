@@ -9,28 +9,6 @@ import (
 	"github.com/kernelbox/kernelbox/jupyter"
 )
 
-// Event is one thing that happened during a call, delivered to an ExecuteStream
-// callback as it happens.
-type Event struct {
-	// Type is "status", "stream", "display", "update_display", "result", "error" or
-	// "clear_output".
-	Type string `json:"type"`
-
-	// State is set for status events: "queued" (waiting behind other calls of the
-	// session), "starting" (a kernel is being started), "running".
-	State string `json:"state,omitempty"`
-
-	// Name and Text are set for stream events: one chunk of stdout or stderr.
-	Name string `json:"name,omitempty"`
-	Text string `json:"text,omitempty"`
-
-	// Output is set for display, update_display, result and error events.
-	Output *Output `json:"output,omitempty"`
-
-	// Wait is set for clear_output events that wait for the next output.
-	Wait bool `json:"wait,omitempty"`
-}
-
 var ansiPattern = regexp.MustCompile(`\x1b\[[0-9;?]*[A-Za-z]`)
 
 // StripANSI removes ANSI terminal escape sequences (the colors of IPython tracebacks).

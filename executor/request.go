@@ -2,41 +2,18 @@ package executor
 
 import (
 	"fmt"
-	"regexp"
+	"github.com/kernelbox/kernelbox/api"
 	"strings"
-	"time"
 )
 
-// Request is one call: run Code in the session's kernel after staging Inputs.
-type Request struct {
-	// SessionID names the session (and so the kernel): 1 to 64 characters of
-	// [A-Za-z0-9_-]. Calls with the same id share variables, imports and files.
-	SessionID string `json:"session_id"`
+// ValidSessionID reports whether id is a valid session id (api.ValidSessionID).
+// Ids are validated, never rewritten: an id that is not valid is refused.
+func ValidSessionID(id string) bool { return api.ValidSessionID(id) }
 
-	// Code is the Python source to run. It must not be empty or blank, and not
-	// larger than Options.MaxCodeBytes.
-	Code string `json:"code"`
-
-	// Inputs are host paths to copy into the session's inputs/ directory before
-	// the code runs; the code finds each at inputs/<basename>. Every path is
-	// checked against the permission policy for filesystem.read.
-	Inputs []string `json:"inputs,omitempty"`
-
-	// Timeout bounds the execution. Zero means Options.DefaultTimeout; it is capped
-	// at Options.MaxTimeout.
-	Timeout time.Duration `json:"-"`
-}
-
-var sessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-
-// ValidSessionID reports whether id is a valid session id. Ids are validated, never
-// rewritten: an id that is not valid is refused.
-func ValidSessionID(id string) bool { return sessionIDPattern.MatchString(id) }
-
-// validate checks the request's shape (not its permissions).
-func (r *Request) validate(o *Options) error {
+// validateRequest checks the request's shape (not its permissions).
+func validateRequest(r *Request, o *Options) error {
 	if !ValidSessionID(r.SessionID) {
-		return invalidf("invalid session id %q: use 1-64 characters of A-Z, a-z, 0-9, '_' and '-'", clip(r.SessionID, 80))
+		return invalidf("invalid session id %q: use %s", clip(r.SessionID, 80), api.SessionIDRule)
 	}
 	if strings.TrimSpace(r.Code) == "" {
 		return invalidf("code is empty")

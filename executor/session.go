@@ -1,6 +1,8 @@
 package executor
 
 import (
+	"github.com/kernelbox/kernelbox/api"
+
 	"context"
 	"errors"
 	"fmt"
@@ -11,20 +13,6 @@ import (
 
 	"github.com/kernelbox/kernelbox/workspace"
 )
-
-// SessionInfo is a snapshot of one session.
-type SessionInfo struct {
-	ID string `json:"id"`
-	// State is "new" (no kernel yet), "starting", "idle", "busy" or "dead" (its
-	// kernel is gone; the next call starts a fresh one).
-	State          string    `json:"state"`
-	ExecutionCount int       `json:"execution_count"`
-	Calls          int       `json:"calls"`
-	Queued         int       `json:"queued"`
-	KernelID       string    `json:"kernel_id,omitempty"`
-	Created        time.Time `json:"created"`
-	LastActivity   time.Time `json:"last_activity"`
-}
 
 // session is one agent's kernel and files. Its worker goroutine owns the kernel and
 // the workspace session and runs its jobs one at a time; mu guards what Sessions and
@@ -63,7 +51,7 @@ func newSession(e *Executor, id string) *session {
 		ctx:    ctx,
 		cancel: cancel,
 		done:   make(chan struct{}),
-		state:  SessionInfo{ID: id, State: "new", Created: now, LastActivity: now},
+		state:  SessionInfo{ID: id, State: api.StateNew, Created: now, LastActivity: now},
 	}
 	if why, ok := e.takeRetired(id); ok {
 		s.lost, s.lostWhy = true, why
@@ -101,7 +89,7 @@ func (s *session) run() {
 			if !j.begin() {
 				continue
 			}
-			s.setState("busy")
+			s.setState(api.StateBusy)
 			var r *Result
 			var err error
 			switch j.kind {
@@ -180,7 +168,7 @@ func (s *session) ensureKernel(j *job) error {
 	if s.k != nil {
 		// The connection ended since the last call: the kernel died, or the
 		// connection dropped, or the server or container went away.
-		s.setState("starting")
+		s.setState(api.StateStarting)
 		if s.k.recover(ctx, s.e) {
 			s.setKernel(s.k)
 			return nil
@@ -190,10 +178,10 @@ func (s *session) ensureKernel(j *job) error {
 		s.setKernel(nil)
 	}
 	j.emit(Event{Type: "status", State: "starting"})
-	s.setState("starting")
+	s.setState(api.StateStarting)
 	k, err := s.e.acquireKernel(ctx, s)
 	if err != nil {
-		s.setState("dead")
+		s.setState(api.StateDead)
 		if errors.Is(err, ErrDisabled) {
 			return err
 		}
@@ -271,13 +259,13 @@ func (s *session) setKernel(k *kernel) {
 	s.kref = k
 	if k == nil {
 		s.state.KernelID = ""
-		s.state.State = "dead"
+		s.state.State = api.StateDead
 		return
 	}
 	s.state.KernelID = k.id
 }
 
-func (s *session) setState(state string) {
+func (s *session) setState(state api.SessionState) {
 	s.mu.Lock()
 	s.state.State = state
 	s.mu.Unlock()
@@ -295,12 +283,12 @@ func (s *session) touch(r *Result) {
 		}
 	}
 	switch {
-	case s.kref == nil && s.state.State != "new":
-		s.state.State = "dead"
+	case s.kref == nil && s.state.State != api.StateNew:
+		s.state.State = api.StateDead
 	case s.kref != nil && !s.kref.alive():
-		s.state.State = "dead"
+		s.state.State = api.StateDead
 	case s.kref != nil:
-		s.state.State = "idle"
+		s.state.State = api.StateIdle
 	}
 }
 

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"github.com/kernelbox/kernelbox/api"
+
 	"io"
 	"mime"
 	"net/http"
@@ -13,12 +15,12 @@ import (
 
 func (h *handler) artifacts(w http.ResponseWriter, r *http.Request) {
 	if h.o.Workspace == nil {
-		writeError(w, http.StatusNotFound, "not_found", "artifacts are not served")
+		writeError(w, http.StatusNotFound, api.CodeNotFound, "artifacts are not served")
 		return
 	}
 	id := r.PathValue("id")
 	if !executor.ValidSessionID(id) {
-		writeError(w, http.StatusBadRequest, "invalid_request", "invalid session id")
+		writeError(w, http.StatusBadRequest, api.CodeInvalidRequest, "invalid session id")
 		return
 	}
 	arts, err := h.o.Workspace.Artifacts(id)
@@ -34,7 +36,7 @@ func (h *handler) artifacts(w http.ResponseWriter, r *http.Request) {
 
 func (h *handler) artifact(w http.ResponseWriter, r *http.Request) {
 	if h.o.Workspace == nil {
-		writeError(w, http.StatusNotFound, "not_found", "artifacts are not served")
+		writeError(w, http.StatusNotFound, api.CodeNotFound, "artifacts are not served")
 		return
 	}
 	sess, name := r.PathValue("session"), r.PathValue("path")

@@ -4,6 +4,8 @@
 package httpapi
 
 import (
+	"github.com/kernelbox/kernelbox/api"
+
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -41,22 +43,11 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// ExecuteBody is the JSON body of POST /v1/sessions/{id}/execute.
-type ExecuteBody struct {
-	Code           string   `json:"code"`
-	Inputs         []string `json:"inputs,omitempty"`
-	TimeoutSeconds float64  `json:"timeout_seconds,omitempty"`
-}
+// ExecuteBody is the JSON body of POST /v1/sessions/{id}/execute; see api.ExecuteBody.
+type ExecuteBody = api.ExecuteBody
 
-// Health is the answer of GET /healthz.
-type Health struct {
-	// Status is "ok" or "degraded".
-	Status   string `json:"status"`
-	Backend  string `json:"backend"`
-	Sessions int    `json:"sessions"`
-	// Problem says why the backend cannot place sessions, when it cannot.
-	Problem string `json:"problem,omitempty"`
-}
+// Health is the answer of GET /healthz; see api.Health.
+type Health = api.Health
 
 type handler struct {
 	e    *executor.Executor
@@ -122,11 +113,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := h.csrf.Check(r); err != nil {
-		writeError(w, http.StatusForbidden, "cross_origin", "cross-origin browser requests are refused: "+err.Error())
+		writeError(w, http.StatusForbidden, api.CodeCrossOrigin, "cross-origin browser requests are refused: "+err.Error())
 		return
 	}
 	if r.Method == http.MethodPost && r.ContentLength != 0 && !isJSON(r.Header.Get("Content-Type")) {
-		writeError(w, http.StatusUnsupportedMediaType, "invalid_request", "send the body as Content-Type: application/json")
+		writeError(w, http.StatusUnsupportedMediaType, api.CodeInvalidRequest, "send the body as Content-Type: application/json")
 		return
 	}
 	limit := h.o.MaxBodyBytes
@@ -160,7 +151,7 @@ func authorized(r *http.Request, token string) bool {
 
 func unauthorized(w http.ResponseWriter) {
 	w.Header().Set("WWW-Authenticate", `Bearer realm="kernelbox"`)
-	writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong bearer token")
+	writeError(w, http.StatusUnauthorized, api.CodeUnauthorized, "missing or wrong bearer token")
 }
 
 // decode reads a JSON body strictly: unknown fields and trailing data are errors.

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"github.com/kernelbox/kernelbox/api"
+
 	"encoding/json"
 	"net/http"
 	"sync"
@@ -15,7 +17,7 @@ import (
 func (h *handler) executeSSE(w http.ResponseWriter, r *http.Request, req executor.Request) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
-		writeError(w, http.StatusNotAcceptable, "invalid_request", "streaming is not supported on this connection")
+		writeError(w, http.StatusNotAcceptable, api.CodeInvalidRequest, "streaming is not supported on this connection")
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")

@@ -1,6 +1,8 @@
 package mcpserver
 
 import (
+	"github.com/kernelbox/kernelbox/api"
+
 	"context"
 	"errors"
 	"fmt"
@@ -78,7 +80,7 @@ type ReadArtifactArgs struct {
 
 func (s *server) addArtifacts(srv *mcp.Server) {
 	sess := mustSchema[ListArtifactsArgs](nil)
-	sess.Properties["session_id"].Pattern = `^[A-Za-z0-9_-]{1,64}$`
+	sess.Properties["session_id"].Pattern = api.SessionIDPattern
 	mcp.AddTool(srv, &mcp.Tool{
 		Name:        "list_artifacts",
 		Title:       "List a session's artifacts",
@@ -88,7 +90,7 @@ func (s *server) addArtifacts(srv *mcp.Server) {
 	}, s.listArtifacts)
 
 	read := mustSchema[ReadArtifactArgs](nil)
-	read.Properties["session_id"].Pattern = `^[A-Za-z0-9_-]{1,64}$`
+	read.Properties["session_id"].Pattern = api.SessionIDPattern
 	read.Properties["offset"].Minimum = ptr(0.0)
 	read.Properties["max_bytes"].Minimum = ptr(1.0)
 	mcp.AddTool(srv, &mcp.Tool{

@@ -1,6 +1,8 @@
 package mcpserver
 
 import (
+	"github.com/kernelbox/kernelbox/api"
+
 	"context"
 	"errors"
 	"fmt"
@@ -18,7 +20,7 @@ import (
 // ExecuteArgs are execute_code's arguments.
 type ExecuteArgs struct {
 	Code           string   `json:"code" jsonschema:"Python source to run, as in a notebook cell: the value of the last expression is returned as result, IPython %magics and !shell commands work. input() is not available."`
-	SessionID      string   `json:"session_id,omitempty" jsonschema:"The session (kernel) to run in; calls with the same session_id share variables, imports and files. 1-64 characters of A-Z a-z 0-9 _ -. Defaults to \"default\"."`
+	SessionID      string   `json:"session_id,omitempty" jsonschema:"The session (kernel) to run in; calls with the same session_id share variables, imports and files. 1-64 characters of A-Z a-z 0-9 _ - (the pattern is in the schema). Defaults to \"default\"."`
 	Inputs         []string `json:"inputs,omitempty" jsonschema:"Host file paths (absolute, or relative to the server's working directory) to copy into the session before the code runs; each appears at inputs/<basename> (read it there, not at the host path). Every path is checked against the permission policy: a denied path fails the whole call and nothing runs."`
 	TimeoutSeconds float64  `json:"timeout_seconds,omitempty" jsonschema:"Time limit for this call in seconds. When it passes the code is interrupted and the result has status timeout; variables are kept unless state_lost is true."`
 }
@@ -57,7 +59,7 @@ type ArtifactInfo struct {
 
 func (s *server) addExecute(srv *mcp.Server) {
 	in := mustSchema[ExecuteArgs](nil)
-	in.Properties["session_id"].Pattern = `^[A-Za-z0-9_-]{1,64}$`
+	in.Properties["session_id"].Pattern = api.SessionIDPattern
 	in.Properties["code"].MinLength = jsonschema.Ptr(1)
 	in.Properties["timeout_seconds"].Minimum = jsonschema.Ptr(0.0)
 	out := mustSchema[ExecuteResult](&jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
@@ -128,11 +130,11 @@ func (s *server) execute(ctx context.Context, req *mcp.CallToolRequest, args Exe
 }
 
 // refusal turns an error from Execute (the call did not run) into the text of a
-// tool error: what happened, that nothing ran, and what to do about it.
+// tool error: what happened, that nothing ran, and what to do about it. The advice
+// is keyed by api's error codes, the one list every front end shares.
 func refusal(err error) error {
 	var denied *permissions.DeniedError
-	switch {
-	case errors.As(err, &denied):
+	if errors.As(err, &denied) {
 		var b strings.Builder
 		b.WriteString("Refused by the permission policy; nothing was run.\n")
 		for _, d := range denied.Decisions {
@@ -140,23 +142,25 @@ func refusal(err error) error {
 		}
 		b.WriteString("Only files the policy allows can be inputs (by default: files under the server's working directory, never keys or credentials). Drop the denied input, or ask the user to allow it in the policy.")
 		return errors.New(b.String())
-	case errors.Is(err, executor.ErrInvalidRequest):
-		return fmt.Errorf("%v. Nothing was run; fix the arguments and call again", err)
-	case errors.Is(err, executor.ErrDisabled):
-		return fmt.Errorf("%v. Nothing was run; tell the user, who must restart kernelbox with a backend", err)
-	case errors.Is(err, executor.ErrTooManySessions):
-		return fmt.Errorf("%v. Nothing was run; reuse a live session_id (see list_sessions)", err)
-	case errors.Is(err, executor.ErrQueueFull):
-		return fmt.Errorf("%v. Nothing was run; wait for the session's running calls, or use another session_id", err)
-	case errors.Is(err, executor.ErrBackend):
-		return fmt.Errorf("the kernel could not be started, so nothing was run: %v. Try again; if it keeps failing, tell the user", err)
-	case errors.Is(err, executor.ErrSessionClosed):
-		return fmt.Errorf("%v: the session was closed or reset while the call waited, so nothing was run; call again", err)
-	case errors.Is(err, executor.ErrClosed):
-		return fmt.Errorf("%v: kernelbox is shutting down; nothing was run", err)
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("the call was canceled before it ran (%v)", err)
-	default:
-		return fmt.Errorf("the call could not run: %v", err)
 	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("the call was canceled before it ran (%v)", err)
+	}
+	code, _ := api.CodeOf(err)
+	if advice, ok := refusalAdvice[code]; ok {
+		return fmt.Errorf(advice, err)
+	}
+	return fmt.Errorf("the call could not run: %v", err)
+}
+
+// refusalAdvice is what a model should do about each kind of refusal; %v is the error.
+var refusalAdvice = map[api.Code]string{
+	api.CodeInvalidRequest:  "%v. Nothing was run; fix the arguments and call again",
+	api.CodeDisabled:        "%v. Nothing was run; tell the user, who must restart kernelbox with a backend",
+	api.CodeTooManySessions: "%v. Nothing was run; reuse a live session_id (see list_sessions)",
+	api.CodeQueueFull:       "%v. Nothing was run; wait for the session's running calls, or use another session_id",
+	api.CodeBackend:         "the kernel could not be started, so nothing was run: %v. Try again; if it keeps failing, tell the user",
+	api.CodeSessionClosed:   "%v: the session was closed or reset while the call waited, so nothing was run; call again",
+	api.CodeShuttingDown:    "%v: kernelbox is shutting down; nothing was run",
+	api.CodeCanceled:        "the call was canceled before it ran (%v)",
 }

@@ -1,6 +1,8 @@
 package mcpserver
 
 import (
+	"github.com/kernelbox/kernelbox/api"
+
 	"context"
 	"errors"
 	"fmt"
@@ -33,7 +35,7 @@ A session that is not listed has no live kernel: execute_code with its id starts
 	}, s.listSessions)
 
 	in := mustSchema[SessionArgs](nil)
-	in.Properties["session_id"].Pattern = `^[A-Za-z0-9_-]{1,64}$`
+	in.Properties["session_id"].Pattern = api.SessionIDPattern
 	mcp.AddTool(srv, &mcp.Tool{
 		Name:        "reset_session",
 		Title:       "Restart a session's kernel",

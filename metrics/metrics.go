@@ -10,6 +10,8 @@
 package metrics
 
 import (
+	"github.com/kernelbox/kernelbox/api"
+
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -171,7 +173,7 @@ func (m *Metrics) WatchSessions(list func() []executor.SessionInfo) {
 
 // sessionStates are the states an executor session can be in, reported even when
 // zero so that a dashboard shows a flat line instead of no data.
-var sessionStates = []string{"new", "starting", "idle", "busy", "dead"}
+var sessionStates = []api.SessionState{api.StateNew, api.StateStarting, api.StateIdle, api.StateBusy, api.StateDead}
 
 // sessionCollector reports the sessions by state, read at scrape time.
 type sessionCollector struct {
@@ -190,7 +192,7 @@ func newSessionCollector(ns string) *sessionCollector {
 func (c *sessionCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 func (c *sessionCollector) Collect(ch chan<- prometheus.Metric) {
-	counts := make(map[string]int, len(sessionStates))
+	counts := make(map[api.SessionState]int, len(sessionStates))
 	for _, s := range sessionStates {
 		counts[s] = 0
 	}
@@ -200,6 +202,6 @@ func (c *sessionCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	for state, n := range counts {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), state)
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), string(state))
 	}
 }

@@ -1,6 +1,8 @@
 package workspace
 
 import (
+	"github.com/kernelbox/kernelbox/api"
+
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
@@ -27,26 +29,8 @@ const maxDepth = 32
 // its stat (git's "racy clean" problem).
 const racyWindow = time.Second
 
-// Artifact is a file in the shared artifacts directory.
-type Artifact struct {
-	// Path is the host path of the artifact.
-	Path string `json:"path"`
-
-	// Name is the path relative to the session's artifacts directory, slash-
-	// separated: for collected outputs, the path relative to outputs/; for saved
-	// display data, "display/<name>".
-	Name string `json:"name"`
-
-	// Size is the artifact's size in bytes.
-	Size int64 `json:"size"`
-
-	// SHA256 is the hex SHA-256 of the content. Collect and SaveDisplay fill it in;
-	// Manager.Artifacts leaves it empty rather than hash every file on each listing.
-	SHA256 string `json:"sha256,omitempty"`
-
-	// MIME is the media type, from the extension or else sniffed from the content.
-	MIME string `json:"mime"`
-}
+// Artifact is a file copied into the shared artifacts directory; see api.Artifact.
+type Artifact = api.Artifact
 
 // fileState is what a Collect saw of one output file.
 type fileState struct {

@@ -1,6 +1,8 @@
 package workspace
 
 import (
+	"github.com/kernelbox/kernelbox/api"
+
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -30,25 +32,9 @@ const maxNameBytes = 255
 // the OS is asked directly) and without blocking on a FIFO or a device.
 const openReadFlags = os.O_RDONLY | syscall.O_NOFOLLOW | syscall.O_NONBLOCK | syscall.O_CLOEXEC
 
-// validSessionID reports whether id is 1–64 characters of [A-Za-z0-9_-].
-func validSessionID(id string) bool {
-	if len(id) == 0 || len(id) > 64 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
-}
-
 // checkSessionID returns an error wrapping ErrInvalidSession unless id is valid.
 func checkSessionID(id string) error {
-	if !validSessionID(id) {
+	if !api.ValidSessionID(id) {
 		return fmt.Errorf("session %q: %w (want 1-64 characters of A-Z a-z 0-9 _ -)", id, ErrInvalidSession)
 	}
 	return nil

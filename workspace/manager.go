@@ -1,6 +1,8 @@
 package workspace
 
 import (
+	"github.com/kernelbox/kernelbox/api"
+
 	"errors"
 	"fmt"
 	"io"
@@ -342,7 +344,7 @@ func (m *Manager) Adopt(s *Session, id string) (*Session, error) {
 // everything in it; the session's artifacts stay. Removing a missing session is
 // not an error. Sessions still open for id stop working.
 func (m *Manager) Remove(id string) error {
-	if !validSessionID(id) && !isWarmID(id) {
+	if !api.ValidSessionID(id) && !isWarmID(id) {
 		return fmt.Errorf("remove session: %w", checkSessionID(id))
 	}
 	m.mu.Lock()

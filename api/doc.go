@@ -1,0 +1,9 @@
+// Package api holds kernelbox's wire types: what a call sends ([Request],
+// [ExecuteBody]), what it gets back ([Result], [Output], [Artifact], [Event]), what a
+// session looks like ([SessionInfo]), the error codes every front end speaks
+// ([Code], [CodeOf]) and the session-id rule ([ValidSessionID]).
+//
+// It is a leaf: it imports only the standard library, so a client binary that
+// imports it pulls in nothing of the executor, its backends or its protocol
+// machinery. Start reading at [Result].
+package api

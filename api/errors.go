@@ -1,0 +1,111 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+)
+
+// Errors callers branch on, shared by the executor (which wraps them with details)
+// and by clients (whose error answers match them with errors.Is).
+var (
+	// ErrDisabled: there is no backend that can run code (backend "none").
+	ErrDisabled = errors.New("code execution is disabled")
+
+	// ErrInvalidRequest: the request is malformed (session id, empty or huge code,
+	// bad inputs). Nothing was run.
+	ErrInvalidRequest = errors.New("invalid request")
+
+	// ErrDenied: the permission policy refused the call or one of its inputs.
+	// Nothing was staged or run.
+	ErrDenied = errors.New("permission denied")
+
+	// ErrTooManySessions: starting another session would exceed the limit.
+	ErrTooManySessions = errors.New("too many sessions")
+
+	// ErrQueueFull: the session already has as many calls waiting as it may.
+	ErrQueueFull = errors.New("session queue is full")
+
+	// ErrNotFound: the session (or call, or artifact) does not exist.
+	ErrNotFound = errors.New("not found")
+
+	// ErrSessionClosed: the session was closed or reset while the call waited.
+	ErrSessionClosed = errors.New("session closed")
+
+	// ErrClosed: the executor is closed (shutting down).
+	ErrClosed = errors.New("executor closed")
+
+	// ErrBackend: the backend could not provide a kernel (server or container
+	// failed to start). The call did not run.
+	ErrBackend = errors.New("backend failure")
+)
+
+// Code is the machine-readable kind of an error answer.
+type Code string
+
+// The error codes of the HTTP API, the Go client and the MCP tools.
+const (
+	CodeInvalidRequest  Code = "invalid_request"
+	CodeUnauthorized    Code = "unauthorized"
+	CodeDenied          Code = "permission_denied"
+	CodeNotFound        Code = "not_found"
+	CodeDisabled        Code = "disabled"
+	CodeTooManySessions Code = "too_many_sessions"
+	CodeQueueFull       Code = "queue_full"
+	CodeSessionClosed   Code = "session_closed"
+	CodeShuttingDown    Code = "shutting_down"
+	CodeBackend         Code = "backend_error"
+	CodeCanceled        Code = "canceled"
+	CodeCrossOrigin     Code = "cross_origin"
+	CodeInternal        Code = "internal"
+)
+
+// codes is the one table of error kinds: the sentinel, its code and its HTTP status.
+var codes = []struct {
+	err    error
+	code   Code
+	status int
+}{
+	{ErrInvalidRequest, CodeInvalidRequest, http.StatusBadRequest},
+	{ErrDenied, CodeDenied, http.StatusForbidden},
+	{ErrDisabled, CodeDisabled, http.StatusServiceUnavailable},
+	{ErrTooManySessions, CodeTooManySessions, http.StatusTooManyRequests},
+	{ErrQueueFull, CodeQueueFull, http.StatusTooManyRequests},
+	{ErrNotFound, CodeNotFound, http.StatusNotFound},
+	{ErrSessionClosed, CodeSessionClosed, http.StatusConflict},
+	{ErrClosed, CodeShuttingDown, http.StatusServiceUnavailable},
+	{ErrBackend, CodeBackend, http.StatusBadGateway},
+	{context.Canceled, CodeCanceled, 499},
+}
+
+// CodeOf returns the code and HTTP status for err: the first sentinel of the table
+// that err matches with errors.Is, or internal (500).
+func CodeOf(err error) (Code, int) {
+	for _, c := range codes {
+		if errors.Is(err, c.err) {
+			return c.code, c.status
+		}
+	}
+	return CodeInternal, http.StatusInternalServerError
+}
+
+// ErrorOf returns the sentinel error for code, or nil when it has none.
+func ErrorOf(code Code) error {
+	for _, c := range codes {
+		if c.code == code {
+			return c.err
+		}
+	}
+	return nil
+}
+
+// ErrorBody is the JSON body of every non-2xx answer.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is a machine-readable code and a human-readable message.
+type ErrorDetail struct {
+	Code    Code   `json:"code"`
+	Message string `json:"message"`
+}

@@ -1,0 +1,23 @@
+package api
+
+// Event is one thing that happened during a streamed call, in order: a status
+// change, a chunk of a stream, a rich output, an error.
+type Event struct {
+	// Type is "status", "stream", "display", "update_display", "result", "error" or
+	// "clear_output".
+	Type string `json:"type"`
+
+	// State is set for status events: "queued" (waiting behind other calls of the
+	// session), "starting" (a kernel is being started), "running".
+	State string `json:"state,omitempty"`
+
+	// Name and Text are set for stream events: one chunk of stdout or stderr.
+	Name string `json:"name,omitempty"`
+	Text string `json:"text,omitempty"`
+
+	// Output is set for display, update_display, result and error events.
+	Output *Output `json:"output,omitempty"`
+
+	// Wait is set for clear_output events that wait for the next output.
+	Wait bool `json:"wait,omitempty"`
+}

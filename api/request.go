@@ -1,0 +1,33 @@
+package api
+
+import "time"
+
+// Request is one call: run Code in the session's kernel after staging Inputs.
+type Request struct {
+	// SessionID names the session (and so the kernel); see [ValidSessionID]. Calls
+	// with the same id share variables, imports and files.
+	SessionID string `json:"session_id"`
+
+	// Code is the Python source to run. It must not be empty or blank.
+	Code string `json:"code"`
+
+	// Inputs are host paths to copy into the session's inputs/ directory before
+	// the code runs; the code finds each at inputs/<basename>. Every path is
+	// checked against the permission policy for filesystem.read.
+	Inputs []string `json:"inputs,omitempty"`
+
+	// Timeout bounds the execution. Zero means the server's default.
+	Timeout time.Duration `json:"-"`
+}
+
+// ExecuteBody is the JSON body of POST /v1/sessions/{id}/execute.
+type ExecuteBody struct {
+	Code           string   `json:"code"`
+	Inputs         []string `json:"inputs,omitempty"`
+	TimeoutSeconds float64  `json:"timeout_seconds,omitempty"`
+}
+
+// Body returns the wire form of r (the session id travels in the URL).
+func (r Request) Body() ExecuteBody {
+	return ExecuteBody{Code: r.Code, Inputs: r.Inputs, TimeoutSeconds: r.Timeout.Seconds()}
+}
