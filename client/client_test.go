@@ -26,7 +26,7 @@ import (
 func newServer(t *testing.T) (*client.Client, string, string) {
 	t.Helper()
 	te := testexec.Local(t, nil)
-	srv := httptest.NewServer(httpapi.New(te.Exec, te.Backend, httpapi.Options{Token: "secret", Workspace: te.WS}))
+	srv := httptest.NewServer(httpapi.New(te.Exec, httpapi.Options{Token: "secret", Workspace: te.WS}))
 	t.Cleanup(srv.Close)
 	c, err := client.New(srv.URL, &client.Options{Token: "secret"})
 	require.NoError(t, err)

@@ -87,7 +87,7 @@ func ExampleAPIError() {
 		log.Fatal(err)
 	}
 	defer e.Close()
-	srv := httptest.NewServer(httpapi.New(e, nil, httpapi.Options{Workspace: ws}))
+	srv := httptest.NewServer(httpapi.New(e, httpapi.Options{Workspace: ws}))
 	defer srv.Close()
 
 	c, err := client.New(srv.URL, nil)

@@ -65,8 +65,8 @@ func dispatch(event string, data []byte, onEvent func(api.Event)) (*api.Result, 
 	case "failed":
 		var f struct {
 			Error      api.ErrorDetail `json:"error"`
-			HTTPStatus int                 `json:"http_status"`
-			Result     *api.Result    `json:"result"`
+			HTTPStatus int             `json:"http_status"`
+			Result     *api.Result     `json:"result"`
 		}
 		if err := json.Unmarshal(data, &f); err != nil {
 			return nil, true, fmt.Errorf("kernelbox: decode failure: %w", err)

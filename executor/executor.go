@@ -105,6 +105,19 @@ func (e *Executor) Backend() string {
 	return e.opts.Backend.Name()
 }
 
+// Health reports whether the executor can place sessions right now: nil when its
+// backend says it can (or cannot tell), the backend's problem otherwise. An executor
+// with execution disabled is healthy: it does what it was configured to do.
+func (e *Executor) Health(ctx context.Context) error {
+	if e.disabled != nil {
+		return nil
+	}
+	if hc, ok := e.opts.Backend.(HealthChecker); ok {
+		return hc.Health(ctx)
+	}
+	return nil
+}
+
 // Execute runs one call and returns its result. The error is non-nil only when the
 // call could not run: an invalid request (ErrInvalidRequest), a denial (ErrDenied; the
 // result is then also returned, with status denied), execution disabled (ErrDisabled),

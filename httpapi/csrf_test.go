@@ -23,7 +23,7 @@ func TestCrossOriginRefused(t *testing.T) {
 	e, err := executor.New(executor.Options{Workspace: ws})
 	require.NoError(t, err)
 	defer e.Close()
-	srv := httptest.NewServer(httpapi.New(e, nil, httpapi.Options{Workspace: ws}))
+	srv := httptest.NewServer(httpapi.New(e, httpapi.Options{Workspace: ws}))
 	defer srv.Close()
 
 	for _, tc := range []struct {

@@ -54,7 +54,6 @@ type handler struct {
 	o    Options
 	log  *slog.Logger
 	mux  *http.ServeMux
-	back executor.Backend
 	csrf *http.CrossOriginProtection
 }
 
@@ -81,7 +80,7 @@ func isJSON(ct string) bool {
 // browser run code on a kernelbox listening on localhost without a token.
 //
 // backend may be nil; it is used for /healthz only.
-func New(e *executor.Executor, backend executor.Backend, o Options) http.Handler {
+func New(e *executor.Executor, o Options) http.Handler {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 4 << 20
 	}
@@ -91,7 +90,7 @@ func New(e *executor.Executor, backend executor.Backend, o Options) http.Handler
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &handler{e: e, o: o, log: o.Logger, mux: http.NewServeMux(), back: backend}
+	h := &handler{e: e, o: o, log: o.Logger, mux: http.NewServeMux()}
 	h.mux.HandleFunc("POST /v1/sessions/{id}/execute", h.execute)
 	h.mux.HandleFunc("GET /v1/sessions", h.sessions)
 	h.mux.HandleFunc("GET /v1/sessions/{id}", h.session)
@@ -251,14 +250,12 @@ func (h *handler) reset(w http.ResponseWriter, r *http.Request) {
 
 func (h *handler) health(w http.ResponseWriter, r *http.Request) {
 	hl := Health{Status: "ok", Backend: h.e.Backend(), Sessions: len(h.e.Sessions())}
-	if hc, ok := h.back.(executor.HealthChecker); ok {
-		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-		defer cancel()
-		if err := hc.Health(ctx); err != nil {
-			hl.Status, hl.Problem = "degraded", err.Error()
-			writeJSON(w, http.StatusServiceUnavailable, hl)
-			return
-		}
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	if err := h.e.Health(ctx); err != nil {
+		hl.Status, hl.Problem = "degraded", err.Error()
+		writeJSON(w, http.StatusServiceUnavailable, hl)
+		return
 	}
 	writeJSON(w, http.StatusOK, hl)
 }

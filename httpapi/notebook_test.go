@@ -37,17 +37,16 @@ func notebookServer(t *testing.T, local bool, o httpapi.Options) *httptest.Serve
 		},
 		InterruptGrace: 2 * time.Second,
 	}
-	var backend executor.Backend
 	if local {
 		b, err := localBackend(t)
 		require.NoError(t, err)
-		opts.Backend, backend = b, b
+		opts.Backend = b
 	}
 	e, err := executor.New(opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, e.Close()) })
 	o.Workspace = ws
-	srv := httptest.NewServer(httpapi.New(e, backend, o))
+	srv := httptest.NewServer(httpapi.New(e, o))
 	t.Cleanup(srv.Close)
 	return srv
 }

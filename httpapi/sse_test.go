@@ -24,7 +24,7 @@ import (
 func sseServer(t *testing.T) (*httptest.Server, string) {
 	t.Helper()
 	te := testexec.Local(t, nil)
-	srv := httptest.NewServer(httpapi.New(te.Exec, te.Backend, httpapi.Options{Token: "tok", Workspace: te.WS}))
+	srv := httptest.NewServer(httpapi.New(te.Exec, httpapi.Options{Token: "tok", Workspace: te.WS}))
 	t.Cleanup(srv.Close)
 	return srv, te.Data
 }

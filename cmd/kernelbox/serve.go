@@ -60,7 +60,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer os.Remove(addr)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/", httpapi.New(en.exec, en.backend, httpapi.Options{Token: *token, Workspace: en.ws, Logger: log}))
+	mux.Handle("/", httpapi.New(en.exec, httpapi.Options{Token: *token, Workspace: en.ws, Logger: log}))
 	mountMCP(mux, en, *token, log)
 	mountMetrics(mux, en, *token)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
