@@ -1,6 +1,8 @@
 package httpapi_test
 
 import (
+	"github.com/kernelbox/kernelbox/api"
+
 	"bufio"
 	"encoding/json"
 	"net/http"
@@ -117,7 +119,7 @@ func TestExecuteSSE(t *testing.T) {
 			Result     *executor.Result    `json:"result"`
 		}
 		require.NoError(t, json.Unmarshal([]byte(events[0].data), &f))
-		assert.Equal(t, "permission_denied", f.Error.Code)
+		assert.Equal(t, api.CodeDenied, f.Error.Code)
 		assert.Equal(t, http.StatusForbidden, f.HTTPStatus)
 		assert.Contains(t, f.Error.Message, "SSH keys")
 		require.NotNil(t, f.Result)
