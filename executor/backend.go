@@ -112,20 +112,32 @@ type DataMounter interface {
 // the staged names, and with none for a fresh kernel, which must create inputs/ and
 // outputs/ in its working directory); after every call it calls PullOutputs, which
 // copies new or changed files under the kernel's outputs/ into hostDir/outputs/,
-// before artifacts are collected from there. conn is the session's kernel connection.
+// before artifacts are collected from there. conn is the session's kernel connection,
+// lent for the duration of the call: a placement must not keep it.
+//
+// The executor calls these methods from the session's worker, one at a time.
 type FileSyncer interface {
 	PushInputs(ctx context.Context, conn *jupyter.Conn, hostDir string, names []string) error
-	PullOutputs(ctx context.Context, conn *jupyter.Conn, hostDir string) error
+
+	// OutputsProbe returns a Python expression whose value tells whether the
+	// kernel's outputs/ changed, or "" for none. The executor adds it to each call's
+	// execute_request as the user expression "kernelbox_outputs", which saves a round
+	// trip per call.
+	OutputsProbe() string
+
+	// PullOutputs copies what changed. probe is the probe expression's result from
+	// the call's execute_reply, or nil when there is none (no probe was asked for,
+	// or the code raised, timed out or the kernel died): the syncer then looks for
+	// itself.
+	PullOutputs(ctx context.Context, conn *jupyter.Conn, hostDir string, probe json.RawMessage) error
 }
 
-// OutputsProber is implemented by FileSyncer placements that can tell from a call's
-// own execute_reply whether the kernel's outputs/ changed, which saves a round trip
-// per call. The executor adds ProbeExpression's result (unless "") to the call's
-// execute_request as the user expression "kernelbox_outputs", and after the call
-// calls PullProbedOutputs instead of PullOutputs, with that expression's result from
-// the execute_reply (nil when there is none: the code raised, timed out or the
-// kernel died).
-type OutputsProber interface {
-	ProbeExpression() string
-	PullProbedOutputs(ctx context.Context, conn *jupyter.Conn, hostDir string, probe json.RawMessage) error
+// LossReporter is implemented by placements whose server can go away for good while
+// their session lives, for example a remote gateway that left the rotation. Lost
+// returns a channel that is closed when that happens. The executor then closes the
+// session's kernel connection (a call in flight ends as kernel_died, with Diagnoser's
+// reason when the placement is one), and the session's next call starts a fresh
+// kernel on a new placement instead of reconnecting, and reports state_lost.
+type LossReporter interface {
+	Lost() <-chan struct{}
 }

@@ -17,6 +17,10 @@ type kernel struct {
 	id        string
 	conn      *jupyter.Conn
 	fresh     bool // started or restarted since files were last pushed (FileSyncer)
+
+	// lost is the placement's LossReporter channel, or nil: once it is closed the
+	// kernel is abandoned, never reconnected to.
+	lost <-chan struct{}
 }
 
 // startKernel places a session, starts its kernel and connects to it.
@@ -26,6 +30,9 @@ func (e *Executor) startKernel(ctx context.Context, spec SessionSpec) (_ *kernel
 		return nil, err
 	}
 	k := &kernel{placement: p}
+	if lr, ok := p.(LossReporter); ok {
+		k.lost = lr.Lost()
+	}
 	defer func() {
 		if err != nil {
 			_ = k.shutdown(context.Background(), e.opts.ShutdownTimeout)
@@ -177,13 +184,52 @@ func probe(ctx context.Context, conn *jupyter.Conn) error {
 
 // alive reports whether the kernel's connection is usable.
 func (k *kernel) alive() bool {
-	return k != nil && k.conn != nil && k.conn.Err() == nil
+	return k != nil && k.conn != nil && k.conn.Err() == nil && !k.abandoned()
+}
+
+// abandoned reports whether the placement said its server is gone for good.
+func (k *kernel) abandoned() bool {
+	if k == nil || k.lost == nil {
+		return false
+	}
+	select {
+	case <-k.lost:
+		return true
+	default:
+		return false
+	}
+}
+
+// closeOnLost closes the kernel's connection if the placement reports its server
+// lost before stop is called, so that a call in flight ends at once instead of
+// waiting for a server that is gone. stop ends the watch and waits for it.
+func (k *kernel) closeOnLost() (stop func()) {
+	if k.lost == nil || k.conn == nil {
+		return func() {}
+	}
+	conn := k.conn
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-k.lost:
+			_ = conn.Close()
+		case <-quit:
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+	}
 }
 
 // recover tries to reconnect to the same kernel after its connection ended. It
 // reports whether that worked; the kernel may have been restarted by the server,
 // so a FileSyncer placement is asked to set it up again (fresh).
 func (k *kernel) recover(ctx context.Context, e *Executor) bool {
+	if k.abandoned() {
+		return false
+	}
 	kr, err := k.client.Kernel(ctx, k.id)
 	if err != nil || kr.ExecutionState == "dead" {
 		return false

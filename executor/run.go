@@ -61,11 +61,13 @@ func (s *session) execute(j *job) (*Result, error) {
 	col := newCollector(o, j.onEvent)
 	j.emit(Event{Type: "status", State: "running"})
 	req := jupyter.ExecuteRequest{Code: j.req.Code, StoreHistory: true}
-	if pr, ok := s.k.placement.(OutputsProber); ok {
-		if expr := pr.ProbeExpression(); expr != "" {
+	if syncer != nil {
+		if expr := syncer.OutputsProbe(); expr != "" {
 			req.UserExpressions = map[string]string{probeKey: expr}
 		}
 	}
+	stopWatch := s.k.closeOnLost()
+	defer stopWatch()
 	ex, err := s.k.conn.Execute(runCtx, req)
 	if err != nil {
 		s.kernelFailed(r, err)
@@ -225,12 +227,7 @@ func (s *session) collect(r *Result, col *collector, ex *jupyter.Execution) {
 	// A kernel that is gone (a restart after a timeout failed) has nothing to pull.
 	if syncer, ok := s.syncer(); ok && s.k.alive() {
 		ctx, cancel := context.WithTimeout(s.ctx, s.e.opts.StartTimeout)
-		var err error
-		if pr, ok := syncer.(OutputsProber); ok {
-			err = pr.PullProbedOutputs(ctx, s.k.conn, s.ws.Dir(), probeResult(ex))
-		} else {
-			err = syncer.PullOutputs(ctx, s.k.conn, s.ws.Dir())
-		}
+		err := syncer.PullOutputs(ctx, s.k.conn, s.ws.Dir(), probeResult(ex))
 		cancel()
 		if err != nil {
 			r.Notes = append(r.Notes, "outputs: pulling files from the kernel failed: "+err.Error())
@@ -292,10 +289,10 @@ func (s *session) syncer() (FileSyncer, bool) {
 	return fs, ok
 }
 
-// probeKey names the OutputsProber's user expression in a call's execute_request.
+// probeKey names the FileSyncer's outputs probe in a call's execute_request.
 const probeKey = "kernelbox_outputs"
 
-// probeResult returns the OutputsProber expression's result from the call's reply.
+// probeResult returns the outputs probe's result from the call's reply.
 func probeResult(ex *jupyter.Execution) json.RawMessage {
 	if ex == nil {
 		return nil

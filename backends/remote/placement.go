@@ -30,16 +30,17 @@ type Placement struct {
 	lostWhy  string        // set when the gateway left the rotation
 	lostConn *jupyter.Conn // the connection closed then
 	closed   bool
+	lost     chan struct{} // closed by lose
 
 	// sync state, owned by the session's worker
 	sync syncState
 }
 
 var (
-	_ executor.Placement     = (*Placement)(nil)
-	_ executor.Diagnoser     = (*Placement)(nil)
-	_ executor.FileSyncer    = (*Placement)(nil)
-	_ executor.OutputsProber = (*Placement)(nil)
+	_ executor.Placement    = (*Placement)(nil)
+	_ executor.Diagnoser    = (*Placement)(nil)
+	_ executor.FileSyncer   = (*Placement)(nil)
+	_ executor.LossReporter = (*Placement)(nil)
 )
 
 func (b *Backend) newPlacement(g *gateway, spec executor.SessionSpec) *Placement {
@@ -54,6 +55,7 @@ func (b *Backend) newPlacement(g *gateway, spec executor.SessionSpec) *Placement
 			KernelEnv:  b.kernelEnv(),
 		},
 	}
+	p.lost = make(chan struct{})
 	p.sync.init()
 	g.register(p)
 	return p
@@ -102,6 +104,11 @@ func (p *Placement) track(conn *jupyter.Conn) error {
 // call in flight fails, and Diagnose says why.
 func (p *Placement) lose(why string) {
 	p.mu.Lock()
+	select {
+	case <-p.lost:
+	default:
+		close(p.lost)
+	}
 	p.lostWhy = why
 	conn := p.conn
 	p.lostConn, p.conn = conn, nil
@@ -115,6 +122,10 @@ func (p *Placement) lose(why string) {
 		_ = conn.Close()
 	}
 }
+
+// Lost returns a channel closed when the placement's gateway leaves the rotation
+// (see executor.LossReporter): the session then moves to another gateway.
+func (p *Placement) Lost() <-chan struct{} { return p.lost }
 
 // lostReason says why the gateway left the rotation, or "" while it has not.
 func (p *Placement) lostReason() string {

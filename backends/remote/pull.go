@@ -76,11 +76,11 @@ func (p *Placement) probeArgs(fp string, inline int) map[string]any {
 	return map[string]any{"fp": fp, "max": p.b.opts.MaxOutputFiles, "depth": maxDepth, "inline": inline}
 }
 
-// ProbeExpression returns the user expression that, evaluated after a call's code,
-// tells whether the kernel's outputs/ changed (see executor.OutputsProber). It is
+// OutputsProbe returns the user expression that, evaluated after a call's code,
+// tells whether the kernel's outputs/ changed (see executor.FileSyncer). It is
 // "" until the session's remote directory is set up. It is a plain call with literal
 // arguments, to keep the cost on every call small.
-func (p *Placement) ProbeExpression() string {
+func (p *Placement) OutputsProbe() string {
 	if p.sync.dir == "" || !plainFP(p.sync.fp) {
 		return ""
 	}
@@ -97,9 +97,14 @@ func plainFP(fp string) bool {
 	return true
 }
 
-// PullProbedOutputs is PullOutputs given the probe expression's result from the
-// call's execute_reply; with nil (no result) it asks the kernel itself.
-func (p *Placement) PullProbedOutputs(ctx context.Context, conn *jupyter.Conn, hostDir string, probe json.RawMessage) error {
+// PullOutputs copies the new or changed regular files of the kernel's outputs/ into
+// hostDir/outputs/, where the executor collects artifacts from as for every backend.
+// Symlinks and special files are skipped (never followed); a file over MaxFileBytes
+// is skipped with a note, once per version. Each file's SHA-256 as computed by the
+// kernel is checked against what arrived. Files already on the host with the same
+// content are not fetched again. probe is the OutputsProbe expression's result from
+// the call's execute_reply; with nil (no result) it asks the kernel itself.
+func (p *Placement) PullOutputs(ctx context.Context, conn *jupyter.Conn, hostDir string, probe json.RawMessage) error {
 	var ls *listing
 	if len(probe) > 0 {
 		var r exprResult
@@ -120,16 +125,6 @@ func (p *Placement) PullProbedOutputs(ctx context.Context, conn *jupyter.Conn, h
 		return p.track(conn)
 	}
 	return p.pull(ctx, conn, hostDir, ls)
-}
-
-// PullOutputs copies the new or changed regular files of the kernel's outputs/ into
-// hostDir/outputs/, where the executor collects artifacts from as for every backend.
-// Symlinks and special files are skipped (never followed); a file over MaxFileBytes
-// is skipped with a note, once per version. Each file's SHA-256 as computed by the
-// kernel is checked against what arrived. Files already on the host with the same
-// content are not fetched again.
-func (p *Placement) PullOutputs(ctx context.Context, conn *jupyter.Conn, hostDir string) error {
-	return p.pull(ctx, conn, hostDir, nil)
 }
 
 func (p *Placement) pull(ctx context.Context, conn *jupyter.Conn, hostDir string, ls *listing) error {

@@ -128,7 +128,7 @@ func TestTransferThroughput(t *testing.T) {
 		name := fmt.Sprintf("out%d.bin", i)
 		sum := r.run(t, fmt.Sprintf("import os, hashlib\nd = os.urandom(%d)\nopen('outputs/%s','wb').write(d)\nprint(hashlib.sha256(d).hexdigest())", size, name))
 		start := time.Now()
-		require.NoError(t, r.p.PullOutputs(ctx, r.conn, r.host))
+		require.NoError(t, r.p.PullOutputs(ctx, r.conn, r.host, nil))
 		pull = append(pull, time.Since(start))
 		b, err := os.ReadFile(filepath.Join(r.host, "outputs", name))
 		require.NoError(t, err)
