@@ -20,7 +20,7 @@ import (
 // ExecuteArgs are execute_code's arguments.
 type ExecuteArgs struct {
 	Code           string   `json:"code" jsonschema:"Python source to run, as in a notebook cell: the value of the last expression is returned as result, IPython %magics and !shell commands work. input() is not available."`
-	SessionID      string   `json:"session_id,omitempty" jsonschema:"The session (kernel) to run in; calls with the same session_id share variables, imports and files. 1-64 characters of A-Z a-z 0-9 _ - (the pattern is in the schema). Defaults to \"default\"."`
+	SessionID      string   `json:"session_id,omitempty" jsonschema:"The session (kernel) to run in; calls with the same session_id share variables, imports and files. Defaults to \"default\"."`
 	Inputs         []string `json:"inputs,omitempty" jsonschema:"Host file paths (absolute, or relative to the server's working directory) to copy into the session before the code runs; each appears at inputs/<basename> (read it there, not at the host path). Every path is checked against the permission policy: a denied path fails the whole call and nothing runs."`
 	TimeoutSeconds float64  `json:"timeout_seconds,omitempty" jsonschema:"Time limit for this call in seconds. When it passes the code is interrupted and the result has status timeout; variables are kept unless state_lost is true."`
 }
@@ -60,6 +60,7 @@ type ArtifactInfo struct {
 func (s *server) addExecute(srv *mcp.Server) {
 	in := mustSchema[ExecuteArgs](nil)
 	in.Properties["session_id"].Pattern = api.SessionIDPattern
+	in.Properties["session_id"].Description += " " + api.SessionIDRule + "."
 	in.Properties["code"].MinLength = jsonschema.Ptr(1)
 	in.Properties["timeout_seconds"].Minimum = jsonschema.Ptr(0.0)
 	out := mustSchema[ExecuteResult](&jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
