@@ -1,0 +1,82 @@
+package jupyter
+
+// Dispatching: each message the reader decodes goes to the call it answers.
+
+// dispatch routes one message to the call it answers.
+func (c *Conn) dispatch(m *Message) {
+	if m.Channel == ChannelIOPub && m.Header.MsgType == "status" && m.ParentHeader.MsgID == "" {
+		var st StatusContent
+		_ = m.DecodeContent(&st)
+		if st.ExecutionState == "restarting" || st.ExecutionState == "dead" {
+			c.kernelDied(st.ExecutionState)
+		}
+		return
+	}
+	parent := m.ParentHeader.MsgID
+	if parent == "" {
+		return
+	}
+	c.mu.Lock()
+	cl := c.pending[parent]
+	c.mu.Unlock()
+	if cl == nil {
+		return // a message for someone else, or for a call already finished
+	}
+	switch {
+	case m.Channel == ChannelShell || m.Channel == ChannelControl:
+		cl.reply = m
+		if !cl.execute || cl.idle {
+			c.complete(cl)
+		}
+	case m.Channel != ChannelIOPub || !cl.execute:
+		// stdin requests cannot happen (allow_stdin is false); iopub traffic of
+		// non-execute requests is of no interest.
+	case m.Header.MsgType == "status":
+		var st StatusContent
+		_ = m.DecodeContent(&st)
+		if st.ExecutionState == "idle" {
+			cl.idle = true
+			if cl.reply != nil {
+				c.complete(cl)
+			}
+		}
+	case m.Header.MsgType == "execute_input":
+	default:
+		c.queue(cl, m)
+	}
+}
+
+// queue hands an output message to its execution, first waiting while the
+// execution holds more than maxQueuedBytes its reader has not taken. It gives up
+// when the caller abandons the call or the connection is closed.
+func (c *Conn) queue(cl *call, m *Message) {
+	size := m.size()
+	for cl.queued.Load() > 0 && cl.queued.Load()+size > maxQueuedBytes {
+		select {
+		case <-cl.taken:
+		case <-cl.gone:
+			return
+		case <-c.stop:
+			return
+		}
+	}
+	cl.queued.Add(size)
+	select {
+	case cl.msgs <- m:
+	case <-cl.gone:
+	case <-c.stop:
+	}
+}
+
+// maxQueuedBytes bounds the output an execution holds that its reader has not taken
+// yet (one message is always let through, whatever its size).
+const maxQueuedBytes = 16 << 20
+
+// size is the memory a message holds, roughly.
+func (m *Message) size() int64 {
+	n := len(m.Content) + len(m.Metadata)
+	for _, b := range m.Buffers {
+		n += len(b)
+	}
+	return int64(n)
+}

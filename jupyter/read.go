@@ -1,0 +1,108 @@
+package jupyter
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// Reading: the one goroutine that reads the WebSocket, and the bounded read of one
+// message.
+
+// readLoop is the one goroutine that reads the WebSocket.
+func (c *Conn) readLoop() {
+	defer c.wg.Done()
+	defer close(c.done)
+	for {
+		c.wmu.Lock()
+		ws, proto := c.ws, c.proto
+		c.wmu.Unlock()
+		m, err := c.read(ws, proto)
+		if err == nil {
+			c.dispatch(m)
+			continue
+		}
+		if errors.Is(err, errMalformed) {
+			c.log.Warn("dropping malformed kernel message", "err", err)
+			continue
+		}
+		if c.closing.Load() {
+			c.fail(ErrClosed) // keeps an earlier error, such as a kernel death
+			return
+		}
+		c.log.Info("kernel websocket dropped; reconnecting", "err", err)
+		if rerr := c.reconnect(); rerr != nil {
+			if c.closing.Load() {
+				c.fail(ErrClosed)
+				return
+			}
+			c.fail(fmt.Errorf("%w: %v (reconnect: %v)", ErrConnectionLost, err, rerr))
+			return
+		}
+	}
+}
+
+// read reads one message, bounding its memory by MaxMessageBytes.
+func (c *Conn) read(ws *websocket.Conn, proto Protocol) (*Message, error) {
+	frame, r, err := ws.NextReader()
+	if err != nil {
+		return nil, err
+	}
+	_ = c.extendDeadline(ws)
+	data, total, err := readLimited(r, c.opts.MaxMessageBytes)
+	if err != nil {
+		return nil, err
+	}
+	if total > int64(len(data)) {
+		// Headers come first; keep them and SalvageBytes of text.
+		data = data[:min(len(data), c.opts.SalvageBytes+64<<10)]
+		if proto == ProtocolV1 {
+			return salvageV1(data, total)
+		}
+		return salvageLegacy(data, total)
+	}
+	switch {
+	case proto == ProtocolV1:
+		return decodeV1(data)
+	case frame == websocket.BinaryMessage:
+		return decodeLegacyBinary(data)
+	default:
+		return decodeLegacyText(data)
+	}
+}
+
+// readLimited reads r to its end, keeping at most max bytes, and returns the total
+// length read.
+func readLimited(r io.Reader, max int) ([]byte, int64, error) {
+	buf := make([]byte, 0, min(4096, max))
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) >= max {
+				n, err := io.Copy(io.Discard, r)
+				return buf, int64(len(buf)) + n, err
+			}
+			grow := cap(buf) * 2
+			if grow > max {
+				grow = max
+			}
+			nb := make([]byte, len(buf), grow)
+			copy(nb, buf)
+			buf = nb
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, int64(len(buf)), nil
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+	}
+}
+
+func (c *Conn) extendDeadline(ws *websocket.Conn) error {
+	return ws.SetReadDeadline(time.Now().Add(3 * c.opts.PingInterval))
+}
