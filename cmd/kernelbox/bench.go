@@ -17,11 +17,17 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	python := fs.String("python", "", "Python with jupyter_client (default: KERNELBOX_PYTHON, /usr/bin/python3, python3)")
 	ref := fs.String("reference", "bench/reference.py", "path of the reference script")
 	only := fs.String("scenarios", "", "comma-separated scenarios to run: cold, trivial, stream, lines, stage, restage, artifacts, warm (default all)")
+	placement := fs.Int("placement", 0, "instead: place N sessions over --gateways local Jupyter Servers through the remote backend, then on one, then kill a gateway (200 in the README)")
+	gateways := fs.Int("gateways", 4, "gateways for --placement")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	py, err := pyfind.Find(*python)
 	if err != nil {
+		return err
+	}
+	if *placement > 0 {
+		_, err = bench.RunPlacement(ctx, bench.PlacementConfig{Python: py, Gateways: *gateways, Sessions: *placement, Out: stdout})
 		return err
 	}
 	_, err = bench.Run(ctx, bench.Config{
