@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,18 +40,87 @@ func TestConnectCancelEndsHeldHandshake(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// A context that ends after the handshake leaves the connection alone.
+// A context that ends after the handshake leaves the connection alone: nothing the
+// dial armed on it touches the socket, so the first WebSocket keeps working and is
+// never re-dialled.
 func TestConnectContextEndingLaterKeepsConnection(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, nil, nil, nil)
-	ctx, cancel := context.WithCancel(context.Background())
+	before := len(f.kernel.Sessions())
+	ctx := newSyncCancelContext()
 	conn, err := f.client.Connect(ctx, f.kernel.ID, nil)
 	require.NoError(t, err)
 	defer conn.Close()
-	cancel()
-	time.Sleep(50 * time.Millisecond)
+	// Whatever the cancellation triggers in the client has run once cancel returns.
+	ctx.cancel()
 	_, err = conn.KernelInfo(testCtx(t))
 	require.NoError(t, err)
+	require.Len(t, f.kernel.Sessions(), before+1, "the connection was re-dialled")
+}
+
+// syncCancelContext is a context whose cancel runs the functions registered on it
+// with context.AfterFunc (directly or by a derived context) before it returns,
+// where a standard context starts each in its own goroutine: a test then knows
+// without waiting that they have run.
+type syncCancelContext struct {
+	context.Context // Background: no deadline, no values
+
+	mu    sync.Mutex
+	done  chan struct{}
+	err   error
+	next  int
+	funcs map[int]func()
+}
+
+func newSyncCancelContext() *syncCancelContext {
+	return &syncCancelContext{Context: context.Background(), done: make(chan struct{}), funcs: map[int]func(){}}
+}
+
+func (c *syncCancelContext) Done() <-chan struct{} { return c.done }
+
+func (c *syncCancelContext) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// AfterFunc is found by context.AfterFunc and by derived contexts, which register
+// through it instead of starting a goroutine to watch Done.
+func (c *syncCancelContext) AfterFunc(f func()) (stop func() bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		go f() // as context.AfterFunc does for a context already done
+		return func() bool { return false }
+	}
+	id := c.next
+	c.next++
+	c.funcs[id] = f
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		_, armed := c.funcs[id]
+		delete(c.funcs, id)
+		return armed
+	}
+}
+
+// cancel ends the context and runs the functions still registered, in this
+// goroutine.
+func (c *syncCancelContext) cancel() {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.err = context.Canceled
+	close(c.done)
+	funcs := c.funcs
+	c.funcs = nil
+	c.mu.Unlock()
+	for _, f := range funcs {
+		f()
+	}
 }
 
 // Errors outside the REST API come as Jupyter Server's HTML pages: the error keeps
