@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -15,8 +14,6 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/kernelbox/kernelbox/executor"
-	"github.com/kernelbox/kernelbox/internal/serverflags"
-	"github.com/kernelbox/kernelbox/jupyter"
 )
 
 // teardownTimeout bounds Close and Placement.Close, which run under their own
@@ -123,166 +120,6 @@ func (b *Backend) Name() string { return "docker" }
 // bind mounts at /workspace/data/<name>.
 func (b *Backend) MountsData() bool { return true }
 
-// Open creates and starts the session's container and waits, up to
-// [Options.ReadyTimeout], until its Jupyter server answers on its socket. When the
-// server does not come up, Open removes the container and returns a [*StartError]
-// with the container's state and last log lines. After Close, Open returns
-// [ErrClosed].
-func (b *Backend) Open(ctx context.Context, spec executor.SessionSpec) (executor.Placement, error) {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return nil, ErrClosed
-	}
-	b.opening.Add(1)
-	b.mu.Unlock()
-	defer b.opening.Done()
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(b.stopCtx, cancel)()
-
-	p, err := b.open(ctx, spec)
-	if err != nil {
-		if b.stopCtx.Err() != nil {
-			err = errors.Join(ErrClosed, err)
-		}
-		return nil, fmt.Errorf("open session %q: %w", spec.ID, err)
-	}
-	return p, nil
-}
-
-// open does Open's work.
-func (b *Backend) open(ctx context.Context, spec executor.SessionSpec) (_ *Placement, err error) {
-	if err := checkSpec(spec); err != nil {
-		return nil, err
-	}
-	key, err := randomHex(4)
-	if err != nil {
-		return nil, err
-	}
-	token, err := randomHex(32)
-	if err != nil {
-		return nil, err
-	}
-	sockDir := filepath.Join(b.sockRoot, key)
-	if err := os.Mkdir(sockDir, 0o700); err != nil {
-		return nil, fmt.Errorf("socket dir: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			_ = os.RemoveAll(sockDir)
-		}
-	}()
-	if b.cfg.chown {
-		// Root-owned and sticky: the server may create its socket here, and once
-		// the socket is handed to root (pinSocket) the kernel can neither remove
-		// nor replace it. Nothing outside the container can reach it: the
-		// backend's socket root is 0700.
-		if err := os.Chmod(sockDir, 0o777|os.ModeSticky); err != nil {
-			return nil, fmt.Errorf("socket dir: %w", err)
-		}
-	}
-	// The server's launcher, read-only: root-owned when kernelbox is root, so the
-	// kernel cannot replace what the next server start would run.
-	if _, err := serverflags.WriteLauncher(sockDir); err != nil {
-		return nil, err
-	}
-	// The kernels' kernelspec, beside it (JUPYTER_PATH): the same kernel launcher as
-	// the local backend's.
-	if err := serverflags.WriteKernelSpec(filepath.Join(sockDir, kernelSpecDir), b.cfg.python); err != nil {
-		return nil, err
-	}
-	if err := prepareSessionDir(b.cfg, spec.Dir, spec.Data); err != nil {
-		return nil, err
-	}
-
-	name := "kernelbox-" + key
-	log := b.cfg.log.With("session", spec.ID)
-	labels := b.owner.labels()
-	labels[LabelCreatedBy] = createdByValue
-	labels[LabelInstance] = b.instance
-	t0 := time.Now()
-	opts := createOptions(b.cfg, labels, containerSpec{
-		name: name, session: spec.ID, dir: spec.Dir, sockDir: sockDir, token: token, data: spec.Data,
-	})
-	// Create under a context that ctx cannot cancel: a create abandoned half-way
-	// can still complete in the daemon after we have given up on it, leaving a
-	// container nobody knows the id of. Waiting for the answer (create takes
-	// milliseconds) means we always learn the id and can remove it.
-	createCtx, cancelCreate := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
-	created, err := b.api.ContainerCreate(createCtx, opts)
-	cancelCreate()
-	if err != nil {
-		if isNotFound(err) {
-			return nil, noImageError(b.cfg.image)
-		}
-		// Only after a timeout might the daemon still be creating it.
-		b.removeByName(name)
-		return nil, fmt.Errorf("create container: %w", err)
-	}
-	for _, w := range created.Warnings {
-		log.Warn("docker create warning", "container", shortID(created.ID), "warning", w)
-	}
-	sock := filepath.Join(sockDir, socketName)
-	p := &Placement{
-		b: b, id: created.ID, name: name, session: spec.ID, sockDir: sockDir, started: t0,
-		server: executor.Server{
-			Endpoint:   jupyter.Endpoint{URL: "http://localhost", Token: token, Socket: sock},
-			KernelName: serverflags.KernelName,
-			// The session directory is the server's root directory.
-			KernelPath: "",
-		},
-	}
-	b.track(p)
-	defer func() {
-		if err != nil {
-			ctx, cancel := teardownContext(ctx)
-			defer cancel()
-			if cerr := p.close(ctx); cerr != nil {
-				log.Error("remove failed container", "container", shortID(p.id), "err", cerr)
-			}
-		}
-	}()
-	log = log.With("container", shortID(p.id))
-
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	tCreated := time.Now()
-	if _, err := b.api.ContainerStart(ctx, p.id, client.ContainerStartOptions{}); err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, b.startError(p.id, name, fmt.Errorf("start: %w", err))
-	}
-	tStarted := time.Now()
-	pid, err := b.waitReady(ctx, p.id, sock, token)
-	if err != nil {
-		if ctx.Err() != nil && !errors.Is(err, errExited) {
-			return nil, err
-		}
-		return nil, b.startError(p.id, name, err)
-	}
-
-	if b.cfg.chown {
-		if err := pinSocket(sock); err != nil {
-			return nil, b.startError(p.id, name, err)
-		}
-	}
-	if f, err := oomCounterFile(pid, p.id); err != nil {
-		log.Info("OOM kills will be counted from docker events", "reason", err)
-	} else if n, err := readOOMKills(f); err == nil {
-		p.mu.Lock()
-		p.oomFile, p.oomSeen = f, n
-		p.mu.Unlock()
-	}
-	log.Info("container ready", "name", name, "elapsed", time.Since(t0).Round(time.Millisecond),
-		"create", tCreated.Sub(t0).Round(time.Millisecond), "start", tStarted.Sub(tCreated).Round(time.Millisecond),
-		"server", time.Since(tStarted).Round(time.Millisecond))
-	return p, nil
-}
-
 // Close removes every container this backend created, including those of placements
 // not closed and of Opens still in flight (which it aborts), and the socket
 // directories, then closes the Docker client. It runs under its own bounded context,
@@ -373,16 +210,6 @@ func (b *Backend) removeContainer(ctx context.Context, id string) error {
 		return fmt.Errorf("remove container %s: %w", shortID(id), err)
 	}
 	return nil
-}
-
-// removeByName removes the container called name, if the daemon has one, under a
-// fresh context.
-func (b *Backend) removeByName(name string) {
-	ctx, cancel := context.WithTimeout(context.Background(), teardownTimeout)
-	defer cancel()
-	if err := b.removeContainer(ctx, name); err != nil {
-		b.cfg.log.Error("remove half-created container", "container", name, "err", err)
-	}
 }
 
 // pinSocket hands the server's socket to root, in its root-owned sticky directory,

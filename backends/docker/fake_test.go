@@ -10,6 +10,8 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
+
+	"github.com/kernelbox/kernelbox/executor"
 )
 
 // fakeAPI is a Docker daemon in memory for the failure paths a real daemon will not
@@ -19,6 +21,8 @@ type fakeAPI struct {
 	images    map[string]bool
 	pingErr   error
 	removeErr error
+	createErr error // ContainerCreate's answer; nil: it creates "c1"
+	startErr  error // ContainerStart's answer
 	listed    []container.Summary
 	removed   []string
 	closed    bool
@@ -42,6 +46,25 @@ func (f *fakeAPI) ContainerList(context.Context, client.ContainerListOptions) (c
 func (f *fakeAPI) ContainerRemove(_ context.Context, id string, _ client.ContainerRemoveOptions) (client.ContainerRemoveResult, error) {
 	f.removed = append(f.removed, id)
 	return client.ContainerRemoveResult{}, f.removeErr
+}
+
+func (f *fakeAPI) ContainerCreate(context.Context, client.ContainerCreateOptions) (client.ContainerCreateResult, error) {
+	if f.createErr != nil {
+		return client.ContainerCreateResult{}, f.createErr
+	}
+	return client.ContainerCreateResult{ID: "c1"}, nil
+}
+
+func (f *fakeAPI) ContainerStart(context.Context, string, client.ContainerStartOptions) (client.ContainerStartResult, error) {
+	return client.ContainerStartResult{}, f.startErr
+}
+
+func (f *fakeAPI) ContainerInspect(context.Context, string, client.ContainerInspectOptions) (client.ContainerInspectResult, error) {
+	return client.ContainerInspectResult{}, errors.New("fake: no inspect")
+}
+
+func (f *fakeAPI) ContainerLogs(context.Context, string, client.ContainerLogsOptions) (client.ContainerLogsResult, error) {
+	return nil, errors.New("fake: no logs")
 }
 
 func (f *fakeAPI) Close() error { f.closed = true; return nil }
@@ -125,5 +148,55 @@ func TestCloseJoinsErrorsAndFinishes(t *testing.T) {
 	b2.track(&Placement{b: b2, id: "gone", sockDir: b2.sockRoot + "/x"})
 	if err := b2.Close(context.Background()); err != nil {
 		t.Errorf("Close with the container already gone = %v", err)
+	}
+}
+
+// An Open that fails part-way takes back what its earlier steps did: the socket
+// directory, and the container once it was (or may have been) created.
+func TestOpenUndo(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		createErr   error
+		startErr    error
+		wantErr     error  // errors.Is target, or nil
+		wantText    string // in the error
+		wantRemoved string // prefix of the one container removed; "" for none
+	}{
+		{"no image", cerrdefs.ErrNotFound, nil, ErrNoImage, "", ""},
+		{"create", errors.New("daemon busy"), nil, nil, "create container: daemon busy", "kernelbox-"},
+		{"start", nil, errors.New("no cgroup"), nil, "start: no cgroup", "c1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := &fakeAPI{images: map[string]bool{DefaultImage: true}, createErr: tt.createErr, startErr: tt.startErr}
+			b := newFakeBackend(t, f)
+			_, err := b.Open(context.Background(), executor.SessionSpec{ID: "s", Dir: t.TempDir()})
+			if err == nil {
+				t.Fatal("Open succeeded")
+			}
+			if tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
+				t.Errorf("Open = %v, want %v", err, tt.wantErr)
+			}
+			if !strings.Contains(err.Error(), tt.wantText) {
+				t.Errorf("Open = %v, want %q in it", err, tt.wantText)
+			}
+			switch {
+			case tt.wantRemoved == "" && len(f.removed) != 0:
+				t.Errorf("removed %v, want none", f.removed)
+			case tt.wantRemoved != "" && (len(f.removed) != 1 || !strings.HasPrefix(f.removed[0], tt.wantRemoved)):
+				t.Errorf("removed %v, want one %s...", f.removed, tt.wantRemoved)
+			}
+			if left, err := os.ReadDir(b.sockRoot); err != nil || len(left) != 0 {
+				t.Errorf("socket root holds %v (%v), want nothing", left, err)
+			}
+			b.mu.Lock()
+			tracked := len(b.placements)
+			b.mu.Unlock()
+			if tracked != 0 {
+				t.Errorf("%d placements still tracked", tracked)
+			}
+		})
 	}
 }

@@ -1,0 +1,220 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/internal/serverflags"
+	"github.com/kernelbox/kernelbox/jupyter"
+)
+
+// Open creates and starts the session's container and waits, up to
+// [Options.ReadyTimeout], until its Jupyter server answers on its socket. When the
+// server does not come up, Open removes the container and returns a [*StartError]
+// with the container's state and last log lines. After Close, Open returns
+// [ErrClosed].
+func (b *Backend) Open(ctx context.Context, spec executor.SessionSpec) (executor.Placement, error) {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil, ErrClosed
+	}
+	b.opening.Add(1)
+	b.mu.Unlock()
+	defer b.opening.Done()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(b.stopCtx, cancel)()
+
+	p, err := b.open(ctx, spec)
+	if err != nil {
+		if b.stopCtx.Err() != nil {
+			err = errors.Join(ErrClosed, err)
+		}
+		return nil, fmt.Errorf("open session %q: %w", spec.ID, err)
+	}
+	return p, nil
+}
+
+// launch is one Open in progress: what its steps share, and the undo list of what
+// they did, run when a later step fails.
+type launch struct {
+	spec    executor.SessionSpec
+	log     *slog.Logger
+	name    string // container name, kernelbox-<key>
+	token   string // the server's token
+	sockDir string // host path of the socket directory
+	sock    string // host path of the server's socket in it
+	undo    undo
+
+	t0, tCreated, tStarted time.Time // before create, before start, after start
+}
+
+// open does Open's work in steps: prepare the directories, create the container,
+// start it, wait until its server is ready. When a step fails, what the earlier
+// ones did is undone.
+func (b *Backend) open(ctx context.Context, spec executor.SessionSpec) (_ *Placement, err error) {
+	if err := checkSpec(spec); err != nil {
+		return nil, err
+	}
+	l := &launch{spec: spec, log: b.cfg.log.With("session", spec.ID)}
+	defer func() {
+		if err != nil {
+			if uerr := l.undo.run(); uerr != nil {
+				l.log.Error("clean up failed open", "err", uerr)
+			}
+		}
+	}()
+	if err := b.prepareDirs(l); err != nil {
+		return nil, err
+	}
+	p, err := b.createContainer(ctx, l)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.startContainer(ctx, l, p); err != nil {
+		return nil, err
+	}
+	if err := b.awaitReady(ctx, l, p); err != nil {
+		return nil, err
+	}
+	l.log.Info("container ready", "name", l.name, "elapsed", time.Since(l.t0).Round(time.Millisecond),
+		"create", l.tCreated.Sub(l.t0).Round(time.Millisecond), "start", l.tStarted.Sub(l.tCreated).Round(time.Millisecond),
+		"server", time.Since(l.tStarted).Round(time.Millisecond))
+	return p, nil
+}
+
+// prepareDirs picks the container's key and token and prepares the host side: the
+// socket directory with the server's launcher and kernelspec, and the session
+// directory with the ownership and modes the container's user needs.
+func (b *Backend) prepareDirs(l *launch) error {
+	key, err := randomHex(4)
+	if err != nil {
+		return err
+	}
+	if l.token, err = randomHex(32); err != nil {
+		return err
+	}
+	l.name = "kernelbox-" + key
+	l.sockDir = filepath.Join(b.sockRoot, key)
+	l.sock = filepath.Join(l.sockDir, socketName)
+	if err := os.Mkdir(l.sockDir, 0o700); err != nil {
+		return fmt.Errorf("socket dir: %w", err)
+	}
+	l.undo.add("remove socket dir", func(context.Context) error { return os.RemoveAll(l.sockDir) })
+	if b.cfg.chown {
+		// Root-owned and sticky: the server may create its socket here, and once
+		// the socket is handed to root (pinSocket) the kernel can neither remove
+		// nor replace it. Nothing outside the container can reach it: the
+		// backend's socket root is 0700.
+		if err := os.Chmod(l.sockDir, 0o777|os.ModeSticky); err != nil {
+			return fmt.Errorf("socket dir: %w", err)
+		}
+	}
+	// The server's launcher, read-only: root-owned when kernelbox is root, so the
+	// kernel cannot replace what the next server start would run.
+	if _, err := serverflags.WriteLauncher(l.sockDir); err != nil {
+		return err
+	}
+	// The kernels' kernelspec, beside it (JUPYTER_PATH): the same kernel launcher as
+	// the local backend's.
+	if err := serverflags.WriteKernelSpec(filepath.Join(l.sockDir, kernelSpecDir), b.cfg.python); err != nil {
+		return err
+	}
+	return prepareSessionDir(b.cfg, l.spec.Dir, l.spec.Data)
+}
+
+// createContainer creates the session's container and records it, both with the
+// backend (so that Close removes it) and on the undo list.
+func (b *Backend) createContainer(ctx context.Context, l *launch) (*Placement, error) {
+	labels := b.owner.labels()
+	labels[LabelCreatedBy] = createdByValue
+	labels[LabelInstance] = b.instance
+	l.t0 = time.Now()
+	opts := createOptions(b.cfg, labels, containerSpec{
+		name: l.name, session: l.spec.ID, dir: l.spec.Dir, sockDir: l.sockDir, token: l.token, data: l.spec.Data,
+	})
+	// Create under a context that ctx cannot cancel: a create abandoned half-way
+	// can still complete in the daemon after we have given up on it, leaving a
+	// container nobody knows the id of. Waiting for the answer (create takes
+	// milliseconds) means we always learn the id and can remove it.
+	createCtx, cancelCreate := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
+	created, err := b.api.ContainerCreate(createCtx, opts)
+	cancelCreate()
+	if err != nil {
+		if isNotFound(err) {
+			return nil, noImageError(b.cfg.image)
+		}
+		// Only after a timeout might the daemon still be creating it.
+		l.undo.add("remove half-created container "+l.name, func(ctx context.Context) error {
+			return b.removeContainer(ctx, l.name)
+		})
+		return nil, fmt.Errorf("create container: %w", err)
+	}
+	for _, w := range created.Warnings {
+		l.log.Warn("docker create warning", "container", shortID(created.ID), "warning", w)
+	}
+	p := &Placement{
+		b: b, id: created.ID, name: l.name, session: l.spec.ID, sockDir: l.sockDir, started: l.t0,
+		server: executor.Server{
+			Endpoint:   jupyter.Endpoint{URL: "http://localhost", Token: l.token, Socket: l.sock},
+			KernelName: serverflags.KernelName,
+			// The session directory is the server's root directory.
+			KernelPath: "",
+		},
+	}
+	b.track(p)
+	l.undo.add("remove failed container "+shortID(p.id), p.close)
+	l.log = l.log.With("container", shortID(p.id))
+	return p, nil
+}
+
+// startContainer starts the created container.
+func (b *Backend) startContainer(ctx context.Context, l *launch, p *Placement) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	l.tCreated = time.Now()
+	if _, err := b.api.ContainerStart(ctx, p.id, client.ContainerStartOptions{}); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return b.startError(p.id, l.name, fmt.Errorf("start: %w", err))
+	}
+	l.tStarted = time.Now()
+	return nil
+}
+
+// awaitReady waits until the container's server answers on its socket, then pins
+// the socket and finds the container's OOM-kill counter.
+func (b *Backend) awaitReady(ctx context.Context, l *launch, p *Placement) error {
+	pid, err := b.waitReady(ctx, p.id, l.sock, l.token)
+	if err != nil {
+		if ctx.Err() != nil && !errors.Is(err, errExited) {
+			return err
+		}
+		return b.startError(p.id, l.name, err)
+	}
+	if b.cfg.chown {
+		if err := pinSocket(l.sock); err != nil {
+			return b.startError(p.id, l.name, err)
+		}
+	}
+	if f, err := oomCounterFile(pid, p.id); err != nil {
+		l.log.Info("OOM kills will be counted from docker events", "reason", err)
+	} else if n, err := readOOMKills(f); err == nil {
+		p.mu.Lock()
+		p.oomFile, p.oomSeen = f, n
+		p.mu.Unlock()
+	}
+	return nil
+}
