@@ -61,12 +61,5 @@ func Canonical(path, workdir string) (string, error) {
 // absolute path p and joins the rest on unchanged. Deny and ask patterns use it so
 // that a secret reached through a symlinked directory is still covered.
 func resolveExisting(p string) string {
-	if r, err := filepath.EvalSymlinks(p); err == nil {
-		return r
-	}
-	dir, base := filepath.Dir(p), filepath.Base(p)
-	if dir == p {
-		return p
-	}
-	return filepath.Join(resolveExisting(dir), base)
+	return pathResolver{}.resolve(filepath.Clean(p))
 }

@@ -111,3 +111,50 @@ func TestResolveExisting(t *testing.T) {
 		})
 	}
 }
+
+// referenceResolveExisting is resolveExisting as first written: one EvalSymlinks per
+// path, falling back to the parent.
+func referenceResolveExisting(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	dir, base := filepath.Dir(p), filepath.Base(p)
+	if dir == p {
+		return p
+	}
+	return filepath.Join(referenceResolveExisting(dir), base)
+}
+
+// pathResolver walks a path once per element and remembers what it saw; its answers
+// must be those of one EvalSymlinks per path, whatever the links.
+func TestPathResolverMatchesEvalSymlinks(t *testing.T) {
+	t.Parallel()
+	root := tempDir(t)
+	writeFile(t, filepath.Join(root, "real", "f"))
+	writeFile(t, filepath.Join(root, "real", "sub", "g"))
+	symlink(t, filepath.Join(root, "real"), filepath.Join(root, "abs"))
+	symlink(t, "real", filepath.Join(root, "rel"))
+	symlink(t, "../real/sub", filepath.Join(root, "real", "up"))
+	symlink(t, "abs", filepath.Join(root, "chain"))
+	symlink(t, filepath.Join(root, "missing"), filepath.Join(root, "dangling"))
+	symlink(t, "loop2", filepath.Join(root, "loop1"))
+	symlink(t, "loop1", filepath.Join(root, "loop2"))
+	symlink(t, filepath.Join(root, "real", "f"), filepath.Join(root, "filelink"))
+	var paths []string
+	for _, first := range []string{"real", "abs", "rel", "chain", "dangling", "loop1", "filelink", "missing"} {
+		for _, rest := range []string{"", "f", "sub", "sub/g", "up", "up/g", "up/nope/x", "nope", "nope/x", "f/x"} {
+			paths = append(paths, filepath.Join(root, first, rest))
+		}
+	}
+	paths = append(paths, "/", "/nonexistent-kernelbox/a", root)
+	shared := pathResolver{}
+	for _, p := range paths {
+		want := referenceResolveExisting(p)
+		if got := resolveExisting(p); got != want {
+			t.Errorf("resolveExisting(%q) = %q, want %q", p, got, want)
+		}
+		if got := shared.resolve(p); got != want {
+			t.Errorf("shared resolver: resolve(%q) = %q, want %q", p, got, want)
+		}
+	}
+}

@@ -82,15 +82,16 @@ func (e *Engine) Check(ctx context.Context, caps []Capability, args map[string]a
 	if err != nil {
 		return Report{}, fmt.Errorf("check permissions: %w", err)
 	}
+	set := e.Policy.ruleSet()
 	var rules []compiledRule
 	if hasTarget(rcs) {
-		rules = compileRules(e.Policy.Rules, e.vars(), true)
+		rules = compileRules(set.all, e.vars(), true)
 	} else {
 		// A rule with a target never matches a capability without one, so a call
 		// that names no path (the common case: run code, no inputs) needs neither
 		// the target patterns nor the file system lookups that compiling them
 		// does.
-		rules = compileRules(targetless(e.Policy.Rules), Vars{}, false)
+		rules = compileRules(set.targetless, Vars{}, false)
 	}
 	log := e.logger()
 	report := Report{Decisions: make([]Decision, 0, len(rcs))}
@@ -192,14 +193,4 @@ func hasTarget(rcs []ResolvedCapability) bool {
 		}
 	}
 	return false
-}
-
-func targetless(rules []Rule) []Rule {
-	out := make([]Rule, 0, len(rules))
-	for _, r := range rules {
-		if r.Target == "" {
-			out = append(out, r)
-		}
-	}
-	return out
 }

@@ -65,7 +65,7 @@ func ParsePolicy(r io.Reader, source string) (Policy, error) {
 		rule.Source = name
 		p.Rules = append(p.Rules, rule)
 	}
-	return p, nil
+	return NewPolicy(p.Rules...), nil
 }
 
 // decodeStrict decodes one JSON value into v, refusing unknown fields, null and

@@ -93,53 +93,49 @@ type compiledRule struct {
 	alts [][]elem
 }
 
-// compileRules prepares rules for evaluation with vars. With resolveDeny, the literal
-// leading part of every deny and ask pattern is also resolved through symlinks and
-// matched as an alternative, so that "deny ${home}/.ssh/**" still covers the keys
-// when ~/.ssh is a symlink to elsewhere.
+// compileRules prepares parsed rules for evaluation with vars. With resolveDeny,
+// the literal leading part of every deny and ask pattern is also resolved through
+// symlinks and matched as an alternative, so that "deny ${home}/.ssh/**" still
+// covers the keys when ~/.ssh is a symlink to elsewhere.
 //
 // Allow patterns are never resolved that way, on purpose: whoever can replace a
 // directory named in an allow pattern by a symlink (code running in a session whose
 // directory an allow rule names, say) could otherwise point the allow at "/". An
 // allow pattern therefore matches only targets that really live where it says.
 // Resolving deny and ask patterns can only make a decision stricter.
-func compileRules(rules []Rule, vars Vars, resolveDeny bool) []compiledRule {
+func compileRules(rules []parsedRule, vars Vars, resolveDeny bool) []compiledRule {
+	var resolved pathResolver
+	if resolveDeny {
+		resolved = pathResolver{}
+	}
 	out := make([]compiledRule, len(rules))
 	for i, r := range rules {
-		out[i] = compileRule(r, vars, resolveDeny)
+		out[i] = r.compile(vars, resolved)
 	}
 	return out
 }
 
-// compileRule prepares one rule; see compileRules.
-func compileRule(r Rule, vars Vars, resolveDeny bool) compiledRule {
-	c := compiledRule{rule: r}
-	if err := r.Validate(); err != nil {
-		c.err = err
+// compile expands the rule's variables with vars; with resolved non-nil, a deny or
+// ask pattern also gets its resolved alternative (see compileRules).
+func (p parsedRule) compile(vars Vars, resolved pathResolver) compiledRule {
+	c := compiledRule{rule: p.rule, err: p.err}
+	if c.err != nil || p.rule.Target == "" {
 		return c
 	}
-	if r.Target == "" {
-		return c
-	}
-	p, err := parsePattern(r.Target)
+	elems, err := p.pattern.expand(vars)
 	if err != nil {
-		c.err = err
-		return c
-	}
-	elems, err := p.expand(vars)
-	if err != nil {
-		c.err = fmt.Errorf("target %q: %w", r.Target, err)
+		c.err = fmt.Errorf("target %q: %w", p.rule.Target, err)
 		return c
 	}
 	c.alts = [][]elem{elems}
-	if resolveDeny && r.Effect != Allow {
+	if resolved != nil && p.rule.Effect != Allow {
 		n := literalPrefix(elems)
 		names := make([]string, n)
 		for i, e := range elems[:n] {
 			names[i] = e.text
 		}
 		prefix := string(filepath.Separator) + filepath.Join(names...)
-		if real := resolveExisting(prefix); real != filepath.Clean(prefix) {
+		if real := resolved.resolve(prefix); real != filepath.Clean(prefix) {
 			alt := make([]elem, 0, len(elems))
 			for _, name := range splitPath(real) {
 				alt = append(alt, elem{kind: elemLiteral, text: name})
