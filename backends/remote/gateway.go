@@ -40,7 +40,8 @@ type GatewayStatus struct {
 	// Sessions counts the sessions placed on the gateway by this backend.
 	Sessions int `json:"sessions"`
 	// ServerKernels is the number of kernels the gateway reported at the last
-	// check (all clients' kernels, when it lists them).
+	// check (all clients' kernels), or -1 when it does not list kernels (Kernel
+	// Gateway and Enterprise Gateway refuse GET /api/kernels by default).
 	ServerKernels int `json:"server_kernels"`
 	// Checked is when the gateway was last checked.
 	Checked time.Time `json:"checked"`
@@ -92,19 +93,37 @@ func (g *gateway) status() GatewayStatus {
 }
 
 // probe checks that the gateway answers GET /api and accepts the token (GET
-// /api/kernels, which also gives its load). It returns the kernel count.
+// /api/kernels, which also gives its load). It returns the kernel count, or -1 when
+// the gateway does not list kernels: Kernel Gateway and Enterprise Gateway answer
+// 403 to GET /api/kernels unless listing is enabled (KG_LIST_KERNELS,
+// EG_LIST_KERNELS), so a 403 there is confirmed against GET /api/kernelspecs,
+// which needs the token too, before it is taken for a rejected token.
 func (g *gateway) probe(ctx context.Context) (int, error) {
 	if _, err := g.client.Version(ctx); err != nil {
 		return 0, g.unreachable(err)
 	}
 	ks, err := g.client.Kernels(ctx)
-	if err != nil {
-		if authErr := tokenError(g.name, err); authErr != nil {
+	if err == nil {
+		return len(ks), nil
+	}
+	if listingRefused(err) {
+		if _, kerr := g.client.KernelSpecs(ctx); kerr == nil {
+			return -1, nil
+		} else if authErr := tokenError(g.name, kerr); authErr != nil {
 			return 0, authErr
 		}
-		return 0, g.unreachable(err)
 	}
-	return len(ks), nil
+	if authErr := tokenError(g.name, err); authErr != nil {
+		return 0, authErr
+	}
+	return 0, g.unreachable(err)
+}
+
+// listingRefused reports whether err is a 403 answer: a wrong token, or a gateway
+// that does not list kernels.
+func listingRefused(err error) bool {
+	var he *jupyter.HTTPError
+	return errors.As(err, &he) && he.StatusCode == http.StatusForbidden
 }
 
 func (g *gateway) unreachable(err error) error {
