@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -22,67 +21,25 @@ import (
 // runNotebookCmd executes a notebook's code cells in one local session and writes the
 // executed notebook, as `jupyter nbconvert --execute` and papermill do.
 func runNotebookCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("run", stderr)
-	var ef engineFlags
-	ef.register(fs, "local")
-	out := fs.String("o", "", "output notebook; - for stdout (default: IN.out.ipynb next to IN, or stdout when IN is -)")
-	var params, inputs multiFlag
-	fs.Var(&params, "p", "NAME=VALUE: inject a parameter, papermill style (repeatable); VALUE is JSON, a number, true/false/None, or else a string")
-	fs.Var(&inputs, "input", "host file to stage as inputs/<basename> before the first cell (repeatable)")
-	cellTimeout := fs.Duration("cell-timeout", 0, "timeout of each cell (default: --timeout)")
-	allowErrors := fs.Bool("allow-errors", false, "keep running after a cell raises (the run still exits 1); cells tagged raises-exception may always raise")
-	quiet := fs.Bool("quiet", false, "do not print a progress line per cell")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: kernelbox run [flags] IN.ipynb\n\nRuns the notebook's code cells in order in one kernel and writes the executed notebook.\nExit status: 0 ok, 1 a cell failed (the output notebook is still written), 2 bad usage or input.\nFlags:")
-		fs.PrintDefaults()
-	}
-	pos, err := parseInterspersed(fs, args)
+	o, err := parseRunArgs(args, stderr)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return exitCode{2, "run takes one notebook: kernelbox run [flags] IN.ipynb"}
-	}
-	in := pos[0]
-	nb, err := readNotebook(in)
-	if err != nil {
-		return exitCode{2, err.Error()}
-	}
-	var ps []notebook.Parameter
-	for _, a := range params {
-		p, err := notebook.ParseAssignment(a)
-		if err != nil {
-			return exitCode{2, "-p " + err.Error()}
-		}
-		ps = append(ps, p)
-	}
-	outPath := *out
-	if outPath == "" {
-		outPath = defaultOutput(in)
-	}
-	if outPath != "-" {
-		if fi, err := os.Stat(filepath.Dir(outPath)); err != nil || !fi.IsDir() {
-			return exitCode{2, fmt.Sprintf("-o %s: the directory %s does not exist", outPath, filepath.Dir(outPath))}
-		}
-	}
-	// The permission policy resolves paths itself; absolute paths make what it
-	// checks, and what the messages say, unambiguous.
-	for i, p := range inputs {
-		if abs, err := filepath.Abs(p); err == nil {
-			inputs[i] = abs
-		}
-	}
+	return runNotebook(ctx, o, stdout, stderr)
+}
 
-	log, err := ef.logger(stderr)
+// runNotebook runs the notebook o describes in a new engine, writes the executed
+// notebook and prints the summary. Its error is the command's exit status.
+func runNotebook(ctx context.Context, o *runOptions, stdout, stderr io.Writer) error {
+	log, err := o.engine.logger(stderr)
 	if err != nil {
 		return exitCode{2, err.Error()}
 	}
 	var approver permissions.Approver
-	if in != "-" && stdinIsTerminal() {
+	if o.in != "-" && stdinIsTerminal() {
 		approver = &permissions.PromptApprover{In: os.Stdin, Out: stderr}
 	}
-	en, err := ef.build(ctx, log, approver)
+	en, err := o.engine.build(ctx, log, approver)
 	if err != nil {
 		return exitCode{2, err.Error()}
 	}
@@ -92,26 +49,9 @@ func runNotebookCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 	}()
 
-	session := runSessionID(in)
-	codeCells := 0
-	p := &progress{w: stderr, quiet: *quiet}
-	rep, runErr := notebook.Run(ctx, en.exec, nb, notebook.RunOptions{
-		SessionID:   session,
-		Parameters:  ps,
-		Inputs:      inputs,
-		CellTimeout: *cellTimeout,
-		AllowErrors: *allowErrors,
-		OnCell: func(c notebook.CellResult) {
-			if codeCells == 0 { // the first call: parameters are injected by now
-				for _, cell := range nb.Cells {
-					if cell.Type == "code" {
-						codeCells++
-					}
-				}
-			}
-			p.cell(c, codeCells)
-		},
-	})
+	session := runSessionID(o.in)
+	p := &progress{w: stderr, quiet: o.quiet}
+	rep, runErr := notebook.Run(ctx, en.exec, o.nb, o.runOptions(session, p))
 	if rep == nil {
 		if errors.Is(runErr, notebook.ErrInvalidParameter) {
 			return exitCode{2, "-p " + runErr.Error()}
@@ -122,10 +62,10 @@ func runNotebookCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 	_ = en.exec.CloseSession(cctx, session) // its artifacts stay
 	cancel()
 
-	if err := writeNotebook(nb, outPath, stdout); err != nil {
+	if err := writeNotebook(o.nb, o.out, stdout); err != nil {
 		return exitCode{2, err.Error()}
 	}
-	p.summary(rep, outPath, filepath.Join(en.ws.ArtifactsDir(), session))
+	p.summary(rep, o.out, filepath.Join(en.ws.ArtifactsDir(), session))
 	switch {
 	case runErr != nil && ctx.Err() != nil:
 		return exitCode{130, "interrupted; the notebook was written as far as it ran"}
@@ -137,43 +77,27 @@ func runNotebookCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 	return nil
 }
 
-// parseInterspersed parses flags that may come before or after the positional
-// arguments (`kernelbox run in.ipynb -o out.ipynb`), which package flag alone does
-// not allow, and returns the positional ones. Everything after "--" is positional.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := parse(fs, args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
+// runOptions returns the notebook.RunOptions of the run in session, reporting each
+// cell to p.
+func (o *runOptions) runOptions(session string, p *progress) notebook.RunOptions {
+	codeCells := 0
+	return notebook.RunOptions{
+		SessionID:   session,
+		Parameters:  o.params,
+		Inputs:      o.inputs,
+		CellTimeout: o.cellTimeout,
+		AllowErrors: o.allowErrors,
+		OnCell: func(c notebook.CellResult) {
+			if codeCells == 0 { // the first call: parameters are injected by now
+				for _, cell := range o.nb.Cells {
+					if cell.Type == "code" {
+						codeCells++
+					}
+				}
+			}
+			p.cell(c, codeCells)
+		},
 	}
-}
-
-// readNotebook reads a notebook file, or stdin for "-".
-func readNotebook(path string) (*notebook.Notebook, error) {
-	var r io.Reader = os.Stdin
-	if path != "-" {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		r = f
-	}
-	nb, err := notebook.Read(r)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return nb, nil
 }
 
 // defaultOutput is IN.out.ipynb next to IN (IN without its .ipynb), or stdout for
@@ -218,17 +142,24 @@ func writeNotebook(nb *notebook.Notebook, path string, stdout io.Writer) error {
 	return nil
 }
 
+// unsafeSessionChars are the runs of characters a session id may not hold (see
+// api.ValidSessionID); runSessionID replaces each with "_".
 var unsafeSessionChars = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
 
+// maxRunStem bounds the notebook's part of a run's session id, so that
+// "run-" + stem + "-" + 8 hex digits stays within api.ValidSessionID's 64.
+const maxRunStem = 40
+
 // runSessionID names the run's session after the notebook, so that its artifacts
-// directory is recognizable: run-<name>-<random>.
+// directory is recognizable: run-<name>-<random>. The id always satisfies
+// api.ValidSessionID.
 func runSessionID(in string) string {
 	stem := unsafeSessionChars.ReplaceAllString(strings.TrimSuffix(filepath.Base(in), ".ipynb"), "_")
 	if in == "-" || stem == "" {
 		stem = "stdin"
 	}
-	if len(stem) > 40 {
-		stem = stem[:40]
+	if len(stem) > maxRunStem {
+		stem = stem[:maxRunStem] // the stem is ASCII by now
 	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/internal/testenv"
 	"github.com/stretchr/testify/require"
 )
@@ -164,4 +165,31 @@ func TestDefaultOutput(t *testing.T) {
 	id := runSessionID("/x/My Report (final).ipynb")
 	require.True(t, strings.HasPrefix(id, "run-My_Report_final_-"), id)
 	require.Regexp(t, `^[A-Za-z0-9_-]{1,64}$`, runSessionID(strings.Repeat("x", 100)+".ipynb"))
+}
+
+// Whatever the notebook is called, its run's session id is one the executor accepts.
+func TestRunSessionIDIsValid(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct{ in, prefix string }{
+		"plain":           {"/x/report.ipynb", "run-report-"},
+		"spaces":          {"/x/My Report (final).ipynb", "run-My_Report_final_-"},
+		"stdin":           {"-", "run-stdin-"},
+		"only extension":  {"/x/.ipynb", "run-stdin-"},
+		"dots":            {"a.b.c.ipynb", "run-a_b_c-"},
+		"non-ASCII":       {"/x/résumé données.ipynb", "run-r_sum_donn_es-"},
+		"only non-ASCII":  {"/x/日本語.ipynb", "run-_-"},
+		"control chars":   {"/x/a\nb\x00c.ipynb", "run-a_b_c-"},
+		"long":            {strings.Repeat("x", 100) + ".ipynb", "run-" + strings.Repeat("x", maxRunStem) + "-"},
+		"long multi-byte": {strings.Repeat("é", 100) + ".ipynb", "run-_-"},
+		"no extension":    {"/x/notes", "run-notes-"},
+		"trailing slash":  {"/x/dir/", "run-dir-"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			id := runSessionID(tc.in)
+			require.True(t, api.ValidSessionID(id), "%q", id)
+			require.True(t, strings.HasPrefix(id, tc.prefix), "%q, want prefix %q", id, tc.prefix)
+			require.NotEqual(t, id, runSessionID(tc.in), "ids of two runs must differ")
+		})
+	}
 }
