@@ -104,13 +104,7 @@ type CellResult struct {
 // executor refused (executor.ErrInvalidRequest, ErrDenied, ErrDisabled, ...), or ctx
 // ending.
 func Run(ctx context.Context, e *executor.Executor, nb *Notebook, opts RunOptions) (*Report, error) {
-	if opts.CellTimeout < 0 {
-		return nil, errors.New("run notebook: the cell timeout must not be negative")
-	}
-	if lang := nb.Language(); lang != "" && !strings.EqualFold(lang, "python") {
-		return nil, invalidf("the notebook's language is %s: kernelbox runs Python kernels only", lang)
-	}
-	if err := nb.InjectParameters(opts.Parameters); err != nil {
+	if err := prepare(nb, opts); err != nil {
 		return nil, err
 	}
 	session := opts.SessionID
@@ -122,85 +116,132 @@ func Run(ctx context.Context, e *executor.Executor, nb *Notebook, opts RunOption
 			_ = e.CloseSession(cctx, session)
 		}()
 	}
-	rep := &Report{SessionID: session, Status: StatusOK, Cells: []CellResult{}, Artifacts: []executor.Artifact{}}
-	b := &outputBuilder{nb: nb}
-	inputs := opts.Inputs
+	r := &runner{
+		e: e, session: session, opts: &opts, inputs: opts.Inputs,
+		b:   &outputBuilder{nb: nb},
+		rep: &Report{SessionID: session, Status: StatusOK, Cells: []CellResult{}, Artifacts: []executor.Artifact{}},
+	}
 	for i, c := range nb.Cells {
 		if c.Type != "code" {
 			continue
 		}
-		cr := CellResult{Index: i}
-		switch {
-		case strings.TrimSpace(c.Source) == "":
-			cr.Status, cr.Skipped = StatusSkipped, "empty"
-		case c.HasTag(TagSkipExecution):
-			cr.Status, cr.Skipped = StatusSkipped, TagSkipExecution
-		}
-		if cr.Status == StatusSkipped {
-			rep.Cells = append(rep.Cells, cr)
-			opts.progress(cr)
-			continue
-		}
-		start := time.Now()
-		b.start(i)
-		res, err := e.ExecuteStream(ctx, executor.Request{
-			SessionID: session,
-			Code:      c.Source,
-			Inputs:    inputs,
-			Timeout:   opts.CellTimeout,
-		}, b.event)
-		cr.Duration = time.Since(start)
-		cr.DurationMS = cr.Duration.Milliseconds()
+		stop, err := r.cell(ctx, i, c)
 		if err != nil {
-			rep.fail(i, &executor.ErrorInfo{Ename: "NotRun", Evalue: err.Error()}, StatusError)
-			return rep, fmt.Errorf("run cell %d: %w", i, err)
-		}
-		inputs = nil
-		c.Outputs = b.outs
-		c.ExecutionCount = nil
-		if res.ExecutionCount > 0 {
-			n := res.ExecutionCount
-			c.ExecutionCount = &n
-		}
-		cr.ExecutionCount = res.ExecutionCount
-		cr.Error = res.Error
-		cr.Note = note(res)
-		rep.Artifacts = append(rep.Artifacts, res.Artifacts...)
-
-		stop := false
-		switch res.Status {
-		case executor.StatusOK:
-			cr.Status = StatusOK
-		case executor.StatusError:
-			cr.Status = StatusError
-			switch {
-			case c.HasTag(TagRaisesException):
-				cr.ExpectedError = true
-			case opts.AllowErrors:
-				rep.fail(i, res.Error, StatusError)
-			default:
-				rep.fail(i, res.Error, StatusError)
-				stop = true
-			}
-		case executor.StatusTimeout:
-			cr.Status = StatusTimeout
-			rep.fail(i, res.Error, StatusTimeout)
-			stop = true
-		default: // kernel_died; denied comes with an error, handled above
-			cr.Status = StatusKernelDied
-			rep.fail(i, res.Error, StatusKernelDied)
-			stop = true
-		}
-		rep.Cells = append(rep.Cells, cr)
-		opts.progress(cr)
-		if err := ctx.Err(); err != nil {
-			return rep, fmt.Errorf("run notebook: stopped after cell %d: %w", i, err)
+			return r.rep, err
 		}
 		if stop {
 			break
 		}
 	}
-	return rep, nil
+	return r.rep, nil
+}
+
+// prepare checks what can be checked before anything runs, and injects the
+// parameters.
+func prepare(nb *Notebook, opts RunOptions) error {
+	if opts.CellTimeout < 0 {
+		return errors.New("run notebook: the cell timeout must not be negative")
+	}
+	if lang := nb.Language(); lang != "" && !strings.EqualFold(lang, "python") {
+		return invalidf("the notebook's language is %s: kernelbox runs Python kernels only", lang)
+	}
+	return nb.InjectParameters(opts.Parameters)
+}
+
+// runner is one Run in progress.
+type runner struct {
+	e       *executor.Executor
+	session string
+	opts    *RunOptions
+	inputs  []string // staged with the first cell that runs, then nil
+	b       *outputBuilder
+	rep     *Report
+}
+
+// cell runs (or skips) code cell i, records its outcome in the report and the
+// notebook, and reports whether the run stops after it. The error says why the
+// run could not go on: the executor refused the cell, or ctx ended.
+func (r *runner) cell(ctx context.Context, i int, c *Cell) (stop bool, err error) {
+	cr := CellResult{Index: i}
+	if cr.Skipped = skipReason(c); cr.Skipped != "" {
+		cr.Status = StatusSkipped
+		r.rep.Cells = append(r.rep.Cells, cr)
+		r.opts.progress(cr)
+		return false, nil
+	}
+	start := time.Now()
+	r.b.start(i)
+	res, err := r.e.ExecuteStream(ctx, executor.Request{
+		SessionID: r.session,
+		Code:      c.Source,
+		Inputs:    r.inputs,
+		Timeout:   r.opts.CellTimeout,
+	}, r.b.event)
+	cr.Duration = time.Since(start)
+	cr.DurationMS = cr.Duration.Milliseconds()
+	if err != nil {
+		r.rep.fail(i, &executor.ErrorInfo{Ename: "NotRun", Evalue: err.Error()}, StatusError)
+		return true, fmt.Errorf("run cell %d: %w", i, err)
+	}
+	r.inputs = nil
+	c.Outputs = r.b.outs
+	c.ExecutionCount = nil
+	if res.ExecutionCount > 0 {
+		n := res.ExecutionCount
+		c.ExecutionCount = &n
+	}
+	cr.ExecutionCount = res.ExecutionCount
+	cr.Error = res.Error
+	cr.Note = note(res)
+	r.rep.Artifacts = append(r.rep.Artifacts, res.Artifacts...)
+	stop = r.settle(&cr, c, res)
+	r.rep.Cells = append(r.rep.Cells, cr)
+	r.opts.progress(cr)
+	if err := ctx.Err(); err != nil {
+		return true, fmt.Errorf("run notebook: stopped after cell %d: %w", i, err)
+	}
+	return stop, nil
+}
+
+// skipReason says why cell c is not run ("empty" or "skip-execution"), or "".
+func skipReason(c *Cell) string {
+	switch {
+	case strings.TrimSpace(c.Source) == "":
+		return "empty"
+	case c.HasTag(TagSkipExecution):
+		return TagSkipExecution
+	}
+	return ""
+}
+
+// settle sets the status of cell cr.Index from the executor's result, records a
+// failure in the report, and reports whether it stops the run.
+func (r *runner) settle(cr *CellResult, c *Cell, res *executor.Result) (stop bool) {
+	i := cr.Index
+	switch res.Status {
+	case executor.StatusOK:
+		cr.Status = StatusOK
+	case executor.StatusError:
+		cr.Status = StatusError
+		switch {
+		case c.HasTag(TagRaisesException):
+			cr.ExpectedError = true
+		case r.opts.AllowErrors:
+			r.rep.fail(i, res.Error, StatusError)
+		default:
+			r.rep.fail(i, res.Error, StatusError)
+			stop = true
+		}
+	case executor.StatusTimeout:
+		cr.Status = StatusTimeout
+		r.rep.fail(i, res.Error, StatusTimeout)
+		stop = true
+	default: // kernel_died; denied comes with an error, handled above
+		cr.Status = StatusKernelDied
+		r.rep.fail(i, res.Error, StatusKernelDied)
+		stop = true
+	}
+	return stop
 }
 
 func (o *RunOptions) progress(cr CellResult) {
