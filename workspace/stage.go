@@ -85,6 +85,36 @@ func (s *Session) Stage(inputs []Input) ([]Staged, error) {
 		return nil, nil
 	}
 	start := time.Now()
+	items, err := newStageItems(inputs)
+	if err != nil {
+		return nil, err
+	}
+	defer closeSources(items)
+	if err := s.openSources(items); err != nil {
+		return nil, err
+	}
+
+	dir, err := ensureDir(s.root, "inputs", s.m.opts.DirMode)
+	if err != nil {
+		return nil, fmt.Errorf("stage inputs: inputs/: %w", err)
+	}
+	defer dir.Close()
+	if err := s.checkDestinations(dir, items); err != nil {
+		return nil, err
+	}
+
+	defer removeTemps(dir, items)
+	if err := s.copyInputs(dir, items); err != nil {
+		return nil, err
+	}
+	if err := commit(dir, items); err != nil {
+		return nil, fmt.Errorf("stage inputs: %w", err)
+	}
+	return s.record(dir, items, start), nil
+}
+
+// newStageItems checks the inputs' names: plain file names, all distinct.
+func newStageItems(inputs []Input) ([]*stageItem, error) {
 	items := make([]*stageItem, len(inputs))
 	byName := make(map[string]*stageItem, len(inputs))
 	for i, in := range inputs {
@@ -98,70 +128,80 @@ func (s *Session) Stage(inputs []Input) ([]Staged, error) {
 		items[i] = &stageItem{in: in}
 		byName[in.Name] = items[i]
 	}
-	defer func() {
-		for _, it := range items {
-			if it.src != nil {
-				it.src.Close()
-			}
-		}
-	}()
+	return items, nil
+}
 
+// closeSources closes the source files that were opened.
+func closeSources(items []*stageItem) {
+	for _, it := range items {
+		if it.src != nil {
+			it.src.Close()
+		}
+	}
+}
+
+// openSources opens every source (see openSource) and checks the sizes the files
+// have now against the per-file and session limits.
+func (s *Session) openSources(items []*stageItem) error {
 	opts := &s.m.opts
 	var incoming int64
 	for _, it := range items {
 		src, fi, err := openSource(it.in.Source)
 		if err != nil {
-			return nil, fmt.Errorf("stage input %q: %w", it.in.label(), err)
+			return fmt.Errorf("stage input %q: %w", it.in.label(), err)
 		}
 		it.src, it.srcInfo, it.size = src, fi, fi.Size()
 		if it.size > opts.MaxFileBytes {
-			return nil, fmt.Errorf("stage input %q: %d bytes, over the %d-byte per-file limit: %w",
+			return fmt.Errorf("stage input %q: %d bytes, over the %d-byte per-file limit: %w",
 				it.in.label(), it.size, opts.MaxFileBytes, ErrTooLarge)
 		}
 		incoming += it.size
 	}
-	if err := s.checkSessionLimit(items, incoming); err != nil {
-		return nil, err
-	}
+	return s.checkSessionLimit(items, incoming)
+}
 
-	dir, err := ensureDir(s.root, "inputs", opts.DirMode)
-	if err != nil {
-		return nil, fmt.Errorf("stage inputs: inputs/: %w", err)
-	}
-	defer dir.Close()
+// checkDestinations refuses a directory where an input would go, and marks the
+// inputs whose destination already holds this version of the source.
+func (s *Session) checkDestinations(dir *os.Root, items []*stageItem) error {
 	for _, it := range items {
 		fi, err := dir.Lstat(it.in.Name)
 		if err == nil && fi.IsDir() {
-			return nil, fmt.Errorf("stage input %q: destination inputs/%s: %w", it.in.label(), it.in.Name, notRegular(fi.Mode()))
+			return fmt.Errorf("stage input %q: destination inputs/%s: %w", it.in.label(), it.in.Name, notRegular(fi.Mode()))
 		}
 		if err == nil {
 			it.sum, it.keep = s.unchangedInput(it, fi)
 		}
 	}
+	return nil
+}
 
-	defer func() {
-		for _, it := range items {
-			if it.tmp != "" {
-				_ = dir.Remove(it.tmp)
-			}
+// removeTemps removes the temporary copies that were not renamed into place.
+func removeTemps(dir *os.Root, items []*stageItem) {
+	for _, it := range items {
+		if it.tmp != "" {
+			_ = dir.Remove(it.tmp)
 		}
-	}()
-	incoming = 0
+	}
+}
+
+// copyInputs copies each input that changed to a temporary file in dir, then
+// checks the session limit again against the bytes actually copied.
+func (s *Session) copyInputs(dir *os.Root, items []*stageItem) error {
+	var incoming int64
 	for _, it := range items {
 		if !it.keep {
 			if err := s.copyInput(dir, it); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		incoming += it.size
 	}
-	if err := s.checkSessionLimit(items, incoming); err != nil {
-		return nil, err
-	}
-	if err := commit(dir, items); err != nil {
-		return nil, fmt.Errorf("stage inputs: %w", err)
-	}
+	return s.checkSessionLimit(items, incoming)
+}
 
+// record notes the staged files in the session (sizes, and what restage.go needs
+// to recognise an unchanged source later) and describes them.
+func (s *Session) record(dir *os.Root, items []*stageItem, start time.Time) []Staged {
 	out := make([]Staged, len(items))
 	for i, it := range items {
 		s.staged[it.in.Name] = it.size
@@ -171,7 +211,7 @@ func (s *Session) Stage(inputs []Input) ([]Staged, error) {
 		out[i] = Staged{Name: it.in.Name, Size: it.size, SHA256: it.sum, Unchanged: it.keep}
 		s.log.Debug("staged input", "name", it.in.Name, "bytes", it.size, "unchanged", it.keep)
 	}
-	return out, nil
+	return out
 }
 
 // checkSessionLimit fails if staging items, incoming bytes in all, would bring
