@@ -111,6 +111,12 @@ type Output struct {
 	// DisplayID is the display id from the message's transient data, used to
 	// apply update_display_data. It is not part of nbformat.
 	DisplayID string
+
+	// Artifacts maps each rich MIME type of Data (see RichTypes) that the
+	// executor saved as an artifact to that artifact's Name. It is not part of
+	// nbformat and not sent on the wire: it serves front ends that hold the
+	// executor's Result itself.
+	Artifacts map[string]string `json:"-"`
 }
 
 // MarshalJSON writes the output in nbformat v4 form, with exactly the fields its

@@ -66,7 +66,7 @@ func New(opts Options) (*Executor, error) {
 	}
 	switch hc, ok := opts.Backend.(HealthChecker); {
 	case opts.Backend == nil:
-		e.disabled = fmt.Errorf("%w: no backend is configured (start kernelbox with --backend docker, or --backend local for unsandboxed local kernels)", ErrDisabled)
+		e.disabled = fmt.Errorf("%w: no backend is configured", ErrDisabled)
 	case ok:
 		if err := hc.Health(context.Background()); errors.Is(err, ErrDisabled) {
 			e.disabled = err
@@ -189,7 +189,7 @@ func (e *Executor) check(ctx context.Context, req Request) ([]workspace.Input, e
 	report, err := e.perm.Check(ctx, permissions.ExecuteCapabilities(), args)
 	if err != nil {
 		if errors.Is(err, permissions.ErrInvalidArgument) {
-			return nil, fmt.Errorf("%w: %v", ErrInvalidRequest, err)
+			return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 		}
 		if errors.Is(err, permissions.ErrDenied) {
 			return nil, fmt.Errorf("%w: %w", ErrDenied, err)
@@ -218,7 +218,7 @@ func (e *Executor) session(id string) (*session, error) {
 		return s, nil
 	}
 	if len(e.sessions) >= e.opts.MaxSessions {
-		return nil, fmt.Errorf("%w: %d sessions are live (the limit); close one (DELETE /v1/sessions/{id}, `kernelbox reset`), wait for idle sessions to be culled, or raise --max-sessions",
+		return nil, fmt.Errorf("%w: %d sessions are live, the limit; close one, or wait for idle sessions to be closed",
 			ErrTooManySessions, len(e.sessions))
 	}
 	s := newSession(e, id)

@@ -102,7 +102,10 @@ func (k *kernel) connect(ctx context.Context, e *Executor) error {
 			if cause := context.Cause(ctx); errors.Is(cause, jupyter.ErrNotFound) {
 				return fmt.Errorf("connect to kernel %s: %w", k.id, cause)
 			}
-			return fmt.Errorf("connect to kernel %s: %w (last error: %v)", k.id, ctx.Err(), lastErr)
+			if lastErr == nil {
+				return fmt.Errorf("connect to kernel %s: %w", k.id, ctx.Err())
+			}
+			return fmt.Errorf("connect to kernel %s: %w (last error: %w)", k.id, ctx.Err(), lastErr)
 		}
 		conn, err := k.client.Connect(ctx, k.id, &jupyter.ConnOptions{
 			Logger:          e.log,
@@ -268,10 +271,17 @@ func (k *kernel) serverAlive(ctx context.Context) bool {
 	return err == nil || errors.Is(err, jupyter.ErrNotFound)
 }
 
-// shutdown stops the kernel and releases its placement, under a fresh bounded
-// context: it runs when the caller's context may already be done.
-func (k *kernel) shutdown(_ context.Context, bound time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), bound)
+// shutdown stops the kernel and releases its placement. It takes at most bound, or
+// until ctx's deadline when that comes sooner. Teardown runs under a fresh context
+// derived from ctx without its cancellation (context.WithoutCancel): it must run
+// when ctx is already done, and a cancellation must not cut it short, or a process
+// or container would outlive its session. A ctx that is already done leaves the
+// teardown the whole bound.
+func (k *kernel) shutdown(ctx context.Context, bound time.Duration) error {
+	if dl, ok := ctx.Deadline(); ok && ctx.Err() == nil {
+		bound = min(bound, time.Until(dl))
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 	defer cancel()
 	var errs []error
 	if k.conn != nil {

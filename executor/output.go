@@ -219,13 +219,20 @@ func (c *collector) truncation() (bool, string) {
 	return len(notes) > 0, strings.Join(notes, "; ")
 }
 
-// fill copies the collected outputs into r with the convenience fields.
-func (c *collector) fill(r *Result) {
+// collected is what a collector gathered, in the Result's shape.
+type collected struct {
+	outputs        []Output
+	stdout, stderr string
+	result         string     // the text/plain of the execute_result
+	err            *ErrorInfo // from the last error output, or nil
+	truncated      bool
+	truncationNote string
+}
+
+// finish returns the collected outputs with the convenience fields.
+func (c *collector) finish() collected {
 	c.settle()
-	r.Outputs = c.outputs
-	if r.Outputs == nil {
-		r.Outputs = []Output{}
-	}
+	out := collected{outputs: c.outputs}
 	var stdout, stderr []string
 	for _, o := range c.outputs {
 		switch o.OutputType {
@@ -236,18 +243,19 @@ func (c *collector) fill(r *Result) {
 				stdout = append(stdout, o.Text)
 			}
 		case "execute_result":
-			r.Result, _ = jsonText(o.Data["text/plain"])
+			out.result, _ = jsonText(o.Data["text/plain"])
 		case "error":
 			tb := make([]string, len(o.Traceback))
 			for i, l := range o.Traceback {
 				tb[i] = StripANSI(l)
 			}
-			r.Error = &ErrorInfo{Ename: o.Ename, Evalue: o.Evalue, Traceback: tb}
+			out.err = &ErrorInfo{Ename: o.Ename, Evalue: o.Evalue, Traceback: tb}
 		}
 	}
 	// One stream output (the usual case) is shared, not copied.
-	r.Stdout, r.Stderr = strings.Join(stdout, ""), strings.Join(stderr, "")
-	r.Truncated, r.TruncationNote = c.truncation()
+	out.stdout, out.stderr = strings.Join(stdout, ""), strings.Join(stderr, "")
+	out.truncated, out.truncationNote = c.truncation()
+	return out
 }
 
 func displayID(transient map[string]json.RawMessage) string {

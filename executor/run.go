@@ -2,18 +2,17 @@ package executor
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"time"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/jupyter"
-	"github.com/kernelbox/kernelbox/workspace"
 )
 
-// execute runs one call on the session's worker.
+// execute runs one call on the session's worker: it gathers what the call produced in
+// a callFacts, then builds the Result from it once.
 func (s *session) execute(j *job) (*Result, error) {
 	o := &s.e.opts
 	timeout := j.req.Timeout
@@ -25,33 +24,26 @@ func (s *session) execute(j *job) (*Result, error) {
 	if err := s.ensureKernel(j); err != nil {
 		return nil, err
 	}
-	r := &Result{SessionID: s.id, Outputs: []Output{}, Artifacts: []Artifact{}}
-	if lost, why := s.takeLost(); lost {
-		r.StateLost = true
-		r.Notes = append(r.Notes, "state lost: "+why)
+	// Starting a kernel left the state at "starting"; the code runs now.
+	s.setState(api.StateBusy)
+	var f callFacts
+	names, notes, err := s.stage(j.inputs)
+	if err != nil {
+		return nil, err
 	}
-	var names []string
-	if len(j.inputs) > 0 {
-		staged, err := s.ws.Stage(j.inputs)
-		if err != nil {
-			return nil, stageError(err)
-		}
-		for _, st := range staged {
-			names = append(names, st.Name)
-			note := fmt.Sprintf("staged inputs/%s (%d bytes)", st.Name, st.Size)
-			if st.Unchanged {
-				note += ", unchanged since it was last staged: not copied again"
-			}
-			r.Notes = append(r.Notes, note)
-		}
-	}
-	syncer, _ := s.k.placement.(FileSyncer)
+	syncer, _ := s.syncer()
 	if syncer != nil && (len(names) > 0 || s.k.fresh) {
 		if err := syncer.PushInputs(j.ctx, s.k.conn, s.ws.Dir(), names); err != nil {
-			return nil, fmt.Errorf("%w: push inputs to the kernel: %v", ErrBackend, err)
+			return nil, fmt.Errorf("%w: push inputs to the kernel: %w", ErrBackend, err)
 		}
 	}
 	s.k.fresh = false
+	// Taken only now: a call refused above leaves the report for the next one.
+	if lost, why := s.takeLost(); lost {
+		f.lostBefore = true
+		f.notes = append(f.notes, "state lost: "+why)
+	}
+	f.notes = append(f.notes, notes...)
 
 	runCtx, cancel := context.WithTimeout(j.ctx, timeout)
 	defer cancel()
@@ -60,6 +52,19 @@ func (s *session) execute(j *job) (*Result, error) {
 
 	col := newCollector(o, j.onEvent)
 	j.emit(Event{Type: "status", State: "running"})
+	ex, err := s.call(runCtx, j, col, syncer, timeout, &f)
+	if err != nil {
+		return nil, err
+	}
+	f.out = col.finish()
+	s.collect(s.ctx, &f, ex)
+	return f.result(s.id, time.Since(j.start)), nil
+}
+
+// call sends the call's execute_request and records how it ended in f.end. It
+// returns the execution (nil when it could not be sent), or an error when the
+// session closed during the call.
+func (s *session) call(ctx context.Context, j *job, col *collector, syncer FileSyncer, timeout time.Duration, f *callFacts) (*jupyter.Execution, error) {
 	req := jupyter.ExecuteRequest{Code: j.req.Code, StoreHistory: true}
 	if syncer != nil {
 		if expr := syncer.OutputsProbe(); expr != "" {
@@ -68,92 +73,76 @@ func (s *session) execute(j *job) (*Result, error) {
 	}
 	stopWatch := s.k.closeOnLost()
 	defer stopWatch()
-	ex, err := s.k.conn.Execute(runCtx, req)
+	ex, err := s.k.conn.Execute(ctx, req)
 	if err != nil {
-		s.kernelFailed(r, err)
-	} else {
-		err = s.await(j, ex, col, r, runCtx, timeout)
-		ex.Close()
-		if err != nil {
-			return nil, err
-		}
+		f.end = s.kernelFailed(s.ctx, err)
+		return nil, nil
 	}
-	verdict := r.Error
-	col.fill(r)
-	switch {
-	case r.Status == StatusError && r.Error == nil:
-		r.Error = verdict // from the reply, when no error output arrived
-	case r.Status != StatusError && r.Status != StatusOK:
-		r.Error = verdict // a timeout or death: the executor's verdict wins
-	}
-	s.collect(r, col, ex)
-	r.DurationMS = time.Since(j.start).Milliseconds()
-	return r, nil
+	defer ex.Close()
+	f.end, err = s.await(ctx, j, ex, col, timeout)
+	return ex, err
 }
 
-// await reads the execution's output until it completes, fails or times out.
-func (s *session) await(j *job, ex *jupyter.Execution, col *collector, r *Result, runCtx context.Context, timeout time.Duration) error {
+// await reads the execution's output until it completes, fails or times out (ctx,
+// the call's context, ends), and says how it ended.
+func (s *session) await(ctx context.Context, j *job, ex *jupyter.Execution, col *collector, timeout time.Duration) (ending, error) {
 	for {
-		m, err := ex.Next(runCtx)
+		m, err := ex.Next(ctx)
 		switch {
 		case err == nil:
 			col.add(m)
 		case err == io.EOF:
-			s.completed(ex, r)
-			return nil
-		case runCtx.Err() != nil:
+			return s.completed(ex), nil
+		case ctx.Err() != nil:
 			if s.ctx.Err() != nil {
-				return fmt.Errorf("%w: %q closed during the call", ErrSessionClosed, s.id)
+				return ending{}, fmt.Errorf("%w: %q closed during the call", ErrSessionClosed, s.id)
 			}
 			why := fmt.Sprintf("the call exceeded its %s timeout", timeout)
 			if j.ctx.Err() != nil {
 				why = "the caller canceled the call"
 			}
-			s.timedOut(ex, col, r, why)
-			return nil
+			return s.timedOut(s.ctx, ex, col, why), nil
 		default:
-			s.kernelFailed(r, err)
-			return nil
+			return s.kernelFailed(s.ctx, err), nil
 		}
 	}
 }
 
-// completed fills the status from the execute_reply.
-func (s *session) completed(ex *jupyter.Execution, r *Result) {
+// completed reads the status from the execute_reply.
+func (s *session) completed(ex *jupyter.Execution) ending {
 	reply, err := ex.Reply()
 	if err != nil {
-		s.kernelFailed(r, err)
-		return
+		return s.kernelFailed(s.ctx, err)
 	}
-	r.ExecutionCount = reply.ExecutionCount
+	end := ending{status: StatusOK, count: reply.ExecutionCount}
 	switch reply.Status {
 	case "ok":
-		r.Status = StatusOK
 	case "aborted":
-		r.Status = StatusError
-		r.Error = &ErrorInfo{Ename: "Aborted", Evalue: "the kernel aborted the execution"}
+		end.status = StatusError
+		end.verdict = &ErrorInfo{Ename: "Aborted", Evalue: "the kernel aborted the execution"}
 	default:
-		r.Status = StatusError
+		end.status = StatusError
 		// The iopub error output normally says the same; this covers a kernel
-		// that sends none (execute then keeps the output's version).
+		// that sends none (the result then keeps the output's version).
 		tb := make([]string, len(reply.Traceback))
 		for i, l := range reply.Traceback {
 			tb[i] = StripANSI(l)
 		}
-		r.Error = &ErrorInfo{Ename: reply.Ename, Evalue: reply.Evalue, Traceback: tb}
+		end.verdict = &ErrorInfo{Ename: reply.Ename, Evalue: reply.Evalue, Traceback: tb}
 	}
+	return end
 }
 
 // timedOut interrupts a call past its deadline. If the kernel stops within the grace
-// period the session keeps its state; otherwise the kernel is restarted.
-func (s *session) timedOut(ex *jupyter.Execution, col *collector, r *Result, why string) {
+// period the session keeps its state; otherwise the kernel is restarted. ctx is the
+// session's context (the call's has ended); it bounds the interrupt and the restart.
+func (s *session) timedOut(ctx context.Context, ex *jupyter.Execution, col *collector, why string) ending {
 	o := &s.e.opts
-	r.Status = StatusTimeout
-	ictx, icancel := context.WithTimeout(s.ctx, 5*time.Second)
+	ictx, icancel := context.WithTimeout(ctx, 5*time.Second)
 	ierr := s.k.client.Interrupt(ictx, s.k.id)
 	icancel()
 	if ierr == nil {
-		gctx, gcancel := context.WithTimeout(s.ctx, o.InterruptGrace)
+		gctx, gcancel := context.WithTimeout(ctx, o.InterruptGrace)
 		defer gcancel()
 		for {
 			m, err := ex.Next(gctx)
@@ -162,44 +151,47 @@ func (s *session) timedOut(ex *jupyter.Execution, col *collector, r *Result, why
 				continue
 			}
 			if err == io.EOF {
+				end := ending{status: StatusTimeout,
+					verdict: &ErrorInfo{Ename: "Timeout", Evalue: why + "; it was interrupted and the session's state is kept"}}
 				if reply, rerr := ex.Reply(); rerr == nil {
-					r.ExecutionCount = reply.ExecutionCount
+					end.count = reply.ExecutionCount
 				}
-				r.Error = &ErrorInfo{Ename: "Timeout", Evalue: why + "; it was interrupted and the session's state is kept"}
-				return
+				return end
 			}
 			if gctx.Err() == nil { // the kernel died while being interrupted
-				s.kernelFailed(r, err)
-				r.Status = StatusTimeout
-				return
+				end := s.kernelFailed(ctx, err)
+				end.status = StatusTimeout
+				return end
 			}
 			break
 		}
 	}
 	// The kernel ignored the interrupt (or the interrupt failed): restart it.
 	s.log.Warn("kernel did not stop after interrupt; restarting it", "grace", o.InterruptGrace)
-	r.StateLost = true
-	r.Error = &ErrorInfo{Ename: "Timeout", Evalue: fmt.Sprintf("%s; the kernel did not stop within %s of an interrupt and was restarted, so the session's state is lost", why, o.InterruptGrace)}
-	rctx, rcancel := context.WithTimeout(s.ctx, o.StartTimeout)
+	end := ending{status: StatusTimeout, stateLost: true,
+		verdict: &ErrorInfo{Ename: "Timeout", Evalue: fmt.Sprintf("%s; the kernel did not stop within %s of an interrupt and was restarted, so the session's state is lost", why, o.InterruptGrace)}}
+	rctx, rcancel := context.WithTimeout(ctx, o.StartTimeout)
 	defer rcancel()
 	if err := s.k.restart(rctx, s.e); err != nil {
 		s.log.Warn("restart after timeout failed; the next call starts a new kernel", "err", err)
 		_ = s.k.shutdown(rctx, o.ShutdownTimeout)
 		s.setKernel(nil)
 	}
+	return end
 }
 
-// kernelFailed records a call whose kernel died or whose connection was lost.
-func (s *session) kernelFailed(r *Result, err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+// kernelFailed tells a call whose kernel died from one whose connection was lost. It
+// asks the placement and the server under its own bounded context derived from ctx
+// without its cancellation: the call's context has usually ended by now.
+func (s *session) kernelFailed(ctx context.Context, err error) ending {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	cause := s.k.diagnose(ctx)
 	if !errors.Is(err, jupyter.ErrKernelDied) && s.k.serverAlive(ctx) && cause == "" {
 		if kr, kerr := s.k.client.Kernel(ctx, s.k.id); kerr == nil && kr.ExecutionState != "dead" {
 			// Only the connection failed; the kernel and its state are fine.
-			r.Status = StatusError
-			r.Error = &ErrorInfo{Ename: "ConnectionLost", Evalue: fmt.Sprintf("the connection to the kernel dropped during the call (%v); its output may be incomplete, the session's state is kept", err)}
-			return
+			return ending{status: StatusError, verdict: &ErrorInfo{Ename: "ConnectionLost",
+				Evalue: fmt.Sprintf("the connection to the kernel dropped during the call (%v); its output may be incomplete, the session's state is kept", err)}}
 		}
 	}
 	msg := "the kernel died during the call"
@@ -213,136 +205,9 @@ func (s *session) kernelFailed(r *Result, err error) {
 	msg += "; the next call starts a fresh kernel"
 	s.log.Warn("kernel died", "cause", cause, "err", err)
 	s.e.opts.Observer.KernelDied()
-	r.Status = StatusKernelDied
-	r.StateLost = true
-	r.Error = &ErrorInfo{Ename: "KernelDied", Evalue: msg}
 	s.markLost("the kernel died during an earlier call")
 	if s.k.conn != nil {
 		_ = s.k.conn.Close()
 	}
-}
-
-// collect copies new outputs/ files and the cell's rich outputs to the artifacts dir.
-func (s *session) collect(r *Result, col *collector, ex *jupyter.Execution) {
-	// A kernel that is gone (a restart after a timeout failed) has nothing to pull.
-	if syncer, ok := s.syncer(); ok && s.k.alive() {
-		ctx, cancel := context.WithTimeout(s.ctx, s.e.opts.StartTimeout)
-		err := syncer.PullOutputs(ctx, s.k.conn, s.ws.Dir(), probeResult(ex))
-		cancel()
-		if err != nil {
-			r.Notes = append(r.Notes, "outputs: pulling files from the kernel failed: "+err.Error())
-		}
-	}
-	arts, err := s.ws.Collect()
-	r.Artifacts = append(r.Artifacts, arts...)
-	if err != nil {
-		r.Notes = append(r.Notes, "artifacts: "+err.Error())
-	}
-	defer func() {
-		var total int64
-		for _, a := range r.Artifacts {
-			total += a.Size
-		}
-		if len(r.Artifacts) > 0 {
-			s.e.opts.Observer.ArtifactsCollected(len(r.Artifacts), total)
-		}
-	}()
-	prefix := "x"
-	if ex != nil {
-		prefix = ex.MsgID()
-		if len(prefix) > 8 {
-			prefix = prefix[:8]
-		}
-	}
-	n := 0
-	for _, out := range col.outputs {
-		if out.OutputType != "display_data" && out.OutputType != "execute_result" {
-			continue
-		}
-		for _, rich := range richTypes {
-			raw, ok := out.Data[rich.mime]
-			if !ok {
-				continue
-			}
-			data, ok := richBytes(raw, rich.base64)
-			if !ok {
-				continue
-			}
-			n++
-			name := fmt.Sprintf("cell%d-%s-%d%s", r.ExecutionCount, prefix, n, rich.ext)
-			a, err := s.ws.SaveDisplay(name, data, rich.mime)
-			if err != nil {
-				r.Notes = append(r.Notes, "display artifact: "+err.Error())
-				continue
-			}
-			r.Artifacts = append(r.Artifacts, a)
-		}
-	}
-}
-
-// syncer returns the session's placement as a FileSyncer, if it is one.
-func (s *session) syncer() (FileSyncer, bool) {
-	if s.k == nil {
-		return nil, false
-	}
-	fs, ok := s.k.placement.(FileSyncer)
-	return fs, ok
-}
-
-// probeKey names the FileSyncer's outputs probe in a call's execute_request.
-const probeKey = "kernelbox_outputs"
-
-// probeResult returns the outputs probe's result from the call's reply.
-func probeResult(ex *jupyter.Execution) json.RawMessage {
-	if ex == nil {
-		return nil
-	}
-	reply, err := ex.Reply()
-	if err != nil {
-		return nil
-	}
-	return reply.UserExpressions[probeKey]
-}
-
-var richTypes = []struct {
-	mime, ext string
-	base64    bool
-}{
-	{"image/png", ".png", true},
-	{"image/jpeg", ".jpg", true},
-	{"image/svg+xml", ".svg", false},
-	{"text/html", ".html", false},
-}
-
-func richBytes(raw []byte, isBase64 bool) ([]byte, bool) {
-	s, ok := jsonText(raw)
-	if !ok {
-		return nil, false
-	}
-	if !isBase64 {
-		return []byte(s), true
-	}
-	b, err := base64.StdEncoding.DecodeString(stripNewlines(s))
-	return b, err == nil
-}
-
-func stripNewlines(s string) string {
-	b := make([]byte, 0, len(s))
-	for i := 0; i < len(s); i++ {
-		if s[i] != '\n' && s[i] != '\r' {
-			b = append(b, s[i])
-		}
-	}
-	return string(b)
-}
-
-// stageError classifies a staging failure: bad inputs are the caller's to fix.
-func stageError(err error) error {
-	for _, bad := range []error{workspace.ErrNotRegular, workspace.ErrDuplicateName, workspace.ErrInvalidName,
-		workspace.ErrTooLarge, workspace.ErrSessionLimit} {
-		if errors.Is(err, bad) {
-			return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
-		}
-	}
-	return fmt.Errorf("stage inputs: %w", err)
+	return ending{status: StatusKernelDied, stateLost: true, verdict: &ErrorInfo{Ename: "KernelDied", Evalue: msg}}
 }

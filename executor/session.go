@@ -188,7 +188,7 @@ func (s *session) ensureKernel(j *job) error {
 		if s.ctx.Err() != nil {
 			return fmt.Errorf("%w: %q", ErrSessionClosed, s.id)
 		}
-		return fmt.Errorf("%w: start kernel for session %q on %s: %v", ErrBackend, s.id, s.e.Backend(), err)
+		return fmt.Errorf("%w: start kernel for session %q on %s: %w", ErrBackend, s.id, s.e.Backend(), err)
 	}
 	if s.everAlive {
 		s.markLost("the session's kernel was replaced")

@@ -298,12 +298,10 @@ func trimPartialRune(b []byte) []byte {
 	return b
 }
 
+// isInlineImage reports whether media type mt is an image a client can show inline
+// (api.RichTypes).
 func isInlineImage(mt string) bool {
 	base, _, _ := mime.ParseMediaType(mt)
-	for _, t := range inlineImageTypes {
-		if base == t {
-			return true
-		}
-	}
-	return false
+	t, ok := api.RichTypeOf(base)
+	return ok && t.Image
 }

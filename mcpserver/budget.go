@@ -44,7 +44,7 @@ type clippedTexts struct {
 func (s *server) render(res *executor.Result) answer {
 	arts := artifactInfos(res)
 	// Images first: whether each is inline changes its artifact's line.
-	imgs, inlined, notes := s.images(res, arts)
+	imgs, inlined, notes := s.images(res)
 
 	head := header(res)
 	tail := artifactLines(arts, inlined) + noteLines(append(slices.Clone(res.Notes), notes...))
@@ -80,7 +80,7 @@ func (s *server) render(res *executor.Result) answer {
 		StateLost:      res.StateLost,
 		DurationMS:     res.DurationMS,
 	}
-	st.Outputs, notes = s.structuredOutputs(res, arts, texts.limits(), notes)
+	st.Outputs, notes = s.structuredOutputs(res, texts.limits(), notes)
 	st.Notes = append(slices.Clone(res.Notes), notes...)
 	return answer{content: content, structured: st}
 }

@@ -1,9 +1,7 @@
 package mcpserver
 
 import (
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"regexp"
 	"strings"
@@ -105,8 +103,7 @@ func TestRender(t *testing.T) {
 	small := []byte("\x89PNG small image")
 	large := []byte("\x89PNG " + strings.Repeat("L", 5000))
 	art := func(name string, data []byte) executor.Artifact {
-		sum := sha256.Sum256(data)
-		return executor.Artifact{Name: name, Path: "/art/s/" + name, Size: int64(len(data)), MIME: "image/png", SHA256: hex.EncodeToString(sum[:])}
+		return executor.Artifact{Name: name, Path: "/art/s/" + name, Size: int64(len(data)), MIME: "image/png"}
 	}
 	b64 := func(b []byte) json.RawMessage {
 		raw, _ := json.Marshal(base64.StdEncoding.EncodeToString(b))
@@ -119,16 +116,20 @@ func TestRender(t *testing.T) {
 		Stdout:    stdout,
 		Outputs: []executor.Output{
 			{OutputType: "stream", Name: "stdout", Text: stdout},
-			{OutputType: "display_data", Data: map[string]json.RawMessage{"image/png": b64(small), "text/plain": json.RawMessage(`"<Figure>"`)}},
-			{OutputType: "display_data", Data: map[string]json.RawMessage{"image/png": b64(large), "text/plain": json.RawMessage(`"<Figure>"`)}},
+			{OutputType: "display_data", Data: map[string]json.RawMessage{"image/png": b64(small), "text/plain": json.RawMessage(`"<Figure>"`)},
+				Artifacts: map[string]string{"image/png": "display/a.png"}},
+			{OutputType: "display_data", Data: map[string]json.RawMessage{"image/png": b64(large), "text/plain": json.RawMessage(`"<Figure>"`)},
+				Artifacts: map[string]string{"image/png": "display/b.png"}},
 		},
-		Artifacts: []executor.Artifact{art("display/a.png", small), art("display/b.png", large)},
+		// copy.png holds the same bytes as the small image: the display names its
+		// artifact, so a file with equal content is not taken for it.
+		Artifacts: []executor.Artifact{art("copy.png", small), art("display/a.png", small), art("display/b.png", large)},
 	}
 	s := &server{opts: Options{MaxTextBytes: 2000, MaxImageBytes: 1000}}
 	s.opts.setDefaults()
 	a := s.render(res)
 
-	require.Len(t, a.content, 3, "text, the small image, a link to the large one")
+	require.Len(t, a.content, 4, "text, the small image, links to copy.png and the large one")
 	txt := a.content[0].(*mcp.TextContent).Text
 	assert.Less(t, len(txt), 3000)
 	assert.Contains(t, txt, "status: ok")
@@ -138,7 +139,10 @@ func TestRender(t *testing.T) {
 	assert.Contains(t, txt, `read it with read_artifact name="display/b.png"`)
 	img := a.content[1].(*mcp.ImageContent)
 	assert.Equal(t, small, img.Data)
+	assert.Contains(t, txt, "- copy.png (image/png, 16 bytes) kernelbox://artifacts/s/copy.png\n", "not shown")
 	link := a.content[2].(*mcp.ResourceLink)
+	assert.Equal(t, "kernelbox://artifacts/s/copy.png", link.URI)
+	link = a.content[3].(*mcp.ResourceLink)
 	assert.Equal(t, "kernelbox://artifacts/s/display/b.png", link.URI)
 
 	st := a.structured
