@@ -155,8 +155,9 @@ func (e *Executor) ExecuteStream(ctx context.Context, req Request, onEvent func(
 		}
 		return nil, err
 	}
-	// A session closed by idle culling between lookup and enqueue is replaced by a
-	// fresh one: the call was never run, so it is safe to try again.
+	// A session closed by idle culling between lookup and the start of the call is
+	// replaced by a fresh one: the call was never run, so it is safe to try again.
+	// A call queued on a session closed on request fails, as CloseSession says.
 	var res *Result
 	for attempt := 0; ; attempt++ {
 		var s *session
@@ -166,7 +167,7 @@ func (e *Executor) ExecuteStream(ctx context.Context, req Request, onEvent func(
 		j := newJob(ctx, jobExecute, req, inputs, onEvent, start)
 		if err = s.enqueue(j); err == nil {
 			res, err = j.wait()
-			if err == nil || !j.notRun {
+			if err == nil || !j.notRun || !s.culled.Load() {
 				break
 			}
 		}
@@ -380,6 +381,7 @@ func (e *Executor) cullLoop() {
 			}
 		}
 		for _, s := range idle {
+			s.culled.Store(true)
 			delete(e.sessions, s.id)
 			e.retireLocked(s.id, fmt.Sprintf("the session was idle for over %s and was closed; its variables are gone, its files remain", e.opts.IdleTimeout))
 		}

@@ -27,7 +27,8 @@ type fakeBackend struct {
 
 	mu      sync.Mutex
 	placed  []*fakePlacement
-	openErr error // returned by Open while set
+	syncing map[*fakePlacement]*syncingPlacement // what Open returned for them
+	openErr error                                // returned by Open while set
 	closed  bool
 }
 
@@ -62,7 +63,12 @@ func (b *fakeBackend) Open(ctx context.Context, spec executor.SessionSpec) (exec
 	case b.lossy:
 		return &lossyPlacement{p}, nil
 	case b.sync:
-		return &syncingPlacement{fakePlacement: p}, nil
+		sp := &syncingPlacement{fakePlacement: p}
+		if b.syncing == nil {
+			b.syncing = map[*fakePlacement]*syncingPlacement{}
+		}
+		b.syncing[p] = sp
+		return sp, nil
 	}
 	return p, nil
 }
@@ -170,7 +176,7 @@ type syncingPlacement struct {
 	*fakePlacement
 
 	smu    sync.Mutex
-	pushes [][]string          // names of each PushInputs
+	pushes [][]string        // names of each PushInputs
 	probes []json.RawMessage // probe of each PullOutputs
 }
 

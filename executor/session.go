@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kernelbox/kernelbox/workspace"
@@ -27,6 +28,7 @@ type session struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the worker has exited and released the kernel
 	once   sync.Once
+	culled atomic.Bool // closed for being idle, not on request: its queued calls may run elsewhere
 
 	// owned by the worker
 	ws        *workspace.Session
