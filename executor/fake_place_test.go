@@ -141,7 +141,7 @@ func TestFakeIdleCulled(t *testing.T) {
 		_, err := e.Session("i")
 		return err != nil
 	}, 10*time.Second, 20*time.Millisecond, "culled")
-	assert.True(t, b.placements()[0].isClosed())
+	require.Eventually(t, b.placements()[0].isClosed, 10*time.Second, 10*time.Millisecond, "the culled session's placement is released")
 	r := e.run(t, "i", "get x")
 	assert.Equal(t, "NameError", r.Error.Ename)
 	assert.True(t, r.StateLost)
