@@ -34,7 +34,21 @@ func writeError(w http.ResponseWriter, status int, code api.Code, msg string) {
 
 func writeErr(w http.ResponseWriter, err error) {
 	status, code := classify(err)
-	writeError(w, status, code, err.Error())
+	msg := err.Error()
+	if a := advice(code); a != "" {
+		msg += " (" + a + ")"
+	}
+	writeError(w, status, code, msg)
+}
+
+// advice is what a client of this API can do about an error of kind code, or "":
+// the executor states facts, the front end knows its routes and flags.
+func advice(code api.Code) string {
+	switch code {
+	case api.CodeTooManySessions:
+		return "close one with DELETE /v1/sessions/{id} or `kernelbox reset`, or start the server with a higher --max-sessions"
+	}
+	return ""
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
