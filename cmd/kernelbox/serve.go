@@ -21,6 +21,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	ef.register(fs, "none")
 	listen := fs.String("listen", "127.0.0.1:8700", "address to listen on: HOST:PORT or unix:PATH")
 	token := fs.String("token", os.Getenv("KERNELBOX_TOKEN"), "bearer token required on every request (also KERNELBOX_TOKEN); required off loopback")
+	dash := registerDashboard(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -63,6 +64,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	mux.Handle("/", httpapi.New(en.exec, httpapi.Options{Token: *token, Workspace: en.ws, Logger: log}))
 	mountMCP(mux, en, *token, log)
 	mountMetrics(mux, en, *token)
+	mountDashboard(mux, dash, log)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stdout, "kernelbox serving on %s (backend %s, workspace %s, artifacts %s)\n",
 		*listen, en.exec.Backend(), en.ws.Root(), en.ws.ArtifactsDir())
