@@ -4,7 +4,7 @@
 GO ?= go
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: demo test setup image build vet bench bench-short clean
+.PHONY: demo test setup image build vet pytest bench bench-short clean
 
 # The research demo: a coordinator and a data_analyst agent analysing an ImageNet
 # table in one stateful session (docker when available, else local).
@@ -13,7 +13,7 @@ demo: setup image
 
 # Everything CI runs: formatting, vet, the race-enabled tests (real Jupyter Server and,
 # where a daemon is reachable, real Docker) and a short benchmark so it cannot rot.
-test: setup image vet
+test: setup image vet pytest
 	$(GO) test -race -count=1 -timeout 40m ./...
 	$(GO) run ./cmd/kernelbox bench --short --backends $(BENCH_BACKENDS)
 
@@ -36,6 +36,12 @@ vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+
+# The Python half of the remote backend's file sync (standard-library unittest, with
+# Debian's python3 and its ipykernel, as the kernels run it).
+PYTHON3 ?= /usr/bin/python3
+pytest:
+	$(PYTHON3) -B -m unittest discover -s backends/remote/kernelfs -p 'test_*.py'
 
 BENCH_BACKENDS := $(shell docker version >/dev/null 2>&1 && echo local,docker || echo local)
 

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kernelbox/kernelbox/backends/remote/kernelfs"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/jupyter"
 )
@@ -257,22 +258,6 @@ func (b *Backend) Close(ctx context.Context) error {
 	return nil
 }
 
-// spawn runs f on a goroutine that Close waits for; it returns false, without
-// running f, once the backend is closed.
-func (b *Backend) spawn(f func()) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return false
-	}
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		f()
-	}()
-	return true
-}
-
 func (b *Backend) closeIdle() {
 	for _, g := range b.gateways {
 		g.client.CloseIdle()
@@ -292,8 +277,21 @@ func (b *Backend) kernelEnv() map[string]string {
 	return maps.Clone(b.opts.KernelEnv)
 }
 
-// pullChunk is the size of one read from the kernel: replies are not subject to the
-// WebSocket frame reassembly that limits request sizes, so larger pieces are cheaper.
-func (b *Backend) pullChunk() int {
-	return max(b.opts.ChunkBytes, pullChunkBytes)
+// syncOptions configures a placement's file sync on gateway g.
+func (b *Backend) syncOptions(g *gateway) kernelfs.Options {
+	o := kernelfs.Options{
+		RemoteDir:      b.opts.RemoteDir,
+		MaxFileBytes:   b.opts.MaxFileBytes,
+		MaxOutputFiles: b.opts.MaxOutputFiles,
+		ChunkBytes:     b.opts.ChunkBytes,
+		PullChunkBytes: pullChunkBytes,
+		Window:         b.opts.Window,
+		AbortTimeout:   b.opts.HealthTimeout,
+		KernelPath:     b.opts.KernelPath,
+		Logger:         b.log.With("gateway", g.name),
+	}
+	if b.opts.Transfer == TransferContents {
+		o.Uploader = g.files
+	}
+	return o
 }

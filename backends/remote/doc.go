@@ -16,7 +16,7 @@
 // the Python kernelspecs of all three servers run.
 //
 // Start reading at [New] and [Options]; gateway.go holds the health checks and
-// load, placement.go the [Placement], push.go and pull.go the two directions of
-// file sync, kernelcall.go how an operation reaches the kernel, and kernelsync.py
-// the kernel side. contents.go is the optional Contents API upload path.
+// load, placement.go the [Placement], which signals a gateway that left the
+// rotation through Lost and composes the file sync of package kernelfs (its Go
+// client and the kernel-side Python module).
 package remote

@@ -2,7 +2,6 @@ package remote_test
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -17,7 +16,7 @@ import (
 // TestTrivialCellLatency measures a trivial cell through the executor on the local
 // backend (Jupyter Server on a unix socket) and on the remote backend pointed at a
 // Jupyter Server on loopback TCP, interleaved so both see the same machine load. The
-// remote path must stay within 1.1x of the local one at the median: TCP_QUICKACK
+// remote path must stay within 2x of the local one at the median: TCP_QUICKACK
 // (set by the jupyter package's dialer on every TCP connection, including this
 // backend's) removes the 40 ms delayed-ACK stall, and the outputs/ check rides on
 // the call's own execute_request instead of costing a round trip.
@@ -60,16 +59,13 @@ func TestTrivialCellLatency(t *testing.T) {
 	ratio := float64(rp50) / float64(lp50)
 	t.Logf("trivial cell, %d calls each: local unix socket p50 %v p99 %v; remote loopback TCP p50 %v p99 %v; p50 ratio %.3f",
 		n, lp50, lp99, rp50, rp99, ratio)
-	limit := 1.1
-	if raceEnabled {
-		// The race detector multiplies the Go side's cost (JSON, base64) of each
-		// call, and the remote path decodes a little more per call (the outputs
-		// probe); the 1.1x figure is measured without it.
-		limit = 1.3 // still far below the 5x that losing TCP_QUICKACK costs
-	}
-	if os.Getenv("KERNELBOX_LATENCY_LOOSE") == "1" {
-		return
-	}
+	// 1.1x is what an idle machine measures (1.3x under the race detector, which
+	// multiplies the Go side's per-call cost, JSON and base64, and the remote path
+	// decodes a little more per call). The bound is generous because other work on
+	// the machine moves both paths' medians, but it still fails the 5x and more
+	// that losing TCP_QUICKACK (a 40 ms delayed-ACK stall per call) or a round
+	// trip more per call costs.
+	limit := 2.0
 	require.LessOrEqual(t, ratio, limit, "remote p50 %v vs local p50 %v", rp50, lp50)
 }
 

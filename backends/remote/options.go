@@ -10,6 +10,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/kernelbox/kernelbox/backends/remote/kernelfs"
 )
 
 // Defaults for the zero values of Options.
@@ -17,18 +19,17 @@ const (
 	DefaultHealthInterval = 5 * time.Second
 	DefaultHealthTimeout  = 5 * time.Second
 	DefaultUnhealthyAfter = 2
-	DefaultRemoteDir      = "kernelbox-sessions"
-	DefaultMaxFileBytes   = int64(1 << 30) // 1 GiB, as the workspace's staging limit
-	DefaultMaxOutputFiles = 10000
-	DefaultChunkBytes     = 1 << 20
-	DefaultWindow         = 3
+	DefaultRemoteDir      = kernelfs.DefaultRemoteDir
+	DefaultMaxFileBytes   = kernelfs.DefaultMaxFileBytes // 1 GiB, as the workspace's staging limit
+	DefaultMaxOutputFiles = kernelfs.DefaultMaxOutputFiles
+	DefaultChunkBytes     = kernelfs.DefaultChunkBytes
+	DefaultWindow         = kernelfs.DefaultWindow
 )
 
-// pullChunkBytes is the smallest payload of one read of an output file.
-var pullChunkBytes = 2 << 20
-
-// maxDepth is how many directory levels below outputs/ are pulled, as for Collect.
-const maxDepth = 32
+// pullChunkBytes is the smallest payload of one read of an output file: replies are
+// not subject to the WebSocket frame reassembly that limits request sizes, so larger
+// pieces are cheaper.
+const pullChunkBytes = kernelfs.DefaultPullChunkBytes
 
 // Gateway is one Jupyter server sessions may be placed on: a Jupyter Server, a
 // Kernel Gateway or an Enterprise Gateway.
@@ -49,7 +50,7 @@ const (
 	// TransferAuto moves files through the kernel (chunked base64 over execute
 	// requests), which works with every gateway. It is the default because it
 	// measured faster than the Contents API: a 50 MB input at 45-50 MB/s against
-	// 24-29 MB/s on loopback (TestTransferThroughput), and it needs no shared file
+	// 24-29 MB/s on loopback (kernelfs.BenchmarkTransfer), and it needs no shared file
 	// system.
 	TransferAuto Transfer = iota
 	// TransferKernel always moves files through the kernel.

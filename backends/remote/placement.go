@@ -2,38 +2,39 @@ package remote
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/kernelbox/kernelbox/backends/remote/kernelfs"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/jupyter"
 )
 
 // Placement is one session's kernel on a gateway. Its kernel does not see the host's
-// session directory, so it implements executor.FileSyncer: inputs and outputs move
-// through the kernel itself.
+// session directory, so it implements executor.FileSyncer by composing a
+// kernelfs.Syncer: inputs and outputs move through the kernel itself. When its
+// gateway leaves the rotation it closes Lost (executor.LossReporter); the executor
+// then closes its connection and moves the session. The placement never keeps the
+// executor's connection: it records the id of the kernel its sync calls reached,
+// for Diagnose.
 //
-// The executor calls PushInputs and PullOutputs from the session's worker, one at a
-// time; the other methods are safe for concurrent use.
+// The executor calls PushInputs, OutputsProbe and PullOutputs from the session's
+// worker, one at a time; the other methods are safe for concurrent use.
 type Placement struct {
 	b       *Backend
 	gw      *gateway
 	session string // the session id the placement was opened for (".warm-…" for the pool)
 	server  executor.Server
-	seq     atomic.Uint64 // payload sequence numbers
+	fs      *kernelfs.Syncer // owned by the session's worker
 
 	mu       sync.Mutex
-	conn     *jupyter.Conn // the session's connection as last seen by a sync call
-	lostWhy  string        // set when the gateway left the rotation
-	lostConn *jupyter.Conn // the connection closed then
+	kernelID string // the kernel the last sync call reached
+	lostWhy  string // set when the gateway left the rotation
 	closed   bool
 	lost     chan struct{} // closed by lose
-
-	// sync state, owned by the session's worker
-	sync syncState
 }
 
 var (
@@ -54,9 +55,9 @@ func (b *Backend) newPlacement(g *gateway, spec executor.SessionSpec) *Placement
 			KernelPath: b.opts.KernelPath,
 			KernelEnv:  b.kernelEnv(),
 		},
+		fs:   kernelfs.New(b.syncOptions(g)),
+		lost: make(chan struct{}),
 	}
-	p.lost = make(chan struct{})
-	p.sync.init()
 	g.register(p)
 	return p
 }
@@ -76,51 +77,57 @@ func (p *Placement) Close(context.Context) error {
 		return nil
 	}
 	p.closed = true
-	p.conn = nil
 	p.gw.forget(p)
 	return nil
 }
 
-// track remembers the session's current connection, so that the health checker can
-// close it when the gateway goes away. It fails when the connection is one that was
-// closed for that reason.
-func (p *Placement) track(conn *jupyter.Conn) error {
+// PushInputs copies the named files of hostDir/inputs to the kernel's inputs/ (see
+// kernelfs.Syncer.PushInputs).
+func (p *Placement) PushInputs(ctx context.Context, conn *jupyter.Conn, hostDir string, names []string) error {
+	if err := p.see(conn); err != nil {
+		return err
+	}
+	return p.fs.PushInputs(ctx, conn, hostDir, names)
+}
+
+// OutputsProbe returns the expression that tells whether the kernel's outputs/
+// changed (see kernelfs.Syncer.OutputsProbe).
+func (p *Placement) OutputsProbe() string { return p.fs.OutputsProbe() }
+
+// PullOutputs copies the new or changed files of the kernel's outputs/ into
+// hostDir/outputs/ (see kernelfs.Syncer.PullOutputs).
+func (p *Placement) PullOutputs(ctx context.Context, conn *jupyter.Conn, hostDir string, probe json.RawMessage) error {
+	if err := p.see(conn); err != nil {
+		return err
+	}
+	return p.fs.PullOutputs(ctx, conn, hostDir, probe)
+}
+
+// see records the kernel a sync call reaches. Once the gateway has left the
+// rotation it fails with the reason: the executor is moving the session.
+func (p *Placement) see(conn *jupyter.Conn) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.lostWhy != "" {
-		if conn == p.lostConn {
-			return errors.New(p.lostWhy)
-		}
-		// A connection made since: the kernel was reached again.
-		p.lostWhy, p.lostConn = "", nil
+		return errors.New(p.lostWhy)
 	}
-	p.conn = conn
+	p.kernelID = conn.KernelID()
 	return nil
 }
 
-// lose is called when the gateway left the rotation: it closes the session's
-// connection, so that the executor's next call finds it gone, fails to reconnect to
-// the kernel and starts a fresh one on another gateway (reporting state_lost). A
-// call in flight fails, and Diagnose says why.
+// lose is called when the gateway left the rotation: it closes Lost, so that the
+// executor closes the session's connection (a call in flight fails, and Diagnose
+// says why) and starts the session's next call on another gateway, reporting
+// state_lost.
 func (p *Placement) lose(why string) {
 	p.mu.Lock()
-	select {
-	case <-p.lost:
-	default:
-		close(p.lost)
-	}
-	p.lostWhy = why
-	conn := p.conn
-	p.lostConn, p.conn = conn, nil
-	p.mu.Unlock()
-	if conn == nil {
+	defer p.mu.Unlock()
+	if p.lostWhy != "" {
 		return
 	}
-	p.b.log.Info("closing the session's kernel connection: its gateway left the rotation", "session", p.session, "gateway", p.gw.name)
-	// Close waits for the connection's goroutines: do not hold up the caller.
-	if !p.b.spawn(func() { _ = conn.Close() }) {
-		_ = conn.Close()
-	}
+	p.lostWhy = why
+	close(p.lost)
+	p.b.log.Info("session lost: its gateway left the rotation", "session", p.session, "gateway", p.gw.name)
 }
 
 // Lost returns a channel closed when the placement's gateway leaves the rotation
@@ -134,9 +141,9 @@ func (p *Placement) lostReason() string {
 	return p.lostWhy
 }
 
-// Diagnose explains a kernel's death from the gateway's side: the gateway is
-// unreachable, or no longer has the kernel. It returns "" when the gateway answers
-// and still has the kernel, or when it does not know.
+// Diagnose explains a kernel's death from the gateway's side: the gateway left the
+// rotation or is unreachable, or no longer has the kernel. It returns "" when the
+// gateway answers and still has the kernel, or when it does not know.
 func (p *Placement) Diagnose(ctx context.Context) string {
 	ctx, cancel := context.WithTimeout(ctx, min(p.b.opts.HealthTimeout, 5*time.Second))
 	defer cancel()
@@ -144,19 +151,16 @@ func (p *Placement) Diagnose(ctx context.Context) string {
 		return fmt.Sprintf("gateway %s is unreachable (%v)", p.gw.name, err)
 	}
 	p.mu.Lock()
-	conn, why := p.conn, p.lostWhy
-	if conn == nil {
-		conn = p.lostConn
-	}
+	id, why := p.kernelID, p.lostWhy
 	p.mu.Unlock()
 	if why != "" && !p.gw.status().Healthy {
 		return why
 	}
-	if conn == nil {
+	if id == "" {
 		return ""
 	}
-	if _, err := p.gw.client.Kernel(ctx, conn.KernelID()); errors.Is(err, jupyter.ErrNotFound) {
-		return fmt.Sprintf("gateway %s no longer has kernel %s (it was culled or shut down, or its pod was deleted)", p.gw.name, conn.KernelID())
+	if _, err := p.gw.client.Kernel(ctx, id); errors.Is(err, jupyter.ErrNotFound) {
+		return fmt.Sprintf("gateway %s no longer has kernel %s (it was culled or shut down, or its pod was deleted)", p.gw.name, id)
 	}
 	return ""
 }

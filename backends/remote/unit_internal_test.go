@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,52 +17,6 @@ import (
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/jupyter"
 )
-
-func TestCheckRel(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		rel string
-		ok  bool
-	}{
-		{"a.txt", true},
-		{"sub/dir/a.txt", true},
-		{"..a", true},
-		{"a b/ü.csv", true},
-		{"", false},
-		{".", false},
-		{"..", false},
-		{"../a", false},
-		{"a/../../b", false},
-		{"/etc/passwd", false},
-		{"a//b", false},
-		{"a/", false},
-		{"a/./b", false},
-		{"a\x00b", false},
-		{"\xff\xfe", false},
-		{strings.Repeat("x", 256), false},
-		{strings.Repeat("a/", maxDepth+1) + "f", false},
-	} {
-		err := checkRel(tc.rel)
-		require.Equal(t, tc.ok, err == nil, "%q: %v", tc.rel, err)
-	}
-}
-
-func TestDirName(t *testing.T) {
-	t.Parallel()
-	require.Equal(t, "abc-DEF_09", dirName("abc-DEF_09"))
-	require.Equal(t, "a_b_c", dirName("a/b.c"))
-	require.Equal(t, "_", dirName(""))
-	require.Equal(t, "__", dirName(".."))
-}
-
-func TestFileEntryKeepsNanoseconds(t *testing.T) {
-	t.Parallel()
-	var f fileEntry
-	require.NoError(t, json.Unmarshal([]byte(`["a/b.txt", 5, 1732890123456789123, 77, 1732890123456789999]`), &f))
-	require.Equal(t, "a/b.txt", f.rel)
-	require.Equal(t, remoteStat{5, 1732890123456789123, 77, 1732890123456789999}, f.st)
-	require.Error(t, json.Unmarshal([]byte(`["a", 1, 2]`), &f))
-}
 
 func TestRedact(t *testing.T) {
 	t.Parallel()
@@ -87,16 +40,6 @@ func TestTLSConfig(t *testing.T) {
 	cfg, err := o.tlsConfig()
 	require.NoError(t, err)
 	require.Nil(t, cfg, "Go's defaults")
-}
-
-func TestProbeExprIsInert(t *testing.T) {
-	t.Parallel()
-	// Arguments travel base64-encoded: nothing in them can break out of the
-	// Python string literal.
-	expr, err := probeExpr("stat", map[string]any{"rels": []string{"inputs/a'); import os; os.system('x"}})
-	require.NoError(t, err)
-	require.True(t, strings.HasPrefix(expr, "__import__('"+moduleName+"').call('"))
-	require.Equal(t, 4, strings.Count(expr, "'"))
 }
 
 // fakeGateway answers GET /api and /api/kernels like a Jupyter server, or fails
@@ -219,12 +162,8 @@ func TestCloseStopsChecks(t *testing.T) {
 	require.NoError(t, be.Close(context.Background()), "closing twice is fine")
 }
 
-func TestKernelErrors(t *testing.T) {
+func TestTokenErrors(t *testing.T) {
 	t.Parallel()
-	e := &KernelError{Op: "wput", Ename: "SyncError", Evalue: "checksum mismatch"}
-	require.Equal(t, "kernel wput: SyncError: checksum mismatch", e.Error())
-	var ke *KernelError
-	require.True(t, errors.As(error(e), &ke))
 	var he = &jupyter.HTTPError{Method: "GET", Path: "/api/kernels", StatusCode: 403, Message: "Forbidden"}
 	err := tokenError("http://g", he)
 	require.ErrorIs(t, err, ErrTokenRejected)
@@ -268,4 +207,45 @@ func TestUnreachableAtStartJoinsLater(t *testing.T) {
 	require.False(t, be.Gateways()[1].Healthy, "out of the rotation from the start")
 	b.down.Store(false)
 	require.Eventually(t, func() bool { return be.Gateways()[1].Healthy }, 5*time.Second, 5*time.Millisecond)
+}
+
+// TestLostGatewaySignalsThePlacement: a gateway leaving the rotation closes its
+// placements' Lost channels (once, however often it is reported); their sync calls
+// then fail with the reason, which Diagnose gives too. The placement holds no
+// connection to close.
+func TestLostGatewaySignalsThePlacement(t *testing.T) {
+	a := newFakeGateway(t)
+	be, err := New(context.Background(), Options{
+		Gateways:       []Gateway{{URL: a.URL}},
+		HealthInterval: time.Hour, // checks are driven by hand
+		UnhealthyAfter: 1,
+	})
+	require.NoError(t, err)
+	defer be.Close(context.Background())
+	pl, err := be.Open(context.Background(), executor.SessionSpec{ID: "s", Dir: t.TempDir()})
+	require.NoError(t, err)
+	p := pl.(*Placement)
+	select {
+	case <-p.Lost():
+		t.Fatal("Lost is closed while the gateway is healthy")
+	default:
+	}
+	require.Empty(t, p.Diagnose(context.Background()), "no kernel seen yet: nothing to say")
+
+	be.recordCheck(be.gateways[0], 0, errors.New("gateway g is unreachable: boom"), 1)
+	be.recordCheck(be.gateways[0], 0, errors.New("still down"), 1)
+	select {
+	case <-p.Lost():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Lost was not closed when the gateway left the rotation")
+	}
+	p.lose("again") // a second report changes nothing
+	require.Equal(t, "gateway g is unreachable: boom", p.lostReason())
+	err = p.PushInputs(context.Background(), nil, t.TempDir(), nil)
+	require.EqualError(t, err, "gateway g is unreachable: boom")
+	err = p.PullOutputs(context.Background(), nil, t.TempDir(), nil)
+	require.EqualError(t, err, "gateway g is unreachable: boom")
+	require.Equal(t, "gateway g is unreachable: boom", p.Diagnose(context.Background()), "the gateway answers again but is out of the rotation")
+	a.down.Store(true)
+	require.Contains(t, p.Diagnose(context.Background()), "is unreachable")
 }

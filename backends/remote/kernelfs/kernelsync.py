@@ -7,8 +7,8 @@ the JSON answer. Bulk data travels in the request's content ("kernelbox" field) 
 the kernel lets code read the request being handled, else as a literal argument.
 
 Paths are relative to the session directory (the kernel's working directory after
-setup). The host checks every name it receives; the checks here keep honest
-mistakes from touching files outside the session directory.
+setup). The host checks every name it receives; the checks here keep honest mistakes
+from touching files outside the session directory. Tests: test_kernelsync.py.
 """
 import base64
 import hashlib
@@ -37,51 +37,51 @@ class _Answer(object):
     __slots__ = ("text",)
 
     def __init__(self, value):
-        if isinstance(value, _Raw):
-            self.text = value.text
-        else:
-            self.text = json.dumps(value, separators=(",", ":"))
+        self.text = value if isinstance(value, _Raw) else json.dumps(value, separators=(",", ":"))
 
     def __repr__(self):
         return self.text
 
 
-class _Raw(object):
+class _Raw(str):
     """An answer sent as is (base64 data), sparing a JSON pass on both sides."""
 
-    __slots__ = ("text",)
 
-    def __init__(self, text):
-        self.text = text
+class NotSetUp(SyncError):
+    """The kernel process has not been set up (it is new or was restarted)."""
 
 
 def call(args, data=None):
-    a = json.loads(base64.b64decode(args).decode("utf-8"))
-    op = _OPS.get(a.get("op"))
+    """Run one operation. args is base64 of the JSON {"op", "args", "seq"}: seq
+    numbers the operation's payload, which is data when given (a literal), else
+    the "kernelbox" field of the request being handled."""
+    msg = json.loads(base64.b64decode(args).decode("utf-8"))
+    op = _OPS.get(msg.get("op"))
     if op is None:
-        raise SyncError("unknown operation %r" % (a.get("op"),))
+        raise SyncError("unknown operation %r" % (msg.get("op"),))
+    a = msg.get("args") or {}
+    a["seq"] = msg.get("seq")
     return _Answer(op(a, data))
 
 
 def _parent():
+    """The message being handled, through public API: the shell's get_parent(), else
+    the kernel's get_parent("shell"). test_ipykernel_pin.py pins the behaviour."""
     try:
         from IPython import get_ipython
 
-        k = getattr(get_ipython(), "kernel", None)
+        shell = get_ipython()
+        get = getattr(shell, "get_parent", None) or getattr(getattr(shell, "kernel", None), "get_parent", None)
+        parent = get() if get is not None else {}
     except Exception:
         return {}
-    get = getattr(k, "get_parent", None)
-    if get is not None:
-        try:
-            return get("shell") or {}
-        except TypeError:
-            return get() or {}
-    return getattr(k, "_parent_header", None) or {}  # ipykernel 5: the whole message
+    return parent if isinstance(parent, dict) else {}
 
 
 def _from_parent(a):
-    kb = (_parent().get("content") or {}).get("kernelbox") or {}
-    if kb.get("seq") != a.get("seq"):
+    content = _parent().get("content")
+    kb = content.get("kernelbox") if isinstance(content, dict) else None
+    if not isinstance(kb, dict) or a.get("seq") is None or kb.get("seq") != a.get("seq"):
         return None
     return kb.get("data")
 
@@ -97,7 +97,7 @@ def _payload(a, data):
 def _path(rel):
     d = _state["dir"]
     if d is None:
-        raise SyncError("the session directory is not set up")
+        raise NotSetUp("the session directory is not set up")
     parts = rel.split("/")
     if not rel or rel.startswith("/") or "\0" in rel or any(p in ("", ".", "..") for p in parts):
         raise SyncError("bad path %r" % (rel,))
@@ -117,10 +117,7 @@ def _sweep(d):
             continue
         for name in names:
             if name.startswith(TMP) or name.startswith(UPLOAD):
-                try:
-                    os.unlink(os.path.join(d, sub, name))
-                except OSError:
-                    pass
+                _quiet(os.unlink, os.path.join(d, sub, name))
 
 
 def _setup(a, data):
@@ -185,7 +182,7 @@ def _sums(a, data):
             out[rel] = None
             continue
         try:
-            out[rel] = _hash_fd(fd, a.get("limit", 1 << 62))[0]
+            out[rel] = _hash_fd(fd, a.get("limit") or 1 << 62)[0]
         finally:
             os.close(fd)
     return out
@@ -228,15 +225,17 @@ def _wfile(a, data):
     return {"size": len(b), "sha": sha, "stat": _stat_of(os.lstat(dst))}
 
 
+def _quiet(f, *args):
+    """f(*args), ignoring an OSError: for clean-up that may find nothing to do."""
+    try:
+        f(*args)
+    except OSError:
+        pass
+
+
 def _discard(fd, tmp):
-    try:
-        os.close(fd)
-    except OSError:
-        pass
-    try:
-        os.unlink(tmp)
-    except OSError:
-        pass
+    _quiet(os.close, fd)
+    _quiet(os.unlink, tmp)
 
 
 def _wbegin(a, data):
@@ -248,17 +247,19 @@ def _wbegin(a, data):
     return {"h": h}
 
 
-def _handle(a, write):
+def _handle(a, write, end=False):
     st = _handles.get(a["h"])
     if st is None or st["write"] != write:
         raise SyncError("unknown transfer handle %r" % (a["h"],))
+    if end:
+        del _handles[a["h"]]
     return st
 
 
 def _wput(a, data):
     st = _handle(a, True)
     b = _payload(a, data)
-    off = a["off"]
+    off = a.get("off", 0)
     if off < 0 or off + len(b) > st["size"]:
         raise SyncError("chunk at %d+%d is outside the file's %d bytes" % (off, len(b), st["size"]))
     _pwrite_all(st["fd"], b, off)
@@ -269,9 +270,7 @@ def _wput(a, data):
 
 
 def _wend(a, data):
-    st = _handles.pop(a["h"], None)
-    if st is None or not st["write"]:
-        raise SyncError("unknown transfer handle %r" % (a["h"],))
+    st = _handle(a, True, end=True)
     fd, tmp = st["fd"], st["tmp"]
     try:
         size = os.fstat(fd).st_size
@@ -279,8 +278,8 @@ def _wend(a, data):
             sha = st["sha"].hexdigest()
         else:  # chunks arrived out of order: hash what is on disk
             sha = _hash_fd(fd, size)[0]
-        if size != st["size"] or sha != a["sha"]:
-            raise SyncError("checksum mismatch: wrote %d bytes with sha256 %s, want %d bytes with %s" % (size, sha, st["size"], a["sha"]))
+        if size != st["size"] or sha != a.get("sha"):
+            raise SyncError("checksum mismatch: wrote %d bytes with sha256 %s, want %d bytes with %s" % (size, sha, st["size"], a.get("sha")))
         _finish(fd, tmp, st["dst"], st["mode"])
     except BaseException:
         _discard(fd, tmp)
@@ -313,10 +312,7 @@ def _commit(a, data):
         os.fchmod(fd, a.get("mode", 0o644))
     except BaseException:
         os.close(fd)
-        try:
-            os.unlink(src)
-        except OSError:
-            pass
+        _quiet(os.unlink, src)
         raise
     os.close(fd)
     os.replace(src, dst)
@@ -324,16 +320,13 @@ def _commit(a, data):
 
 
 def _rm(a, data):
-    try:
-        os.unlink(_path(a["rel"]))
-    except OSError:
-        pass
+    _quiet(os.unlink, _path(a["rel"]))
     return {}
 
 
 def _scan(maxn, maxdepth):
     if _state["dir"] is None:
-        raise SyncError("the session directory is not set up")
+        raise NotSetUp("the session directory is not set up")
     root = os.path.join(_state["dir"], "outputs")
     if os.path.islink(root):
         return [], [["", "outputs/ is a symlink"]], False
@@ -404,11 +397,10 @@ def _probe(a, data):
 
 
 class _Unchanged(object):
-    """The answer of probe() when outputs/ is unchanged. IPython formats a user
-    expression's value with every display formatter (a quarter of a millisecond on
-    every call); an object with _ipython_display_ stops it at the first, leaving no
-    data, which the host reads as "unchanged". repr() says "0" for the case where
-    IPython's display formatter is turned off."""
+    """probe()'s answer when outputs/ is unchanged. IPython formats a user expression's
+    value with every display formatter (0.25 ms per call); _ipython_display_ stops it
+    at the first, leaving no data: "unchanged" to the host (pinned by
+    test_ipykernel_pin.py). repr() says "0" when the display formatter is off."""
 
     __slots__ = ()
 
@@ -450,12 +442,9 @@ def _rmany(a, data):
             out.append({"rel": rel, "err": getattr(e, "strerror", None) or str(e)})
             continue
         try:
-            if st.st_size > budget:
-                out.append({"rel": rel, "big": True, "size": st.st_size})
-                continue
-            b = _read_all(fd, budget)
-            if len(b) > budget:
-                out.append({"rel": rel, "big": True, "size": len(b)})
+            b = _read_all(fd, budget) if st.st_size <= budget else b""
+            if st.st_size > budget or len(b) > budget:
+                out.append({"rel": rel, "big": True, "size": max(st.st_size, len(b))})
                 continue
             st2 = os.fstat(fd)
             budget -= len(b)
@@ -476,7 +465,7 @@ def _ropen(a, data):
 
 def _rread(a, data):
     st = _handle(a, False)
-    off, n = a["off"], a["n"]
+    off, n = a.get("off", 0), a.get("n", 0)
     chunks, got = [], 0
     while got < n:
         b = os.pread(st["fd"], n - got, off + got)
@@ -492,35 +481,20 @@ def _rread(a, data):
 
 
 def _rend(a, data):
-    st = _handles.pop(a["h"], None)
-    if st is None or st["write"]:
-        raise SyncError("unknown transfer handle %r" % (a["h"],))
+    st = _handle(a, False, end=True)
     fd = st["fd"]
     try:
         now = _stat_of(os.fstat(fd))
-        if st["hashed"] == a["size"]:
+        size = a.get("size", 0)
+        if st["hashed"] == size:
             sha = st["sha"].hexdigest()
         else:
-            sha = _hash_fd(fd, a["size"])[0]
+            sha = _hash_fd(fd, size)[0]
     finally:
         os.close(fd)
     return {"sha": sha, "stat": now, "changed": now[0] != st["stat"][0] or now[1] != st["stat"][1]}
 
 
-_OPS = {
-    "setup": _setup,
-    "stat": _stat,
-    "sums": _sums,
-    "wfile": _wfile,
-    "wbegin": _wbegin,
-    "wput": _wput,
-    "wend": _wend,
-    "abort": _abort,
-    "commit": _commit,
-    "rm": _rm,
-    "probe": _probe,
-    "rmany": _rmany,
-    "ropen": _ropen,
-    "rread": _rread,
-    "rend": _rend,
-}
+_OPS = {name: globals()["_" + name] for name in (
+    "setup", "stat", "sums", "wfile", "wbegin", "wput", "wend", "abort", "commit", "rm",
+    "probe", "rmany", "ropen", "rread", "rend")}

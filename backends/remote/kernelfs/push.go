@@ -1,4 +1,4 @@
-package remote
+package kernelfs
 
 import (
 	"context"
@@ -28,11 +28,8 @@ const openReadFlags = os.O_RDONLY | syscall.O_NOFOLLOW | syscall.O_NONBLOCK | sy
 // hostDir/inputs and hostDir/data that the remote side lacks, so a session moved to
 // another gateway keeps its inputs and data. Files already there with the same
 // SHA-256 are not sent again. Each file is verified on both sides.
-func (p *Placement) PushInputs(ctx context.Context, conn *jupyter.Conn, hostDir string, names []string) error {
-	if err := p.track(conn); err != nil {
-		return err
-	}
-	fresh, err := p.setup(ctx, conn, hostDir)
+func (s *Syncer) PushInputs(ctx context.Context, conn *jupyter.Conn, hostDir string, names []string) error {
+	fresh, err := s.setup(ctx, conn, hostDir)
 	if err != nil {
 		return err
 	}
@@ -53,7 +50,7 @@ func (p *Placement) PushInputs(ctx context.Context, conn *jupyter.Conn, hostDir 
 		}
 		rels = append(rels, "inputs/"+n)
 	}
-	return p.pushAll(ctx, conn, root, dedupe(rels), fresh)
+	return s.pushAll(ctx, conn, root, dedupe(rels), fresh)
 }
 
 func dedupe(s []string) []string {
@@ -92,7 +89,7 @@ func hostFiles(root *os.Root) ([]string, error) {
 				// a temporary file of the workspace or of this package
 			case e.Type().IsRegular():
 				rels = append(rels, rel)
-			case e.IsDir() && dir != "inputs" && depth < maxDepth:
+			case e.IsDir() && dir != "inputs" && depth < MaxDepth:
 				if err := walk(rel, depth+1); err != nil {
 					return err
 				}
@@ -116,21 +113,25 @@ type localFile struct {
 	mode int
 }
 
+func (lf localFile) request() WriteRequest {
+	return WriteRequest{Rel: lf.rel, Size: lf.size, SHA: lf.sha, Mode: lf.mode}
+}
+
 // pushAll pushes files, skipping those the remote side already has.
-func (p *Placement) pushAll(ctx context.Context, conn *jupyter.Conn, root *os.Root, rels []string, fresh bool) error {
+func (s *Syncer) pushAll(ctx context.Context, conn *jupyter.Conn, root *os.Root, rels []string, fresh bool) error {
 	files := make([]localFile, 0, len(rels))
 	var check []string
 	for _, rel := range rels {
-		lf, err := p.hashLocal(root, rel)
+		lf, err := s.hashLocal(root, rel)
 		if err != nil {
 			return err
 		}
 		files = append(files, lf)
-		if _, ok := p.sync.pushed[rel]; ok || fresh {
+		if _, ok := s.pushed[rel]; ok || fresh {
 			check = append(check, rel)
 		}
 	}
-	skip, err := p.remoteHas(ctx, conn, files, check)
+	skip, err := s.remoteHas(ctx, conn, files, check)
 	if err != nil {
 		return err
 	}
@@ -138,7 +139,7 @@ func (p *Placement) pushAll(ctx context.Context, conn *jupyter.Conn, root *os.Ro
 		if skip[lf.rel] {
 			continue
 		}
-		if err := p.pushFile(ctx, conn, root, lf); err != nil {
+		if err := s.pushFile(ctx, conn, root, lf); err != nil {
 			return fmt.Errorf("push %s: %w", lf.rel, err)
 		}
 	}
@@ -148,7 +149,7 @@ func (p *Placement) pushAll(ctx context.Context, conn *jupyter.Conn, root *os.Ro
 // hashLocal opens a host file without following links and hashes it, unless its
 // stamp shows it unchanged since it was last hashed (the executor sends every
 // staged name with every call, and staging leaves unchanged inputs alone).
-func (p *Placement) hashLocal(root *os.Root, rel string) (localFile, error) {
+func (s *Syncer) hashLocal(root *os.Root, rel string) (localFile, error) {
 	f, err := root.OpenFile(rel, openReadFlags, 0)
 	if err != nil {
 		return localFile{}, fmt.Errorf("push %s: %w", rel, err)
@@ -161,27 +162,27 @@ func (p *Placement) hashLocal(root *os.Root, rel string) (localFile, error) {
 	if !fi.Mode().IsRegular() {
 		return localFile{}, fmt.Errorf("push %s: not a regular file", rel)
 	}
-	if fi.Size() > p.b.opts.MaxFileBytes {
-		return localFile{}, fmt.Errorf("push %s: %d bytes is over the remote backend's limit of %d bytes per file", rel, fi.Size(), p.b.opts.MaxFileBytes)
+	if fi.Size() > s.o.MaxFileBytes {
+		return localFile{}, fmt.Errorf("push %s: %d bytes is over the remote backend's limit of %d bytes per file", rel, fi.Size(), s.o.MaxFileBytes)
 	}
 	mode := 0o644
 	if strings.HasPrefix(rel, "data/") {
 		mode = 0o444
 	}
 	stamp, stamped := workspace.Stamp(fi)
-	if prev, ok := p.sync.hashed[rel]; ok && stamped && prev.stamp == stamp {
+	if prev, ok := s.hashed[rel]; ok && stamped && prev.stamp == stamp {
 		return localFile{rel: rel, size: fi.Size(), sha: prev.sha, mode: mode}, nil
 	}
-	delete(p.sync.hashed, rel)
+	delete(s.hashed, rel)
 	start := time.Now()
 	h := sha256.New()
-	n, err := io.Copy(h, io.LimitReader(f, p.b.opts.MaxFileBytes+1))
+	n, err := io.Copy(h, io.LimitReader(f, s.o.MaxFileBytes+1))
 	if err != nil {
 		return localFile{}, fmt.Errorf("push %s: %w", rel, err)
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
 	if stamped && n == fi.Size() && stamp.Settled(start) {
-		p.sync.hashed[rel] = hostHash{stamp: stamp, sha: sum}
+		s.hashed[rel] = hostHash{stamp: stamp, sha: sum}
 	}
 	return localFile{rel: rel, size: n, sha: sum, mode: mode}, nil
 }
@@ -189,13 +190,13 @@ func (p *Placement) hashLocal(root *os.Root, rel string) (localFile, error) {
 // remoteHas returns the files among check that the remote side already has with
 // the same content: unchanged since this placement pushed them (same stat), or
 // found there with the same SHA-256.
-func (p *Placement) remoteHas(ctx context.Context, conn *jupyter.Conn, files []localFile, check []string) (map[string]bool, error) {
+func (s *Syncer) remoteHas(ctx context.Context, conn *jupyter.Conn, files []localFile, check []string) (map[string]bool, error) {
 	skip := map[string]bool{}
 	if len(check) == 0 {
 		return skip, nil
 	}
-	var stats map[string]*remoteStat
-	if err := p.op(ctx, conn, "stat", map[string]any{"rels": check}, nil, &stats); err != nil {
+	stats, err := s.k.Stat(ctx, conn, check)
+	if err != nil {
 		return nil, err
 	}
 	byRel := make(map[string]localFile, len(files))
@@ -208,7 +209,7 @@ func (p *Placement) remoteHas(ctx context.Context, conn *jupyter.Conn, files []l
 		if st == nil || st[0] != lf.size {
 			continue
 		}
-		if prev, ok := p.sync.pushed[rel]; ok && prev.sha == lf.sha && prev.stat == *st {
+		if prev, ok := s.pushed[rel]; ok && prev.sha == lf.sha && prev.stat == *st {
 			skip[rel] = true
 			continue
 		}
@@ -217,45 +218,38 @@ func (p *Placement) remoteHas(ctx context.Context, conn *jupyter.Conn, files []l
 	if len(sum) == 0 {
 		return skip, nil
 	}
-	var sums map[string]*string
-	if err := p.op(ctx, conn, "sums", map[string]any{"rels": sum, "limit": p.b.opts.MaxFileBytes}, nil, &sums); err != nil {
+	sums, err := s.k.Sums(ctx, conn, sum, s.o.MaxFileBytes)
+	if err != nil {
 		return nil, err
 	}
 	for _, rel := range sum {
-		if s := sums[rel]; s != nil && *s == byRel[rel].sha {
+		if sum := sums[rel]; sum != nil && *sum == byRel[rel].sha {
 			skip[rel] = true
-			p.sync.pushed[rel] = pushedFile{sha: *s, stat: *stats[rel]}
+			s.pushed[rel] = pushedFile{sha: *sum, stat: *stats[rel]}
 		}
 	}
 	return skip, nil
 }
 
-// writeAnswer is what the kernel reports of a file it wrote.
-type writeAnswer struct {
-	Size int64      `json:"size"`
-	SHA  string     `json:"sha"`
-	Stat remoteStat `json:"stat"`
-}
-
 // pushFile sends one file through the kernel (or the Contents API) and records it.
-func (p *Placement) pushFile(ctx context.Context, conn *jupyter.Conn, root *os.Root, lf localFile) error {
+func (s *Syncer) pushFile(ctx context.Context, conn *jupyter.Conn, root *os.Root, lf localFile) error {
 	f, err := root.OpenFile(lf.rel, openReadFlags, 0)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	var ans writeAnswer
+	var ans Written
 	switch {
-	case p.useContents(ctx, conn, lf):
-		err = p.pushContents(ctx, conn, f, lf, &ans)
-	case lf.size <= int64(p.b.opts.ChunkBytes):
+	case s.useContents(ctx, conn, lf):
+		ans, err = s.pushContents(ctx, conn, f, lf)
+	case lf.size <= int64(s.o.ChunkBytes):
 		data := make([]byte, lf.size)
 		if _, err = io.ReadFull(f, data); err != nil {
 			return err
 		}
-		err = p.op(ctx, conn, "wfile", map[string]any{"rel": lf.rel, "size": lf.size, "sha": lf.sha, "mode": lf.mode}, data, &ans)
+		ans, err = s.k.WriteFile(ctx, conn, lf.request(), data)
 	default:
-		err = p.pushChunked(ctx, conn, f, lf, &ans)
+		ans, err = s.pushChunked(ctx, conn, f, lf)
 	}
 	if err != nil {
 		return err
@@ -263,47 +257,47 @@ func (p *Placement) pushFile(ctx context.Context, conn *jupyter.Conn, root *os.R
 	if ans.SHA != lf.sha || ans.Size != lf.size {
 		return fmt.Errorf("the kernel reports %d bytes with sha256 %s, want %d bytes with %s", ans.Size, ans.SHA, lf.size, lf.sha)
 	}
-	p.sync.pushed[lf.rel] = pushedFile{sha: lf.sha, stat: ans.Stat}
+	s.pushed[lf.rel] = pushedFile{sha: lf.sha, stat: ans.Stat}
 	return nil
 }
 
 // pushChunked sends a large file in ChunkBytes pieces, Window of them in flight;
 // each piece is written at its offset, so their order does not matter.
-func (p *Placement) pushChunked(ctx context.Context, conn *jupyter.Conn, f *os.File, lf localFile, ans *writeAnswer) error {
-	var begin struct {
-		H int64 `json:"h"`
+func (s *Syncer) pushChunked(ctx context.Context, conn *jupyter.Conn, f *os.File, lf localFile) (Written, error) {
+	req := lf.request()
+	req.SHA = ""
+	h, err := s.k.BeginWrite(ctx, conn, req)
+	if err != nil {
+		return Written{}, err
 	}
-	if err := p.op(ctx, conn, "wbegin", map[string]any{"rel": lf.rel, "size": lf.size, "mode": lf.mode}, nil, &begin); err != nil {
-		return err
-	}
-	chunk := int64(p.b.opts.ChunkBytes)
+	chunk := int64(s.o.ChunkBytes)
 	n := int((lf.size + chunk - 1) / chunk)
-	err := p.window(ctx, n, func(ctx context.Context, i int) error {
+	err = s.window(ctx, n, func(ctx context.Context, i int) error {
 		off := int64(i) * chunk
 		buf := make([]byte, min(chunk, lf.size-off))
 		if _, err := f.ReadAt(buf, off); err != nil {
 			return err
 		}
-		return p.op(ctx, conn, "wput", map[string]any{"h": begin.H, "off": off}, buf, nil)
+		return s.k.WriteChunk(ctx, conn, h, off, buf)
 	})
 	if err == nil {
-		err = p.op(ctx, conn, "wend", map[string]any{"h": begin.H, "sha": lf.sha}, nil, ans)
+		ans, err := s.k.EndWrite(ctx, conn, h, lf.sha)
 		if err == nil {
-			return nil
+			return ans, nil
 		}
 	}
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.b.opts.HealthTimeout)
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.o.AbortTimeout)
 	defer cancel()
-	_ = p.op(actx, conn, "abort", map[string]any{"h": begin.H}, nil, nil)
-	return err
+	_ = s.k.Abort(actx, conn, h)
+	return Written{}, err
 }
 
 // window runs fn(0..n-1) with at most Window calls in flight and returns the first
 // error; after one, no further call starts and ctx is canceled for those running.
-func (p *Placement) window(ctx context.Context, n int, fn func(ctx context.Context, i int) error) error {
+func (s *Syncer) window(ctx context.Context, n int, fn func(ctx context.Context, i int) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sem := make(chan struct{}, p.b.opts.Window)
+	sem := make(chan struct{}, s.o.Window)
 	var (
 		wg    sync.WaitGroup
 		once  sync.Once

@@ -1,6 +1,6 @@
 //go:build linux
 
-package remote
+package kernelfs
 
 import (
 	"crypto/sha256"
@@ -24,24 +24,23 @@ func TestHashLocalCache(t *testing.T) {
 	root, err := os.OpenRoot(dir)
 	require.NoError(t, err)
 	defer root.Close()
-	p := &Placement{b: &Backend{opts: Options{MaxFileBytes: 1 << 20}}}
-	p.sync.init()
+	p := New(Options{MaxFileBytes: 1 << 20})
 
 	// Fresh files are hashed on every call (their stamp cannot be trusted yet).
 	_, err = p.hashLocal(root, "inputs/a.csv")
 	require.NoError(t, err)
-	require.Empty(t, p.sync.hashed)
+	require.Empty(t, p.hashed)
 
 	time.Sleep(1100 * time.Millisecond)
 	lf, err := p.hashLocal(root, "inputs/a.csv")
 	require.NoError(t, err)
 	require.Equal(t, sha256Hex("one"), lf.sha)
-	require.Contains(t, p.sync.hashed, "inputs/a.csv")
+	require.Contains(t, p.hashed, "inputs/a.csv")
 
 	// Poison the cache: an unchanged file must be answered from it, unread.
-	h := p.sync.hashed["inputs/a.csv"]
+	h := p.hashed["inputs/a.csv"]
 	h.sha = "cached"
-	p.sync.hashed["inputs/a.csv"] = h
+	p.hashed["inputs/a.csv"] = h
 	lf, err = p.hashLocal(root, "inputs/a.csv")
 	require.NoError(t, err)
 	require.Equal(t, "cached", lf.sha)

@@ -1,4 +1,4 @@
-package remote
+package kernelfs
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/kernelbox/kernelbox/jupyter"
 )
@@ -22,10 +23,11 @@ import (
 //   - the answer comes back in the execute_reply on the shell channel, which Jupyter
 //     Server does not rate-limit (iopub is limited to 1 MB/s by default);
 //   - bulk data rides in an extra "kernelbox" field of the request's content, which
-//     the module reads from the request being handled, so a 4 MiB chunk is never
-//     compiled as Python source (compiling a 4 MiB string literal takes 65 ms; with
-//     the v1 WebSocket protocol Jupyter Server does not even parse the content).
-//     Kernels that do not expose the request get the data as a literal instead.
+//     the module reads from the request being handled (IPython's public
+//     get_ipython().get_parent()), so a 4 MiB chunk is never compiled as Python
+//     source (compiling a 4 MiB string literal takes 65 ms; with the v1 WebSocket
+//     protocol Jupyter Server does not even parse the content). Kernels that do not
+//     expose the request get the data as a literal instead.
 
 //go:embed kernelsync.py
 var kernelSource string
@@ -43,6 +45,22 @@ var installExpr = "(lambda m: (exec(__import__('base64').b64decode('" +
 	"').decode('utf-8'), m.__dict__), __import__('sys').modules.__setitem__(m.__name__, m), 'installed')[-1])" +
 	"(__import__('types').ModuleType('" + moduleName + "'))"
 
+// Kernel is the typed client of the kernel side of file sync in one kernel process
+// (see ops.go for the operations). The connection is lent to each call and never
+// kept. The data-moving operations are safe for concurrent use (several chunks in
+// flight); Setup must not run concurrently with other operations.
+type Kernel struct {
+	seq     atomic.Uint64 // payload sequence numbers
+	literal atomic.Bool   // the kernel cannot read payloads from the request
+}
+
+// Literal reports whether payloads travel as Python literals, because the kernel
+// did not let the module read the request being handled (known after Setup).
+func (k *Kernel) Literal() bool { return k.literal.Load() }
+
+// Sent returns how many payloads have been sent.
+func (k *Kernel) Sent() uint64 { return k.seq.Load() }
+
 // execContent is an execute_request's content with the kernelbox payload field
 // (encoding/json flattens the embedded request's fields).
 type execContent struct {
@@ -53,6 +71,14 @@ type execContent struct {
 type payload struct {
 	Seq  uint64 `json:"seq"`
 	Data string `json:"data"`
+}
+
+// envelope is what call() in kernelsync.py decodes: the operation, its arguments and
+// the sequence number of its payload (0: none).
+type envelope struct {
+	Op   string `json:"op"`
+	Seq  uint64 `json:"seq,omitempty"`
+	Args any    `json:"args"`
 }
 
 // exprResult is one user expression's answer.
@@ -74,67 +100,68 @@ func (e *KernelError) Error() string {
 	return fmt.Sprintf("kernel %s: %s: %s", e.Op, e.Ename, e.Evalue)
 }
 
+// ErrNotSetUp is returned (wrapped in a KernelError's place) when the kernel process
+// has not been set up: it is new or was restarted.
+var ErrNotSetUp = errors.New("the session directory is not set up in the kernel")
+
 var (
 	errNotInstalled = errors.New("file-sync module not installed in the kernel")
 	errReplyTooBig  = errors.New("the kernel's reply exceeded the connection's message limit")
 )
 
-// probeExpr returns the expression that runs op with args in the kernel.
-func probeExpr(op string, args map[string]any) (string, error) {
-	args["op"] = op
-	raw, err := json.Marshal(args)
+// callExpr returns the expression that runs op with args in the kernel. The
+// arguments travel base64-encoded, so nothing in them can leave the string literal.
+func callExpr(e envelope) (string, error) {
+	raw, err := json.Marshal(e)
 	if err != nil {
 		return "", err
 	}
 	return "__import__('" + moduleName + "').call('" + base64.StdEncoding.EncodeToString(raw) + "')", nil
 }
 
-// op runs one operation of the kernel-side module, installing the module first if
+// call runs one operation of the kernel-side module, installing the module first if
 // the kernel lacks it (a new or restarted kernel process). data, when non-nil, is the
 // operation's payload. The JSON answer is decoded into out.
-func (p *Placement) op(ctx context.Context, conn *jupyter.Conn, name string, args map[string]any, data []byte, out any) error {
-	err := p.op1(ctx, conn, name, args, data, out)
+func (k *Kernel) call(ctx context.Context, conn *jupyter.Conn, op string, args any, data []byte, out any) error {
+	err := k.call1(ctx, conn, op, args, data, out)
 	if errors.Is(err, errNotInstalled) {
-		if err = p.install(ctx, conn); err != nil {
+		if err = k.install(ctx, conn); err != nil {
 			return err
 		}
-		err = p.op1(ctx, conn, name, args, data, out)
+		err = k.call1(ctx, conn, op, args, data, out)
 	}
 	return err
 }
 
-func (p *Placement) op1(ctx context.Context, conn *jupyter.Conn, name string, args map[string]any, data []byte, out any) error {
-	a := make(map[string]any, len(args)+2)
-	for k, v := range args {
-		a[k] = v
-	}
+func (k *Kernel) call1(ctx context.Context, conn *jupyter.Conn, op string, args any, data []byte, out any) error {
+	e := envelope{Op: op, Args: args}
 	content := execContent{ExecuteRequest: jupyter.ExecuteRequest{Silent: true, UserExpressions: map[string]string{}}}
+	literal := k.literal.Load()
 	var b64 string
 	if data != nil {
-		seq := p.seq.Add(1)
-		a["seq"] = seq
+		e.Seq = k.seq.Add(1)
 		b64 = base64.StdEncoding.EncodeToString(data)
-		if !p.sync.literal {
-			content.Kernelbox = &payload{Seq: seq, Data: b64}
+		if !literal {
+			content.Kernelbox = &payload{Seq: e.Seq, Data: b64}
 		}
 	}
-	expr, err := probeExpr(name, a)
+	expr, err := callExpr(e)
 	if err != nil {
 		return err
 	}
-	if data != nil && p.sync.literal {
+	if data != nil && literal {
 		// call(args, data): base64 needs no escaping in a Python string literal.
 		expr = strings.TrimSuffix(expr, ")") + ",'" + b64 + "')"
 	}
 	content.UserExpressions["r"] = expr
-	return p.exec(ctx, conn, name, content, out)
+	return k.exec(ctx, conn, op, content, out)
 }
 
 // install runs the module's source in the kernel.
-func (p *Placement) install(ctx context.Context, conn *jupyter.Conn) error {
+func (k *Kernel) install(ctx context.Context, conn *jupyter.Conn) error {
 	content := execContent{ExecuteRequest: jupyter.ExecuteRequest{Silent: true, UserExpressions: map[string]string{"r": installExpr}}}
 	var answer string
-	if err := p.exec(ctx, conn, "install", content, rawText(&answer)); err != nil {
+	if err := k.exec(ctx, conn, "install", content, rawText(&answer)); err != nil {
 		return fmt.Errorf("install the file-sync module in the kernel (it must be an IPython kernel): %w", err)
 	}
 	return nil
@@ -145,7 +172,7 @@ type rawText *string
 
 // exec sends one silent execute_request and decodes the answer of its user
 // expression "r".
-func (p *Placement) exec(ctx context.Context, conn *jupyter.Conn, op string, content execContent, out any) error {
+func (k *Kernel) exec(ctx context.Context, conn *jupyter.Conn, op string, content execContent, out any) error {
 	m, err := conn.Request(ctx, jupyter.ChannelShell, "execute_request", content)
 	if err != nil {
 		return fmt.Errorf("kernel %s: %w", op, err)
@@ -171,10 +198,7 @@ func (p *Placement) exec(ctx context.Context, conn *jupyter.Conn, op string, con
 		return fmt.Errorf("kernel %s: the reply has no user expression result (not an IPython kernel?)", op)
 	}
 	if r.Status != "ok" {
-		if (r.Ename == "ModuleNotFoundError" || r.Ename == "ImportError") && strings.Contains(r.Evalue, moduleName) {
-			return errNotInstalled
-		}
-		return &KernelError{Op: op, Ename: r.Ename, Evalue: r.Evalue}
+		return exprError(op, r)
 	}
 	text, ok := r.Data["text/plain"]
 	if !ok {
@@ -191,6 +215,17 @@ func (p *Placement) exec(ctx context.Context, conn *jupyter.Conn, op string, con
 		return fmt.Errorf("kernel %s: decode answer %.80q: %w", op, text, err)
 	}
 	return nil
+}
+
+// exprError classifies a failed user expression.
+func exprError(op string, r exprResult) error {
+	switch {
+	case (r.Ename == "ModuleNotFoundError" || r.Ename == "ImportError") && strings.Contains(r.Evalue, moduleName):
+		return errNotInstalled
+	case r.Ename == "NotSetUp":
+		return fmt.Errorf("kernel %s: %w", op, ErrNotSetUp)
+	}
+	return &KernelError{Op: op, Ename: r.Ename, Evalue: r.Evalue}
 }
 
 func firstNonEmpty(s ...string) string {

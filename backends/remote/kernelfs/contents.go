@@ -1,4 +1,4 @@
-package remote
+package kernelfs
 
 import (
 	"context"
@@ -30,52 +30,52 @@ const contentsChunk = 4 << 20
 
 // useContents reports whether lf goes through the Contents API, probing the server
 // the first time.
-func (p *Placement) useContents(ctx context.Context, conn *jupyter.Conn, lf localFile) bool {
-	if p.b.opts.Transfer != TransferContents {
+func (s *Syncer) useContents(ctx context.Context, conn *jupyter.Conn, lf localFile) bool {
+	if s.o.Uploader == nil {
 		return false
 	}
-	if p.sync.contents == contentsUnknown {
-		p.sync.contents = contentsUnusable
-		if err := p.probeContents(ctx, conn); err != nil {
-			p.b.log.Info("not uploading through the Contents API; files go through the kernel", "gateway", p.gw.name, "why", err)
+	if s.contents == contentsUnknown {
+		s.contents = contentsUnusable
+		if err := s.probeContents(ctx, conn); err != nil {
+			s.log.Info("not uploading through the Contents API; files go through the kernel", "why", err)
 		} else {
-			p.sync.contents = contentsUsable
+			s.contents = contentsUsable
 		}
 	}
-	return p.sync.contents == contentsUsable
+	return s.contents == contentsUsable
 }
 
 // contentsPath maps a path below the session directory to a Contents API path.
 // Jupyter Server starts a kernel in <root>/<KernelPath>, so a session directory
 // below the kernel's starting directory has a Contents path; others have none.
-func (p *Placement) contentsPath(rel string) (string, error) {
-	cwd0, dir := p.sync.cwd0, p.sync.dir
+func (s *Syncer) contentsPath(rel string) (string, error) {
+	cwd0, dir := s.cwd0, s.dir
 	if cwd0 == "" || dir != cwd0 && !strings.HasPrefix(dir, strings.TrimSuffix(cwd0, "/")+"/") {
 		return "", fmt.Errorf("the session directory %s is not below the kernel's starting directory %s", dir, cwd0)
 	}
 	below := strings.TrimPrefix(strings.TrimPrefix(dir, cwd0), "/")
-	return path.Join(p.b.opts.KernelPath, below, rel), nil
+	return path.Join(s.o.KernelPath, below, rel), nil
 }
 
 // probeContents uploads a small random file through the Contents API and asks the
 // kernel for its checksum: only a match proves the server writes where the kernel
 // reads (a server whose kernels run elsewhere, or a gateway without the API, fails).
-func (p *Placement) probeContents(ctx context.Context, conn *jupyter.Conn) error {
+func (s *Syncer) probeContents(ctx context.Context, conn *jupyter.Conn) error {
 	var rnd [32]byte
 	_, _ = rand.Read(rnd[:])
 	rel := "inputs/" + uploadPrefix + "probe-" + hex.EncodeToString(rnd[:8])
-	cp, err := p.contentsPath(rel)
+	cp, err := s.contentsPath(rel)
 	if err != nil {
 		return err
 	}
-	if err := p.gw.files.SaveFile(ctx, cp, rnd[:], 0); err != nil {
+	if err := s.o.Uploader.SaveFile(ctx, cp, rnd[:], 0); err != nil {
 		return err
 	}
 	defer func() {
-		_ = p.op(ctx, conn, "rm", map[string]any{"rel": rel}, nil, nil)
+		_ = s.k.Remove(ctx, conn, rel)
 	}()
-	var sums map[string]*string
-	if err := p.op(ctx, conn, "sums", map[string]any{"rels": []string{rel}}, nil, &sums); err != nil {
+	sums, err := s.k.Sums(ctx, conn, []string{rel}, 0)
+	if err != nil {
 		return err
 	}
 	want := sha256.Sum256(rnd[:])
@@ -91,19 +91,19 @@ const uploadPrefix = "kb-upload-"
 
 // pushContents uploads a file through the Contents API to a temporary name in
 // inputs/, then has the kernel verify its checksum and move it into place.
-func (p *Placement) pushContents(ctx context.Context, conn *jupyter.Conn, f *os.File, lf localFile, ans *writeAnswer) error {
+func (s *Syncer) pushContents(ctx context.Context, conn *jupyter.Conn, f *os.File, lf localFile) (Written, error) {
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
 	tmp := "inputs/" + uploadPrefix + hex.EncodeToString(rnd[:])
-	cp, err := p.contentsPath(tmp)
+	cp, err := s.contentsPath(tmp)
 	if err != nil {
-		return err
+		return Written{}, err
 	}
 	buf := make([]byte, min(int64(contentsChunk), max(lf.size, 1)))
 	for i, off := 1, int64(0); ; i++ {
 		n, err := io.ReadFull(f, buf)
 		if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
-			return err
+			return Written{}, err
 		}
 		off += int64(n)
 		chunk := i
@@ -113,13 +113,13 @@ func (p *Placement) pushContents(ctx context.Context, conn *jupyter.Conn, f *os.
 		case off >= lf.size:
 			chunk = -1
 		}
-		if err := p.gw.files.SaveFile(ctx, cp, buf[:n], chunk); err != nil {
-			_ = p.op(ctx, conn, "rm", map[string]any{"rel": tmp}, nil, nil)
-			return err
+		if err := s.o.Uploader.SaveFile(ctx, cp, buf[:n], chunk); err != nil {
+			_ = s.k.Remove(ctx, conn, tmp)
+			return Written{}, err
 		}
 		if off >= lf.size {
 			break
 		}
 	}
-	return p.op(ctx, conn, "commit", map[string]any{"src": tmp, "rel": lf.rel, "size": lf.size, "sha": lf.sha, "mode": lf.mode}, nil, ans)
+	return s.k.Commit(ctx, conn, tmp, lf.request())
 }

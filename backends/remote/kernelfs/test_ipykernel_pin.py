@@ -1,0 +1,125 @@
+"""Pins the ipykernel behaviour kernelsync.py relies on, in a real kernel started
+through jupyter_client with this interpreter (Debian's /usr/bin/python3 and its
+ipykernel), so that an ipykernel upgrade that breaks it fails here:
+
+  - the request being handled is the whole message, unknown content fields
+    included, through the public get_ipython().get_parent() (and the kernel's
+    get_parent("shell")), while its user_expressions are evaluated;
+  - a silent execute_request with store_history=False leaves execution_count alone;
+  - a user expression whose value has _ipython_display_ answers with empty data;
+  - the module itself, installed as the backend installs it, reads a payload
+    from the request (setup answers parent=True).
+
+kernelsync.py uses no private ipykernel name.
+"""
+import ast
+import base64
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+try:
+    import jupyter_client
+    import ipykernel  # noqa: F401  (the kernel runs this interpreter's ipykernel)
+except ImportError as e:  # pragma: no cover
+    jupyter_client = None
+    MISSING = str(e)
+
+
+@unittest.skipIf(jupyter_client is None and not os.environ.get("KERNELBOX_REQUIRE_JUPYTER"), "jupyter_client or ipykernel missing")
+class IPyKernelPin(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        os.environ["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"  # the kernel's debugger warns otherwise
+        cls.km, cls.kc = jupyter_client.manager.start_new_kernel(kernel_name="python3")
+
+    def test_kernel_runs_this_interpreter(self):
+        # What is pinned is this interpreter's ipykernel (Debian's 6.17 on the
+        # machines kernelbox is built on), not some other installation's.
+        self.assertEqual(self.km.kernel_spec.argv[0], sys.executable)
+        reply = self.request({"r": "__import__('ipykernel').__version__"})
+        self.assertEqual(ast.literal_eval(self.value(reply)["text/plain"]), ipykernel.__version__)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.kc.stop_channels()
+        cls.km.shutdown_kernel(now=True)
+        del cls.kc
+
+    def request(self, exprs, code="", silent=True, **extra):
+        content = {"code": code, "silent": silent, "store_history": not silent, "user_expressions": exprs,
+                   "allow_stdin": False, "stop_on_error": False}
+        content.update(extra)
+        msg = self.kc.session.msg("execute_request", content)
+        self.kc.shell_channel.send(msg)
+        while True:
+            reply = self.kc.get_shell_msg(timeout=30)
+            if reply["parent_header"].get("msg_id") == msg["header"]["msg_id"]:
+                return reply["content"]
+
+    def value(self, reply, name="r"):
+        self.assertEqual(reply["status"], "ok", reply)
+        r = reply["user_expressions"][name]
+        self.assertEqual(r["status"], "ok", r)
+        return r["data"]
+
+    def test_parent_is_the_whole_request_with_unknown_fields(self):
+        kb = {"seq": 3, "data": "eA=="}
+        reply = self.request({
+            "shell": "get_ipython().get_parent()['content']['kernelbox']",
+            "kernel": "get_ipython().kernel.get_parent('shell')['content']['kernelbox']",
+            "type": "get_ipython().get_parent()['header']['msg_type']",
+        }, kernelbox=kb)
+        self.assertEqual(self.value(reply, "shell")["text/plain"], repr(kb))
+        self.assertEqual(self.value(reply, "kernel")["text/plain"], repr(kb))
+        self.assertEqual(self.value(reply, "type")["text/plain"], repr("execute_request"))
+
+    def test_silent_requests_leave_the_execution_count_alone(self):
+        before = self.request({}, code="1", silent=False)["execution_count"]
+        for _ in range(3):
+            self.request({"r": "1+1"})
+        after = self.request({}, code="1", silent=False)["execution_count"]
+        self.assertEqual(after, before + 1)
+
+    def test_ipython_display_gives_empty_data(self):
+        reply = self.request({"r": "type('U', (), {'_ipython_display_': lambda self: None, '__repr__': lambda self: '0'})()"})
+        self.assertEqual(self.value(reply), {})
+
+    def test_module_reads_its_payload_from_the_request(self):
+        with open(os.path.join(HERE, "kernelsync.py"), "rb") as f:
+            src = base64.b64encode(f.read()).decode("ascii")
+        name = "_kernelbox_sync_pin"
+        install = ("(lambda m: (exec(__import__('base64').b64decode('%s').decode('utf-8'), m.__dict__), "
+                   "__import__('sys').modules.__setitem__(m.__name__, m), 'installed')[-1])"
+                   "(__import__('types').ModuleType('%s'))") % (src, name)
+        self.assertEqual(self.value(self.request({"r": install}))["text/plain"], repr("installed"))
+        cwd = ast.literal_eval(self.value(self.request({"r": "__import__('os').getcwd()"}))["text/plain"])
+
+        def call(op, args, seq=None, data=None):
+            env = {"op": op, "args": args}
+            extra = {}
+            if seq is not None:
+                env["seq"] = seq
+                extra["kernelbox"] = {"seq": seq, "data": base64.b64encode(data).decode("ascii")}
+            arg = base64.b64encode(json.dumps(env).encode()).decode()
+            reply = self.request({"r": "__import__('%s').call('%s')" % (name, arg)}, **extra)
+            return json.loads(self.value(reply)["text/plain"])
+
+        with tempfile.TemporaryDirectory() as tmp:
+            ans = call("setup", {"base": tmp, "sid": "pin", "known": ""}, seq=1, data=b"")
+            self.assertTrue(ans["parent"], "the payload route works with this ipykernel")
+            data = b"through the request's content"
+            w = call("wfile", {"rel": "inputs/p.txt", "size": len(data), "sha": hashlib.sha256(data).hexdigest(), "mode": 0o644}, seq=2, data=data)
+            self.assertEqual(w["sha"], hashlib.sha256(data).hexdigest())
+            with open(os.path.join(tmp, "pin", "inputs", "p.txt"), "rb") as f:
+                self.assertEqual(f.read(), data)
+            self.request({"r": "__import__('os').chdir(%r)" % (cwd,)})
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,5 +1,0 @@
-//go:build !race
-
-package remote_test
-
-const raceEnabled = false
