@@ -24,17 +24,22 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 try:
+    import ipykernel  # the kernel runs this interpreter's ipykernel
     import jupyter_client
-    import ipykernel  # noqa: F401  (the kernel runs this interpreter's ipykernel)
 except ImportError as e:  # pragma: no cover
     jupyter_client = None
     MISSING = str(e)
 
+# Skipped without Jupyter, unless KERNELBOX_REQUIRE_JUPYTER=1 (CI) makes that a failure.
+REQUIRED = os.environ.get("KERNELBOX_REQUIRE_JUPYTER") == "1"
 
-@unittest.skipIf(jupyter_client is None and not os.environ.get("KERNELBOX_REQUIRE_JUPYTER"), "jupyter_client or ipykernel missing")
+
+@unittest.skipIf(jupyter_client is None and not REQUIRED, "jupyter_client or ipykernel missing")
 class IPyKernelPin(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
+        if jupyter_client is None:
+            raise AssertionError("KERNELBOX_REQUIRE_JUPYTER=1 but " + MISSING)
         os.environ["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"  # the kernel's debugger warns otherwise
         cls.km, cls.kc = jupyter_client.manager.start_new_kernel(kernel_name="python3")
 
