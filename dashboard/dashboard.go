@@ -89,7 +89,9 @@ func renderPage(title string) []byte {
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	defer func() { h.log.Debug("dashboard", "method", r.Method, "path", r.URL.Path, "duration", time.Since(start)) }()
+	defer func() {
+		h.log.Debug("dashboard", "method", r.Method, "path", r.URL.Path, "duration", time.Since(start))
+	}()
 	securityHeaders(w.Header())
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
