@@ -58,6 +58,8 @@ const (
 	CodeCanceled        Code = "canceled"
 	CodeCrossOrigin     Code = "cross_origin"
 	CodeInternal        Code = "internal"
+	CodeCallExpired     Code = "call_expired"
+	CodeCallFinished    Code = "call_finished"
 )
 
 // codes is the one table of error kinds: the sentinel, its code and its HTTP status.
@@ -76,6 +78,8 @@ var codes = []struct {
 	{ErrClosed, CodeShuttingDown, http.StatusServiceUnavailable},
 	{ErrBackend, CodeBackend, http.StatusBadGateway},
 	{context.Canceled, CodeCanceled, 499},
+	{ErrCallExpired, CodeCallExpired, http.StatusGone},
+	{ErrCallFinished, CodeCallFinished, http.StatusConflict},
 }
 
 // CodeOf returns the code and HTTP status for err: the first sentinel of the table

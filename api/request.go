@@ -25,6 +25,9 @@ type ExecuteBody struct {
 	Code           string   `json:"code"`
 	Inputs         []string `json:"inputs,omitempty"`
 	TimeoutSeconds float64  `json:"timeout_seconds,omitempty"`
+	// Detach asks for a 202 DetachedCall at once instead of the Result; the call
+	// runs in the background (see CallInfo).
+	Detach bool `json:"detach,omitempty"`
 }
 
 // Body returns the wire form of r (the session id travels in the URL).
