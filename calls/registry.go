@@ -1,0 +1,283 @@
+// Package calls keeps the calls of a server in a registry so that they outlive
+// the connections that started them: each call runs on a goroutine the registry
+// owns and writes its events into a bounded log that any number of readers
+// follow at their own pace, from the start or after a sequence number. Start
+// reading at [New] and [Registry.Start], then [Call.Read].
+package calls
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kernelbox/kernelbox/api"
+)
+
+// Runner runs one call, calling onEvent for each event as it happens;
+// *executor.Executor is one. onEvent is called on the runner's behalf and only
+// records the event in memory.
+type Runner interface {
+	ExecuteStream(ctx context.Context, req api.Request, onEvent func(api.Event)) (*api.Result, error)
+}
+
+// Options configures a Registry. The zero value works: every zero field means
+// its default.
+type Options struct {
+	// Retention is how long a finished call (its Result and log) is kept after
+	// it ended. Defaults to 1 hour.
+	Retention time.Duration
+	// MaxCalls caps the finished calls kept; past it the oldest finished calls
+	// are dropped first. Calls still queued or running are never dropped (the
+	// executor's queues bound them). Defaults to 1000.
+	MaxCalls int
+	// MaxLogBytes bounds one call's event log; past it the call's oldest events
+	// are dropped (readers that ask for them get a truncation notice). Defaults
+	// to 16 MiB.
+	MaxLogBytes int64
+	// MaxTotalLogBytes bounds the logs of all calls together: past it the logs
+	// of the oldest finished calls are emptied first (their Results are kept).
+	// Running calls are bounded by MaxLogBytes each. Defaults to 256 MiB.
+	MaxTotalLogBytes int64
+	// Logger receives the registry's logs. Defaults to discarding them.
+	Logger *slog.Logger
+}
+
+func (o *Options) setDefaults() {
+	if o.Retention <= 0 {
+		o.Retention = time.Hour
+	}
+	if o.MaxCalls <= 0 {
+		o.MaxCalls = 1000
+	}
+	if o.MaxLogBytes <= 0 {
+		o.MaxLogBytes = 16 << 20
+	}
+	if o.MaxTotalLogBytes <= 0 {
+		o.MaxTotalLogBytes = 256 << 20
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Registry holds calls: running ones, and finished ones within its retention.
+// It owns the goroutines that run them; Close stops and waits for them. It is
+// safe for concurrent use.
+type Registry struct {
+	runner Runner
+	o      Options
+	prefix string // this registry's id prefix, "c<6 hex>-"
+
+	mu       sync.Mutex
+	calls    map[string]*Call
+	finished []*Call // in the order they ended, oldest first
+	last     int64   // number of the last call id handed out
+	closed   bool
+
+	total atomic.Int64  // bytes held by all logs
+	kick  chan struct{} // asks the janitor to enforce MaxTotalLogBytes
+	stop  chan struct{} // closed by Close
+	wg    sync.WaitGroup
+}
+
+// New returns a registry that runs calls with runner.
+func New(runner Runner, o Options) *Registry {
+	o.setDefaults()
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	r := &Registry{
+		runner: runner, o: o, prefix: "c" + hex.EncodeToString(b[:]) + "-",
+		calls: map[string]*Call{}, kick: make(chan struct{}, 1), stop: make(chan struct{}),
+	}
+	r.wg.Add(1)
+	go r.janitor()
+	return r
+}
+
+// Start registers a call and runs it in the background; it returns at once.
+// The call does not depend on ctx (it outlives the request that started it);
+// ctx only bounds Start itself. A request with an invalid session id or no code
+// is refused (api.ErrInvalidRequest); every other failure to run is the call's
+// own answer (see [Call.Final]).
+func (r *Registry) Start(ctx context.Context, req api.Request) (*Call, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if !api.ValidSessionID(req.SessionID) {
+		return nil, fmt.Errorf("start call: %w: session id %q: use %s", api.ErrInvalidRequest, req.SessionID, api.SessionIDRule)
+	}
+	if strings.TrimSpace(req.Code) == "" {
+		return nil, fmt.Errorf("start call: %w: code is empty", api.ErrInvalidRequest)
+	}
+	callCtx, cancel := context.WithCancel(context.Background())
+	c := &Call{
+		req: req, created: time.Now(), cancel: cancel, done: make(chan struct{}),
+		state: api.CallQueued,
+	}
+	c.log = newEventLog(r.o.MaxLogBytes, r.grow)
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		cancel()
+		return nil, fmt.Errorf("start call: %w", api.ErrClosed)
+	}
+	r.last++
+	c.id = r.prefix + strconv.FormatInt(r.last, 10)
+	r.calls[c.id] = c
+	r.wg.Add(1)
+	r.mu.Unlock()
+	go r.run(callCtx, c)
+	return c, nil
+}
+
+// run is the goroutine of one call.
+func (r *Registry) run(ctx context.Context, c *Call) {
+	defer r.wg.Done()
+	defer c.cancel()
+	res, err := r.runner.ExecuteStream(ctx, c.req, c.onEvent)
+	c.finish(res, err)
+	r.o.Logger.Debug("call finished", "call", c.id, "session", c.req.SessionID, "err", err)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.finished = append(r.finished, c)
+	for len(r.finished) > r.o.MaxCalls {
+		r.dropLocked(r.finished[0], "max calls")
+	}
+}
+
+// Get returns the call with id. It returns api.ErrCallExpired for a call this
+// registry dropped (retention), api.ErrNotFound for an id it never gave out
+// (including ids of another server run).
+func (r *Registry) Get(id string) (*Call, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.calls[id]; ok {
+		return c, nil
+	}
+	if n, ok := strings.CutPrefix(id, r.prefix); ok {
+		if k, err := strconv.ParseInt(n, 10, 64); err == nil && k > 0 && k <= r.last && n == strconv.FormatInt(k, 10) {
+			return nil, fmt.Errorf("call %s: %w (kept %s after it ended, at most %d finished calls)", id, api.ErrCallExpired, r.o.Retention, r.o.MaxCalls)
+		}
+	}
+	return nil, fmt.Errorf("call %q: %w", id, api.ErrNotFound)
+}
+
+// List returns the calls of a session, newest first.
+func (r *Registry) List(session string) []*Call {
+	r.mu.Lock()
+	var out []*Call
+	for _, c := range r.calls {
+		if c.req.SessionID == session {
+			out = append(out, c)
+		}
+	}
+	r.mu.Unlock()
+	slices.SortFunc(out, func(a, b *Call) int {
+		if c := b.created.Compare(a.created); c != 0 {
+			return c
+		}
+		return strings.Compare(b.id, a.id)
+	})
+	return out
+}
+
+// Cancel interrupts the call with id; see [Call.Cancel].
+func (r *Registry) Cancel(id string) error {
+	c, err := r.Get(id)
+	if err != nil {
+		return err
+	}
+	return c.Cancel()
+}
+
+// Close refuses new calls, cancels the calls still queued or running (their
+// answers say so) and waits for every goroutine of the registry to end.
+func (r *Registry) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		r.wg.Wait()
+		return nil
+	}
+	r.closed = true
+	for _, c := range r.calls {
+		c.cancel()
+	}
+	close(r.stop)
+	r.mu.Unlock()
+	r.wg.Wait()
+	return nil
+}
+
+// grow is every log's byte accounting; past the total bound it wakes the
+// janitor (without waiting: it runs on a call's event path).
+func (r *Registry) grow(delta int64) {
+	if r.total.Add(delta) > r.o.MaxTotalLogBytes {
+		select {
+		case r.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// TotalLogBytes returns the bytes held by the logs of all kept calls.
+func (r *Registry) TotalLogBytes() int64 { return r.total.Load() }
+
+// janitor drops expired calls and enforces the total log bound until Close.
+func (r *Registry) janitor() {
+	defer r.wg.Done()
+	tick := time.NewTicker(min(max(r.o.Retention/4, 10*time.Millisecond), time.Minute))
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-tick.C:
+			r.expire(time.Now())
+		case <-r.kick:
+		}
+		r.trimTotal()
+	}
+}
+
+// expire drops the finished calls that ended more than Retention before now.
+func (r *Registry) expire(now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for len(r.finished) > 0 && now.Sub(r.finished[0].finishedAt()) > r.o.Retention {
+		r.dropLocked(r.finished[0], "retention")
+	}
+}
+
+// trimTotal empties the logs of the oldest finished calls while the total is
+// over its bound; their Results stay.
+func (r *Registry) trimTotal() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.finished {
+		if r.total.Load() <= r.o.MaxTotalLogBytes {
+			return
+		}
+		if freed := c.log.dropAll(); freed > 0 {
+			r.total.Add(-freed)
+			r.o.Logger.Debug("call log dropped", "call", c.id, "bytes", freed, "reason", "total log bytes")
+		}
+	}
+}
+
+// dropLocked forgets a finished call (the oldest, finished[0]).
+func (r *Registry) dropLocked(c *Call, reason string) {
+	r.finished = r.finished[1:]
+	delete(r.calls, c.id)
+	_, held, _, _ := c.log.stats()
+	r.total.Add(-held)
+	r.o.Logger.Debug("call expired", "call", c.id, "session", c.req.SessionID, "reason", reason)
+}
