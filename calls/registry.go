@@ -44,7 +44,9 @@ type Options struct {
 	MaxLogBytes int64
 	// MaxTotalLogBytes bounds the logs of all calls together: past it the logs
 	// of the oldest finished calls are emptied first (their Results are kept).
-	// Running calls are bounded by MaxLogBytes each. Defaults to 256 MiB.
+	// Running calls are bounded by MaxLogBytes each. Like Retention it is
+	// enforced when a call starts or ends and on every lookup. Defaults to
+	// 256 MiB.
 	MaxTotalLogBytes int64
 	// Logger receives the registry's logs. Defaults to discarding them.
 	Logger *slog.Logger
@@ -69,7 +71,10 @@ func (o *Options) setDefaults() {
 }
 
 // Registry holds calls: running ones, and finished ones within its retention.
-// It owns the goroutines that run them; Close stops and waits for them. It is
+// It owns the goroutines that run them, one per call while it runs; Close stops
+// and waits for them. It has no goroutine of its own: retention and the total log
+// bound are enforced whenever a call starts or ends and on every lookup, so a
+// registry nobody closes holds nothing running once its calls have ended. It is
 // safe for concurrent use.
 type Registry struct {
 	runner Runner
@@ -82,10 +87,8 @@ type Registry struct {
 	last     int64   // number of the last call id handed out
 	closed   bool
 
-	total atomic.Int64  // bytes held by all logs
-	kick  chan struct{} // asks the janitor to enforce MaxTotalLogBytes
-	stop  chan struct{} // closed by Close
-	wg    sync.WaitGroup
+	total atomic.Int64   // bytes held by all logs
+	wg    sync.WaitGroup // the calls' goroutines
 }
 
 // New returns a registry that runs calls with runner.
@@ -95,10 +98,8 @@ func New(runner Runner, o Options) *Registry {
 	_, _ = rand.Read(b[:])
 	r := &Registry{
 		runner: runner, o: o, prefix: "c" + hex.EncodeToString(b[:]) + "-",
-		calls: map[string]*Call{}, kick: make(chan struct{}, 1), stop: make(chan struct{}),
+		calls: map[string]*Call{},
 	}
-	r.wg.Add(1)
-	go r.janitor()
 	return r
 }
 
@@ -124,6 +125,7 @@ func (r *Registry) Start(ctx context.Context, req api.Request) (*Call, error) {
 	}
 	c.log = newEventLog(r.o.MaxLogBytes, r.grow)
 	r.mu.Lock()
+	r.tidyLocked(c.created)
 	if r.closed {
 		r.mu.Unlock()
 		cancel()
@@ -151,6 +153,7 @@ func (r *Registry) run(ctx context.Context, c *Call) {
 	for len(r.finished) > r.o.MaxCalls {
 		r.dropLocked(r.finished[0], "max calls")
 	}
+	r.tidyLocked(time.Now())
 }
 
 // Get returns the call with id. It returns api.ErrCallExpired for a call this
@@ -159,6 +162,7 @@ func (r *Registry) run(ctx context.Context, c *Call) {
 func (r *Registry) Get(id string) (*Call, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.tidyLocked(time.Now())
 	if c, ok := r.calls[id]; ok {
 		return c, nil
 	}
@@ -173,6 +177,7 @@ func (r *Registry) Get(id string) (*Call, error) {
 // List returns the calls of a session, newest first.
 func (r *Registry) List(session string) []*Call {
 	r.mu.Lock()
+	r.tidyLocked(time.Now())
 	var out []*Call
 	for _, c := range r.calls {
 		if c.req.SessionID == session {
@@ -211,57 +216,30 @@ func (r *Registry) Close() error {
 	for _, c := range r.calls {
 		c.cancel()
 	}
-	close(r.stop)
 	r.mu.Unlock()
 	r.wg.Wait()
 	return nil
 }
 
-// grow is every log's byte accounting; past the total bound it wakes the
-// janitor (without waiting: it runs on a call's event path).
-func (r *Registry) grow(delta int64) {
-	if r.total.Add(delta) > r.o.MaxTotalLogBytes {
-		select {
-		case r.kick <- struct{}{}:
-		default:
-		}
-	}
-}
+// grow is every log's byte accounting. It runs on a call's event path, so it
+// only counts: the bound is enforced by tidyLocked.
+func (r *Registry) grow(delta int64) { r.total.Add(delta) }
 
 // TotalLogBytes returns the bytes held by the logs of all kept calls.
 func (r *Registry) TotalLogBytes() int64 { return r.total.Load() }
 
-// janitor drops expired calls and enforces the total log bound until Close.
-func (r *Registry) janitor() {
-	defer r.wg.Done()
-	tick := time.NewTicker(min(max(r.o.Retention/4, 10*time.Millisecond), time.Minute))
-	defer tick.Stop()
-	for {
-		select {
-		case <-r.stop:
-			return
-		case <-tick.C:
-			r.expire(time.Now())
-		case <-r.kick:
-		}
-		r.trimTotal()
-	}
-}
-
-// expire drops the finished calls that ended more than Retention before now.
-func (r *Registry) expire(now time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+// tidyLocked drops the calls past their retention and empties the oldest
+// finished logs while the total is over its bound.
+func (r *Registry) tidyLocked(now time.Time) {
 	for len(r.finished) > 0 && now.Sub(r.finished[0].finishedAt()) > r.o.Retention {
 		r.dropLocked(r.finished[0], "retention")
 	}
+	r.trimTotalLocked()
 }
 
-// trimTotal empties the logs of the oldest finished calls while the total is
+// trimTotalLocked empties the logs of the oldest finished calls while the total is
 // over its bound; their Results stay.
-func (r *Registry) trimTotal() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+func (r *Registry) trimTotalLocked() {
 	for _, c := range r.finished {
 		if r.total.Load() <= r.o.MaxTotalLogBytes {
 			return
