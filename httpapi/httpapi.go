@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kernelbox/kernelbox/calls"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/notebook"
 	"github.com/kernelbox/kernelbox/workspace"
@@ -41,6 +42,17 @@ type Options struct {
 
 	// Logger receives one line per request. Defaults to discarding them.
 	Logger *slog.Logger
+
+	// Calls registers every call made through the API, so that calls outlive
+	// their connections (see docs/calls.md). Share one with other front ends
+	// (MCP) to see their calls too; its owner closes it. Defaults to a private
+	// registry with default options, built on the executor.
+	Calls *calls.Registry
+
+	// StreamWriteTimeout bounds one write of an event stream to a client that
+	// does not read: past it the stream (not the call) is dropped. Defaults to
+	// 1 minute.
+	StreamWriteTimeout time.Duration
 }
 
 // ExecuteBody is the JSON body of POST /v1/sessions/{id}/execute; see api.ExecuteBody.
@@ -50,11 +62,12 @@ type ExecuteBody = api.ExecuteBody
 type Health = api.Health
 
 type handler struct {
-	e    *executor.Executor
-	o    Options
-	log  *slog.Logger
-	mux  *http.ServeMux
-	csrf *http.CrossOriginProtection
+	e     *executor.Executor
+	calls *calls.Registry
+	o     Options
+	log   *slog.Logger
+	mux   *http.ServeMux
+	csrf  *http.CrossOriginProtection
 }
 
 func isJSON(ct string) bool {
@@ -64,7 +77,12 @@ func isJSON(ct string) bool {
 
 // New returns the HTTP handler:
 //
-//	POST   /v1/sessions/{id}/execute     run code (JSON Result, or SSE with Accept: text/event-stream)
+//	POST   /v1/sessions/{id}/execute     run code (JSON Result, SSE with Accept: text/event-stream,
+//	                                     or 202 {"call_id", "session_id"} with "detach": true)
+//	GET    /v1/calls/{call_id}           a call's state (and Result when done)
+//	GET    /v1/calls/{call_id}/events    a call's events as SSE, replayed then live (Last-Event-ID resumes)
+//	POST   /v1/calls/{call_id}/cancel    interrupt a call
+//	GET    /v1/sessions/{id}/calls       a session's recent calls, newest first
 //	GET    /v1/sessions                  list sessions
 //	GET    /v1/sessions/{id}             one session
 //	DELETE /v1/sessions/{id}             close a session (kernel stopped, files deleted, artifacts kept)
@@ -90,8 +108,18 @@ func New(e *executor.Executor, o Options) http.Handler {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &handler{e: e, o: o, log: o.Logger, mux: http.NewServeMux()}
+	if o.StreamWriteTimeout <= 0 {
+		o.StreamWriteTimeout = time.Minute
+	}
+	if o.Calls == nil {
+		o.Calls = calls.New(e, calls.Options{Logger: o.Logger})
+	}
+	h := &handler{e: e, calls: o.Calls, o: o, log: o.Logger, mux: http.NewServeMux()}
 	h.mux.HandleFunc("POST /v1/sessions/{id}/execute", h.execute)
+	h.mux.HandleFunc("GET /v1/calls/{call_id}", h.call)
+	h.mux.HandleFunc("GET /v1/calls/{call_id}/events", h.callEvents)
+	h.mux.HandleFunc("POST /v1/calls/{call_id}/cancel", h.cancelCall)
+	h.mux.HandleFunc("GET /v1/sessions/{id}/calls", h.sessionCalls)
 	h.mux.HandleFunc("GET /v1/sessions", h.sessions)
 	h.mux.HandleFunc("GET /v1/sessions/{id}", h.session)
 	h.mux.HandleFunc("DELETE /v1/sessions/{id}", h.closeSession)
@@ -173,38 +201,52 @@ func decode(r *http.Request, v any) error {
 	return nil
 }
 
-func (h *handler) request(r *http.Request) (executor.Request, error) {
+func (h *handler) request(r *http.Request) (req executor.Request, detach bool, err error) {
 	var b ExecuteBody
 	if err := decode(r, &b); err != nil {
-		return executor.Request{}, err
+		return executor.Request{}, false, err
 	}
 	if b.TimeoutSeconds < 0 || b.TimeoutSeconds > 1e7 {
-		return executor.Request{}, fmt.Errorf("%w: timeout_seconds must be between 0 and 1e7", executor.ErrInvalidRequest)
+		return executor.Request{}, false, fmt.Errorf("%w: timeout_seconds must be between 0 and 1e7", executor.ErrInvalidRequest)
 	}
 	return executor.Request{
 		SessionID: r.PathValue("id"),
 		Code:      b.Code,
 		Inputs:    b.Inputs,
 		Timeout:   time.Duration(b.TimeoutSeconds * float64(time.Second)),
-	}, nil
+	}, b.Detach, nil
 }
 
+// execute starts a registered call: the call belongs to the registry, not to
+// this request, so a dropped connection neither cancels nor loses it.
 func (h *handler) execute(w http.ResponseWriter, r *http.Request) {
-	req, err := h.request(r)
+	req, detach, err := h.request(r)
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
-	if wantsSSE(r) {
-		h.executeSSE(w, r, req)
-		return
-	}
-	res, err := h.e.Execute(r.Context(), req)
+	c, err := h.calls.Start(r.Context(), req)
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, res)
+	w.Header().Set(CallIDHeader, c.ID())
+	switch {
+	case detach:
+		writeJSON(w, http.StatusAccepted, api.DetachedCall{CallID: c.ID(), SessionID: c.SessionID()})
+	case wantsSSE(r):
+		h.stream(w, r, c, 0, true)
+	default:
+		res, err := c.Wait(r.Context())
+		if r.Context().Err() != nil {
+			return // the client is gone; the call goes on
+		}
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, res)
+	}
 }
 
 func wantsSSE(r *http.Request) bool {

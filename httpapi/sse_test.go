@@ -111,7 +111,10 @@ func TestExecuteSSE(t *testing.T) {
 		require.NoError(t, os.WriteFile(key, []byte("k"), 0o600))
 		body, _ := json.Marshal(httpapi.ExecuteBody{Code: "print(1)", Inputs: []string{key}})
 		events := postSSE(t, srv, "sse", string(body))
-		require.Len(t, events, 1)
+		// Every streamed call first says its id (event "call"), then the failure.
+		require.Len(t, events, 2)
+		assert.Equal(t, "call", events[0].name)
+		events = events[1:]
 		assert.Equal(t, "failed", events[0].name)
 		var f struct {
 			Error      httpapi.ErrorDetail `json:"error"`
