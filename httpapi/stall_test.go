@@ -1,0 +1,102 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kernelbox/kernelbox/api"
+	"github.com/kernelbox/kernelbox/calls"
+	"github.com/kernelbox/kernelbox/executor"
+)
+
+// tenMiB prints 10 MiB (104857 numbered lines of 100 bytes) to stdout.
+const tenMiB = "import sys\nfor i in range(104857):\n    sys.stdout.write(f'{i:09d} ' + 'x' * 89 + '\\n')\n"
+
+// stalledExecute sends a streamed execute of code on a raw TCP connection with a
+// tiny receive buffer and never reads the answer. It returns the connection
+// (closed at cleanup).
+func stalledExecute(t testing.TB, srv *httptest.Server, session, code string) net.Conn {
+	t.Helper()
+	u, err := url.Parse(srv.URL)
+	require.NoError(t, err)
+	conn, err := net.Dial("tcp", u.Host)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	require.NoError(t, conn.(*net.TCPConn).SetReadBuffer(4096))
+	body, _ := json.Marshal(api.ExecuteBody{Code: code})
+	req := "POST /v1/sessions/" + session + "/execute HTTP/1.1\r\nHost: " + u.Host +
+		"\r\nAuthorization: Bearer tok\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\n" +
+		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + string(body)
+	_, err = conn.Write([]byte(req))
+	require.NoError(t, err)
+	return conn
+}
+
+// newestCall waits for the session's newest call with a number of calls seen
+// so far, and returns its id.
+func newestCall(t testing.TB, srv *httptest.Server, session string, count int) string {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, b := do(t, srv, http.MethodGet, "/v1/sessions/"+session+"/calls", "")
+		var list struct{ Calls []api.CallInfo }
+		require.NoError(t, json.Unmarshal(b, &list))
+		if len(list.Calls) == count {
+			return list.Calls[0].CallID
+		}
+		require.True(t, time.Now().Before(deadline), "no call %d in %s", count, session)
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestStalledReader: a streamed call whose client never reads its answer runs
+// as fast as one nobody streams (within 10% of the median of several runs, plus
+// 100 ms of noise), and its Result holds all 10 MiB.
+func TestStalledReader(t *testing.T) {
+	srv := callServer(t, func(o *executor.Options) { o.MaxStreamBytes = 16 << 20 }, calls.Options{MaxLogBytes: 32 << 20})
+	detach(t, srv, "st", "1") // start the kernel
+	const runs = 5
+	var base, stalled []time.Duration
+	n := 1
+	for i := range 2 * runs {
+		var id string
+		if i%2 == 0 {
+			id = detach(t, srv, "st", tenMiB)
+		} else {
+			stalledExecute(t, srv, "st", tenMiB)
+		}
+		n++
+		if id == "" {
+			id = newestCall(t, srv, "st", n)
+		}
+		info := waitCall(t, srv, id)
+		require.NotNil(t, info.Result, "%+v", info)
+		require.Equal(t, api.StatusOK, info.Status)
+		require.False(t, info.Result.Truncated, info.Result.TruncationNote)
+		require.Len(t, info.Result.Stdout, 104857*100, "the Result is complete")
+		require.True(t, strings.HasSuffix(info.Result.Stdout, "000104856 "+strings.Repeat("x", 89)+"\n"))
+		took := info.Finished.Sub(info.Started)
+		if i%2 == 0 {
+			base = append(base, took)
+		} else {
+			stalled = append(stalled, took)
+		}
+	}
+	slices.Sort(base)
+	slices.Sort(stalled)
+	mb, ms := base[runs/2], stalled[runs/2]
+	t.Logf("10 MiB call, run time (started..finished): no reader %v (median %v); stalled SSE reader %v (median %v); ratio %.3f",
+		base, mb, stalled, ms, float64(ms)/float64(mb))
+	assert.LessOrEqual(t, ms, mb+mb/10+100*time.Millisecond, "a stalled reader slowed the call")
+}
