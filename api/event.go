@@ -4,7 +4,7 @@ package api
 // change, a chunk of a stream, a rich output, an error.
 type Event struct {
 	// Type is "status", "stream", "display", "update_display", "result", "error" or
-	// "clear_output".
+	// "clear_output"; "truncated" in a call's event log (see Truncation).
 	Type string `json:"type"`
 
 	// State is set for status events: "queued" (waiting behind other calls of the
@@ -20,4 +20,8 @@ type Event struct {
 
 	// Wait is set for clear_output events that wait for the next output.
 	Wait bool `json:"wait,omitempty"`
+
+	// Truncation is set for truncated events: the events of a call's log that
+	// were dropped (to keep the log within its bound) before this reader got them.
+	Truncation *Truncation `json:"truncation,omitempty"`
 }

@@ -46,7 +46,7 @@ func (h *handler) stream(w http.ResponseWriter, r *http.Request, c *calls.Call, 
 			return // the client went away
 		}
 		if t := b.Truncated; t != nil {
-			sw.event("truncated", strconv.FormatInt(t.To, 10), t)
+			sw.event("truncated", strconv.FormatInt(t.To, 10), api.Event{Type: "truncated", Truncation: t})
 		}
 		for _, ev := range b.Events {
 			sw.event(ev.Type, strconv.FormatInt(ev.Seq, 10), ev.Event)
