@@ -185,6 +185,11 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 
 // send performs a request and turns non-2xx answers into *APIError.
 func (c *Client) send(ctx context.Context, method, path string, in any, accept string) (*http.Response, error) {
+	return c.sendHeaders(ctx, method, path, in, accept, nil)
+}
+
+// sendHeaders is send with extra request headers.
+func (c *Client) sendHeaders(ctx context.Context, method, path string, in any, accept string, hdr map[string]string) (*http.Response, error) {
 	var rd io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -205,6 +210,9 @@ func (c *Client) send(ctx context.Context, method, path string, in any, accept s
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
