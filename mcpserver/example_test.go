@@ -69,9 +69,11 @@ func Example() {
 	fmt.Println(res.IsError, strings.HasPrefix(text, "code execution is disabled"))
 	// Output:
 	// execute_code
+	// get_call
 	// list_artifacts
 	// list_sessions
 	// read_artifact
 	// reset_session
+	// start_code
 	// true true
 }

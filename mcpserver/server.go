@@ -7,6 +7,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/kernelbox/kernelbox/calls"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/workspace"
 )
@@ -46,6 +47,12 @@ type Options struct {
 	// Logger receives the server's logs (and the SDK's). Defaults to discarding
 	// them.
 	Logger *slog.Logger
+
+	// Calls registers the calls of start_code, so that get_call finds them.
+	// Share the HTTP API's registry to see one list of calls; its owner closes
+	// it. Defaults to a private registry with default options, built on the
+	// executor.
+	Calls *calls.Registry
 }
 
 func (o *Options) setDefaults() {
@@ -72,15 +79,18 @@ func (o *Options) setDefaults() {
 // server holds what the tool handlers share. It is safe for concurrent use: the
 // executor and the workspace manager are, and the rest is read-only.
 type server struct {
-	e    *executor.Executor
-	ws   *workspace.Manager
-	opts Options
-	log  *slog.Logger
+	e     *executor.Executor
+	ws    *workspace.Manager
+	calls *calls.Registry
+	opts  Options
+	log   *slog.Logger
 }
 
 // New returns an MCP server whose tools run code on e and read artifacts from ws:
 //
 //	execute_code    run Python in a session's persistent kernel (inputs, timeout, progress)
+//	start_code      start code like execute_code and return a call_id at once
+//	get_call        a started call's state, output so far, and result when done
 //	list_sessions   the live sessions and their state
 //	reset_session   a fresh kernel for a session (variables gone, files kept)
 //	list_artifacts  a session's artifacts, with their resource URIs
@@ -92,7 +102,10 @@ type server struct {
 // The server may be run on many transports at once; every connection shares e.
 func New(e *executor.Executor, ws *workspace.Manager, opts Options) *mcp.Server {
 	opts.setDefaults()
-	s := &server{e: e, ws: ws, opts: opts, log: opts.Logger}
+	if opts.Calls == nil {
+		opts.Calls = calls.New(e, calls.Options{Logger: opts.Logger})
+	}
+	s := &server{e: e, ws: ws, calls: opts.Calls, opts: opts, log: opts.Logger}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "kernelbox", Title: "kernelbox: stateful Python kernels", Version: opts.Version},
 		&mcp.ServerOptions{
 			Instructions: s.instructions(),
@@ -101,6 +114,7 @@ func New(e *executor.Executor, ws *workspace.Manager, opts Options) *mcp.Server 
 			Capabilities: &mcp.ServerCapabilities{},
 		})
 	s.addExecute(srv)
+	s.addCalls(srv)
 	s.addSessions(srv)
 	if ws != nil {
 		s.addArtifacts(srv)
@@ -115,6 +129,8 @@ func (s *server) instructions() string {
 Use execute_code to run code. Each session_id (default %q) is one long-lived kernel: variables, imports and loaded data persist between calls with the same session_id until reset_session, a crash or an idle timeout (a result with state_lost: true says the variables are gone; re-run your setup). Work step by step: load data once, then inspect and transform it in later calls.
 
 Files: pass host files in "inputs" and read them at inputs/<basename>. Save deliverables (plots, tables, reports) under outputs/; each new or changed file there becomes an artifact, listed in the result and readable with read_artifact. Figures shown with plt.show() or display() come back as images.
+
+Long work (a model fit, a crawl): start it with start_code, which returns a call_id at once, and check it with get_call (its output so far, then its result); the call runs on even if the connection drops.
 
 Answers are budgeted: about %s bytes of text per call (long output loses its middle: print summaries such as df.head() or df.describe(), not whole data) and %s of inline images.`,
 		DefaultSession, count(s.opts.MaxTextBytes), humanBytes(int64(s.opts.MaxImageBytes)))
