@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kernelbox/kernelbox/calls"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/mcpserver"
 	"github.com/kernelbox/kernelbox/metrics"
@@ -36,6 +37,7 @@ type engineFlags struct {
 	logLevel    string
 	mcp         mcpFlags    // mcp.go
 	remote      remoteFlags // remote.go
+	calls       callFlags   // attach.go
 }
 
 func (f *engineFlags) register(fs *flag.FlagSet, defaultBackend string) {
@@ -55,6 +57,7 @@ func (f *engineFlags) register(fs *flag.FlagSet, defaultBackend string) {
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.mcp.register(fs)
 	f.remote.register(fs)
+	f.calls.register(fs)
 }
 
 // engine is a built executor with what it was built from.
@@ -65,6 +68,7 @@ type engine struct {
 	log     *slog.Logger
 	metrics *metrics.Metrics  // metrics.go
 	mcp     mcpserver.Options // mcp.go
+	calls   *calls.Registry   // shared by the HTTP API and MCP
 }
 
 func (f *engineFlags) logger(w io.Writer) (*slog.Logger, error) {
@@ -127,11 +131,17 @@ func (f *engineFlags) build(ctx context.Context, log *slog.Logger, approver perm
 		return nil, err
 	}
 	m.WatchSessions(e.Sessions)
-	return &engine{exec: e, backend: backend, ws: ws, log: log, metrics: m, mcp: f.mcpOptions(log)}, nil
+	reg := calls.New(e, f.calls.options(log))
+	mo := f.mcpOptions(log)
+	mo.Calls = reg
+	return &engine{exec: e, backend: backend, ws: ws, log: log, metrics: m, mcp: mo, calls: reg}, nil
 }
 
+// close stops the executor (which ends the calls still running) and then waits
+// for the calls' goroutines.
 func (en *engine) close() error {
 	err := en.exec.Close()
+	_ = en.calls.Close()
 	en.ws.Close()
 	return err
 }

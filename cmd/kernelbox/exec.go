@@ -38,6 +38,7 @@ func execCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	code := fs.String("c", "", "code to run (else read from FILE, or from stdin with -)")
 	timeout := fs.Duration("timeout", 0, "call timeout (default: the server's)")
 	asJSON := fs.Bool("json", false, "print the final Result as JSON instead of streaming output")
+	detach := fs.Bool("detach", false, "start the call and print its id at once (JSON with --json); follow it with `kernelbox attach ID`")
 	var inputs multiFlag
 	fs.Var(&inputs, "input", "host file to stage as inputs/<basename> (repeatable)")
 	fs.Usage = func() {
@@ -62,6 +63,9 @@ func execCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return exitCode{2, err.Error()}
 	}
 	req := executor.Request{SessionID: *session, Code: src, Inputs: inputs, Timeout: *timeout}
+	if *detach {
+		return startDetached(ctx, c, req, *asJSON, stdout)
+	}
 	var res *executor.Result
 	if *asJSON {
 		res, err = c.Execute(ctx, req)
@@ -71,16 +75,21 @@ func execCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return exitCode{2, err.Error()}
 	}
-	if *asJSON {
+	return finishExec(res, *asJSON, stdout, stderr)
+}
+
+// startDetached starts req as a detached call and prints its id.
+func startDetached(ctx context.Context, c *client.Client, req executor.Request, asJSON bool, stdout io.Writer) error {
+	d, err := c.Start(ctx, req)
+	if err != nil {
+		return exitCode{2, err.Error()}
+	}
+	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		_ = enc.Encode(res)
-	} else {
-		printSummary(res, stderr)
+		return enc.Encode(d)
 	}
-	if res.Status != executor.StatusOK {
-		return exitCode{1, ""}
-	}
+	fmt.Fprintln(stdout, d.CallID)
 	return nil
 }
 

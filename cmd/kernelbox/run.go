@@ -21,6 +21,7 @@ func commands() []command {
 		{"serve", "run the HTTP API (and MCP over HTTP at /mcp)", serveCmd},
 		{"mcp", "serve MCP over stdio, for Claude Desktop, Claude Code and other MCP clients", mcpCmd},
 		{"exec", "run code on a kernelbox server and print its output", execCmd},
+		{"attach", "print a call's output from its start and its result (calls outlive connections)", attachCmd},
 		{"run", "run a notebook's cells in a local kernel and write the executed .ipynb (papermill-style -p parameters)", runNotebookCmd},
 		{"sessions", "list a server's sessions", sessionsCmd},
 		{"reset", "give a session a fresh kernel (variables gone, files kept)", resetCmd},

@@ -61,7 +61,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer os.Remove(addr)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/", httpapi.New(en.exec, httpapi.Options{Token: *token, Workspace: en.ws, Logger: log}))
+	mux.Handle("/", httpapi.New(en.exec, httpapi.Options{Token: *token, Workspace: en.ws, Logger: log, Calls: en.calls}))
 	mountMCP(mux, en, *token, log)
 	mountMetrics(mux, en, *token)
 	mountDashboard(mux, dash, log)
