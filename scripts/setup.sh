@@ -7,6 +7,7 @@ pkgs=(
   python3-jupyter-server python3-ipykernel python3-jupyter-client
   python3-pandas python3-matplotlib python3-nbclient python3-nbformat
   debootstrap
+  chromium  # the dashboard's browser test (headless, driven over the DevTools protocol)
 )
 
 missing=()

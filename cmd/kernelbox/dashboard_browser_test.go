@@ -182,3 +182,105 @@ func js(s string) string {
 func callSel(id string) string {
 	return fmt.Sprintf(`document.querySelector('li[data-call=%s]')`, js(id))
 }
+
+// plotCode saves a PNG artifact and shows it inline, prints, and shows sandboxed
+// HTML whose script must never run.
+const plotCode = `import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+from IPython.display import HTML, Image, display
+fig, ax = plt.subplots(figsize=(4, 3))
+ax.plot([1, 4, 2, 5], marker="o")
+ax.set_title("browser test")
+fig.savefig("outputs/plot.png", dpi=80)
+plt.close(fig)
+display(Image(filename="outputs/plot.png"))
+display(HTML("<b id='cell-html'>bold from a cell</b><script>parent.document.title = 'pwned'</script>"))
+x = 41
+print("plotted")`
+
+// tickCode prints a line every 0.2 s for a minute, long enough to be watched and
+// interrupted.
+const tickCode = `import time
+for i in range(300):
+    print("tick", i, flush=True)
+    time.sleep(0.2)`
+
+// TestDashboardBrowser drives the dashboard in headless Chromium against a real
+// `kernelbox serve --token` with the local backend: a wrong token is refused, the
+// right one logs in (kept in sessionStorage, never in the URL), a session started
+// through the API appears, a finished call shows its image, HTML (sandboxed, its
+// script not run) and text, a running call's output arrives live, the Interrupt
+// button stops it and the session keeps its state, the image artifact opens, and
+// Close ends the session. The page must throw nothing and break no CSP rule.
+//
+// KERNELBOX_DASHBOARD_SCREENSHOTS=dir saves screenshots there (docs/img uses them).
+func TestDashboardBrowser(t *testing.T) {
+	b := newBrowser(t)
+	s := startServe(t)
+	shots := os.Getenv("KERNELBOX_DASHBOARD_SCREENSHOTS")
+	const session = "browser-demo"
+
+	b.do(chromedp.Navigate(s.URL + "/"))
+	b.waitFor("the login form", `!document.getElementById("login").hidden`, 20*time.Second)
+	b.screenshot(shots, "dashboard-login.png")
+
+	// A wrong token is refused and not kept.
+	b.do(chromedp.SendKeys(chromedp.ID("token"), "not-the-token"), chromedp.Click(chromedp.CSS("#login-form button")))
+	b.waitFor("the refusal", `document.getElementById("login-error").textContent.includes("Wrong token")`, 20*time.Second)
+	require.True(t, eval[bool](b, `document.getElementById("main").hidden`))
+	require.Equal(t, "", eval[string](b, `sessionStorage.getItem("kernelbox.token") || ""`))
+
+	// The right one logs in; it lives in the tab's sessionStorage, not in the URL.
+	b.do(chromedp.SendKeys(chromedp.ID("token"), s.Token), chromedp.Click(chromedp.CSS("#login-form button")))
+	b.waitFor("the dashboard", `!document.getElementById("main").hidden`, 20*time.Second)
+	require.Equal(t, s.Token, eval[string](b, `sessionStorage.getItem("kernelbox.token")`))
+	require.NotContains(t, eval[string](b, `location.href`), s.Token)
+
+	// A session started through the API appears in the table.
+	first := s.detach(t, session, plotCode)
+	row := `document.querySelector('tr[data-session="` + session + `"]')`
+	b.waitFor("the session's row", row, 60*time.Second)
+	b.do(chromedp.Click(chromedp.CSS(`tr[data-session="` + session + `"]`)))
+	b.waitFor("the first call to finish", callSel(first)+`?.dataset.status === "ok"`, 90*time.Second)
+	call := callSel(first)
+	b.waitFor("its inline image", call+`.querySelector("img.out-image")?.naturalWidth > 0`, 20*time.Second)
+	require.Contains(t, eval[string](b, call+`.querySelector(".outputs").innerText`), "plotted")
+	require.Equal(t, "", eval[string](b, call+`.querySelector("iframe.out-html").getAttribute("sandbox")`),
+		"cell HTML must be in a sandboxed iframe with no allowances")
+	require.NotEqual(t, "pwned", eval[string](b, `document.title`), "a cell's script ran in the page")
+	b.waitFor("the session to show idle", row+`.querySelector(".badge").textContent === "idle"`, 20*time.Second)
+	b.screenshot(shots, "dashboard-outputs.png")
+
+	// A running call's output arrives while it runs.
+	second := s.detach(t, session, tickCode)
+	call = callSel(second)
+	b.waitFor("the running call", call, 20*time.Second)
+	b.waitFor("live output", call+`.querySelector(".outputs").innerText.includes("tick 5")`, 60*time.Second)
+	require.Equal(t, "running", eval[string](b, call+`.dataset.state`), "output arrived only after the call ended")
+	b.screenshot(shots, "dashboard-live.png")
+
+	// The Interrupt button stops it; the session keeps its state.
+	b.do(chromedp.Click(chromedp.ID("btn-interrupt")))
+	b.waitFor("the interrupted call", call+`.dataset.status === "interrupted"`, 60*time.Second)
+	third := s.detach(t, session, "print(x + 1)")
+	b.waitFor("the state to survive", callSel(third)+`?.querySelector(".outputs").innerText.includes("42")`, 60*time.Second)
+
+	// The image artifact is listed and opens (fetched with the token, shown as a blob: URL).
+	art := `document.querySelector('li.artifact[data-name="plot.png"]')`
+	b.waitFor("the artifact", art, 30*time.Second)
+	b.do(chromedp.Click(chromedp.CSS(`li.artifact[data-name="plot.png"] button.view`)))
+	b.waitFor("the artifact preview", `document.getElementById("preview-img").naturalWidth > 0`, 20*time.Second)
+	require.True(t, eval[bool](b, `document.getElementById("preview-img").src.startsWith("blob:")`))
+	b.screenshot(shots, "dashboard-artifact.png")
+
+	// Close asks for a second click, then ends the session.
+	b.do(chromedp.Click(chromedp.ID("btn-close")))
+	require.Equal(t, "Close: sure?", eval[string](b, `document.getElementById("btn-close").textContent`))
+	b.do(chromedp.Click(chromedp.ID("btn-close")))
+	b.waitFor("the session to close", `!`+row, 30*time.Second)
+	code, _ := s.get(t, "/v1/sessions/"+session, true)
+	require.Equal(t, http.StatusNotFound, code)
+
+	b.checkClean()
+}

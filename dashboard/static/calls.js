@@ -22,6 +22,15 @@ function label(info, result) {
   return status;
 }
 
+/** truncationText says which live events a reader missed (an api.Truncation). */
+function truncationText(t) {
+  if (!t) {
+    return "Some live output was skipped.";
+  }
+  return "Live output skipped: events " + t.from + "–" + t.to + " (" + t.events + " events, " +
+    t.bytes + " bytes) were dropped from the call's log before this page read them.";
+}
+
 /** Calls keeps the calls list of one session in step with the server. */
 export class Calls {
   constructor(list, msg) {
@@ -230,8 +239,7 @@ export class Calls {
         }
         break;
       case "truncated":
-        v.note.textContent = "Some live output was skipped: " + (d.message || d.note || JSON.stringify(data)) +
-          " The final result is complete.";
+        v.note.textContent = truncationText(d.truncation) + " The final result is complete.";
         v.note.hidden = false;
         break;
       case "done":
