@@ -172,21 +172,8 @@ func (o *Options) setDefaults() {
 	if o.UnhealthyAfter <= 0 {
 		o.UnhealthyAfter = DefaultUnhealthyAfter
 	}
-	if o.RemoteDir == "" {
-		o.RemoteDir = DefaultRemoteDir
-	}
-	if o.MaxFileBytes <= 0 {
-		o.MaxFileBytes = DefaultMaxFileBytes
-	}
-	if o.MaxOutputFiles <= 0 {
-		o.MaxOutputFiles = DefaultMaxOutputFiles
-	}
-	if o.ChunkBytes <= 0 {
-		o.ChunkBytes = DefaultChunkBytes
-	}
-	if o.Window <= 0 {
-		o.Window = DefaultWindow
-	}
+	// The file-sync settings (RemoteDir, MaxFileBytes, MaxOutputFiles, ChunkBytes,
+	// Window) go to kernelfs.Options as they are, and kernelfs applies the defaults.
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
