@@ -55,7 +55,7 @@ type PlacementRow struct {
 	// max include waiting for a turn; the min is the first session's failover.
 	Moved                                int
 	FailoverMin, Failover50, FailoverMax float64
-	StateLostReported, Calls int
+	StateLostReported, Calls             int
 }
 
 // RunPlacement measures placement over c.Gateways gateways and over one, and prints
