@@ -22,6 +22,10 @@ func (f runFunc) ExecuteStream(ctx context.Context, req api.Request, onEvent fun
 	return f(ctx, req, onEvent)
 }
 
+// Validate accepts every request: these runners test the registry, not request
+// shapes (TestStartInvalid checks those with the executor's own rules).
+func (runFunc) Validate(api.Request) error { return nil }
+
 // gated is a runner that emits n stream events "line i\n" once release is
 // closed (or at once when release is nil) and returns a Result with all of them.
 func gated(n int, release <-chan struct{}) runFunc {

@@ -23,9 +23,12 @@ import (
 
 // Runner runs one call, calling onEvent for each event as it happens;
 // *executor.Executor is one. onEvent is called on the runner's behalf and only
-// records the event in memory.
+// records the event in memory. Validate checks a request's shape (an error
+// wrapping api.ErrInvalidRequest) without running it, so that Start refuses at
+// once what ExecuteStream would refuse.
 type Runner interface {
 	ExecuteStream(ctx context.Context, req api.Request, onEvent func(api.Event)) (*api.Result, error)
+	Validate(req api.Request) error
 }
 
 // Options configures a Registry. The zero value works: every zero field means
@@ -105,18 +108,16 @@ func New(runner Runner, o Options) *Registry {
 
 // Start registers a call and runs it in the background; it returns at once.
 // The call does not depend on ctx (it outlives the request that started it);
-// ctx only bounds Start itself. A request with an invalid session id or no code
-// is refused (api.ErrInvalidRequest); every other failure to run is the call's
-// own answer (see [Call.Final]).
+// ctx only bounds Start itself. A request the runner's Validate refuses (an
+// invalid session id, no code, code or inputs over the limits) is refused here
+// (api.ErrInvalidRequest); every other failure to run is the call's own answer
+// (see [Call.Final]).
 func (r *Registry) Start(ctx context.Context, req api.Request) (*Call, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if !api.ValidSessionID(req.SessionID) {
-		return nil, fmt.Errorf("start call: %w: session id %q: use %s", api.ErrInvalidRequest, req.SessionID, api.SessionIDRule)
-	}
-	if strings.TrimSpace(req.Code) == "" {
-		return nil, fmt.Errorf("start call: %w: code is empty", api.ErrInvalidRequest)
+	if err := r.runner.Validate(req); err != nil {
+		return nil, fmt.Errorf("start call: %w", err)
 	}
 	callCtx, cancel := context.WithCancel(context.Background())
 	c := &Call{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,21 +13,48 @@ import (
 
 	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/calls"
+	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/workspace"
 )
 
+// validating is a runner that runs nothing and checks requests with a real
+// executor's rules.
+type validating struct {
+	*executor.Executor
+	ran *atomic.Int32
+}
+
+func (v validating) ExecuteStream(ctx context.Context, req api.Request, onEvent func(api.Event)) (*api.Result, error) {
+	v.ran.Add(1)
+	return &api.Result{SessionID: req.SessionID, Status: api.StatusOK}, nil
+}
+
+// TestStartInvalid: Start refuses at once what the executor would refuse (its
+// own Validate, no Jupyter needed), and registers and runs nothing.
 func TestStartInvalid(t *testing.T) {
 	t.Parallel()
-	r := newRegistry(t, gated(1, nil), calls.Options{})
+	ws, err := workspace.New(workspace.Options{Root: t.TempDir()})
+	require.NoError(t, err)
+	e, err := executor.New(executor.Options{Workspace: ws}) // no backend: nothing can run
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Close() })
+	var ran atomic.Int32
+	r := newRegistry(t, validating{e, &ran}, calls.Options{})
 	for name, req := range map[string]api.Request{
 		"bad session":   {SessionID: "no/slash", Code: "1"},
 		"empty session": {SessionID: "", Code: "1"},
 		"blank code":    {SessionID: "s", Code: " \n"},
+		"huge code":     {SessionID: "s", Code: strings.Repeat("x", 1<<20+1)},
+		"NUL in code":   {SessionID: "s", Code: "1\x00"},
+		"many inputs":   {SessionID: "s", Code: "1", Inputs: make([]string, 101)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := r.Start(context.Background(), req)
 			assert.ErrorIs(t, err, api.ErrInvalidRequest)
 		})
 	}
+	assert.Empty(t, r.List("s"), "a refused call was registered")
+	assert.Zero(t, ran.Load(), "a refused call ran")
 }
 
 func TestGetNotFoundAndExpired(t *testing.T) {

@@ -128,6 +128,14 @@ func (e *Executor) Execute(ctx context.Context, req Request) (*Result, error) {
 	return e.ExecuteStream(ctx, req, nil)
 }
 
+// Validate checks a request's shape as Execute does before anything else
+// (session id, code, limits; not permissions), without running it. It returns an
+// error wrapping ErrInvalidRequest, or nil. The calls registry uses it to refuse
+// a detached call at once instead of registering one that can only fail.
+func (e *Executor) Validate(req Request) error {
+	return validateRequest(&req, &e.opts)
+}
+
 // ExecuteStream is Execute with onEvent called, on the calling goroutine's behalf but
 // from the session's worker, for each output as it arrives. onEvent must not block
 // for long: it holds up the session.

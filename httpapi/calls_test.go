@@ -200,6 +200,7 @@ func TestCallBadInput(t *testing.T) {
 		{"bad after", "GET", "/v1/calls/" + second + "/events?after=x", "", nil, 400, api.CodeInvalidRequest},
 		{"detach bad session", "POST", "/v1/sessions/bad..id/execute", `{"code":"1","detach":true}`, nil, 400, api.CodeInvalidRequest},
 		{"detach empty code", "POST", "/v1/sessions/ok/execute", `{"code":" ","detach":true}`, nil, 400, api.CodeInvalidRequest},
+		{"detach NUL in code", "POST", "/v1/sessions/ok/execute", `{"code":"1\u0000","detach":true}`, nil, 400, api.CodeInvalidRequest},
 		{"detach not a bool", "POST", "/v1/sessions/ok/execute", `{"code":"1","detach":"yes"}`, nil, 400, api.CodeInvalidRequest},
 		{"list bad session", "GET", "/v1/sessions/bad..id/calls", "", nil, 400, api.CodeInvalidRequest},
 	} {
