@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 	"time"
 
@@ -50,11 +49,7 @@ type GetCallResult struct {
 }
 
 func (s *server) addCalls(srv *mcp.Server) {
-	in := mustSchema[StartArgs](nil)
-	in.Properties["session_id"].Pattern = api.SessionIDPattern
-	in.Properties["session_id"].Description += " " + api.SessionIDRule + "."
-	in.Properties["code"].MinLength = jsonschema.Ptr(1)
-	in.Properties["timeout_seconds"].Minimum = jsonschema.Ptr(0.0)
+	in := executeSchema()
 	mcp.AddTool(srv, &mcp.Tool{
 		Name:  "start_code",
 		Title: "Start Python in a persistent kernel, without waiting",
@@ -72,32 +67,25 @@ Then call get_call with the call_id to see its output so far, or, once it is don
 		Title: "Check a call started with start_code",
 		Description: fmt.Sprintf(`The state of a call started with start_code: queued, running (with its output so far, up to about %s bytes), or done with its result as execute_code returns it. wait_seconds (up to %d) waits for the call to end first.`,
 			count(s.opts.MaxTextBytes), maxWaitSeconds),
-		InputSchema: gin,
-		OutputSchema: mustSchema[GetCallResult](&jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
-			reflect.TypeFor[executor.Output](): {Type: "object", Description: "One nbformat v4 output: stream, display_data, execute_result or error."},
-		}}),
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+		InputSchema:  gin,
+		OutputSchema: mustSchema[GetCallResult](outputTypes),
+		Annotations:  &mcp.ToolAnnotations{ReadOnlyHint: true},
 	}, s.getCall)
 }
 
 // startCode is the start_code handler.
 func (s *server) startCode(ctx context.Context, req *mcp.CallToolRequest, args StartArgs) (*mcp.CallToolResult, *StartResult, error) {
-	if args.SessionID == "" {
-		args.SessionID = DefaultSession
+	r, err := args.request()
+	if err != nil {
+		return nil, nil, err
 	}
-	if args.TimeoutSeconds < 0 || args.TimeoutSeconds > 1e7 {
-		return nil, nil, errors.New("invalid request: timeout_seconds must be between 0 and 10,000,000; nothing was run")
-	}
-	c, err := s.calls.Start(ctx, executor.Request{
-		SessionID: args.SessionID, Code: args.Code, Inputs: args.Inputs,
-		Timeout: time.Duration(args.TimeoutSeconds * float64(time.Second)),
-	})
+	c, err := s.calls.Start(ctx, r)
 	if err != nil {
 		return nil, nil, refusal(err)
 	}
-	s.log.Info("mcp start_code", "call", c.ID(), "session", args.SessionID)
-	return text("Started call %s in session %q. Call get_call with call_id %q to see its output so far or its result (wait_seconds waits for the end).", c.ID(), args.SessionID, c.ID()),
-		&StartResult{CallID: c.ID(), SessionID: args.SessionID}, nil
+	s.log.Info("mcp start_code", "call", c.ID(), "session", r.SessionID)
+	return text("Started call %s in session %q. Call get_call with call_id %q to see its output so far or its result (wait_seconds waits for the end).", c.ID(), r.SessionID, c.ID()),
+		&StartResult{CallID: c.ID(), SessionID: r.SessionID}, nil
 }
 
 // getCall is the get_call handler.

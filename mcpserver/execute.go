@@ -57,15 +57,42 @@ type ArtifactInfo struct {
 	SHA256 string `json:"sha256,omitempty"`
 }
 
-func (s *server) addExecute(srv *mcp.Server) {
+// executeSchema is the input schema of execute_code and start_code.
+func executeSchema() *jsonschema.Schema {
 	in := mustSchema[ExecuteArgs](nil)
 	in.Properties["session_id"].Pattern = api.SessionIDPattern
 	in.Properties["session_id"].Description += " " + api.SessionIDRule + "."
 	in.Properties["code"].MinLength = jsonschema.Ptr(1)
 	in.Properties["timeout_seconds"].Minimum = jsonschema.Ptr(0.0)
-	out := mustSchema[ExecuteResult](&jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
-		reflect.TypeFor[executor.Output](): {Type: "object", Description: "One nbformat v4 output: stream, display_data, execute_result or error."},
-	}})
+	return in
+}
+
+// outputTypes describes an nbformat output in the output schemas of execute_code
+// and get_call.
+var outputTypes = &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
+	reflect.TypeFor[executor.Output](): {Type: "object", Description: "One nbformat v4 output: stream, display_data, execute_result or error."},
+}}
+
+// request turns the arguments of execute_code or start_code into a Request (the
+// default session when none is named); it refuses a timeout out of range.
+func (a ExecuteArgs) request() (executor.Request, error) {
+	if a.SessionID == "" {
+		a.SessionID = DefaultSession
+	}
+	if a.TimeoutSeconds < 0 || a.TimeoutSeconds > 1e7 {
+		return executor.Request{}, errors.New("invalid request: timeout_seconds must be between 0 and 10,000,000; nothing was run")
+	}
+	return executor.Request{
+		SessionID: a.SessionID,
+		Code:      a.Code,
+		Inputs:    a.Inputs,
+		Timeout:   time.Duration(a.TimeoutSeconds * float64(time.Second)),
+	}, nil
+}
+
+func (s *server) addExecute(srv *mcp.Server) {
+	in := executeSchema()
+	out := mustSchema[ExecuteResult](outputTypes)
 	mcp.AddTool(srv, &mcp.Tool{
 		Name:  "execute_code",
 		Title: "Run Python in a persistent kernel",
@@ -101,20 +128,11 @@ func mustSchema[T any](opts *jsonschema.ForOptions) *jsonschema.Schema {
 
 // execute is the execute_code handler.
 func (s *server) execute(ctx context.Context, req *mcp.CallToolRequest, args ExecuteArgs) (*mcp.CallToolResult, *ExecuteResult, error) {
-	if args.SessionID == "" {
-		args.SessionID = DefaultSession
-	}
-	if args.TimeoutSeconds < 0 || args.TimeoutSeconds > 1e7 {
-		return nil, nil, errors.New("invalid request: timeout_seconds must be between 0 and 10,000,000; nothing was run")
-	}
-	r := executor.Request{
-		SessionID: args.SessionID,
-		Code:      args.Code,
-		Inputs:    args.Inputs,
-		Timeout:   time.Duration(args.TimeoutSeconds * float64(time.Second)),
+	r, err := args.request()
+	if err != nil {
+		return nil, nil, err
 	}
 	var res *executor.Result
-	var err error
 	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
 		p := startProgress(ctx, req.Session, tok, s.opts.ProgressInterval)
 		res, err = s.e.ExecuteStream(ctx, r, p.event)
