@@ -89,7 +89,8 @@ func evaluate(rules []compiledRule, rc ResolvedCapability) Decision {
 		d.Reason = "target is not an absolute canonical path"
 		return d
 	}
-	var denies, asks, allows []compiledRule
+	var denies, overridable, asks, allows []compiledRule
+	exactAllow := false
 	for _, c := range rules {
 		if c.err != nil && c.rule.Effect == Allow {
 			continue // a broken allow allows nothing
@@ -98,14 +99,22 @@ func evaluate(rules []compiledRule, rc ResolvedCapability) Decision {
 			continue
 		}
 		d.Matched = append(d.Matched, c.rule)
-		switch c.rule.Effect {
-		case Allow:
+		switch {
+		case c.rule.Effect == Allow:
 			allows = append(allows, c)
-		case Ask:
+			exactAllow = exactAllow || c.exact
+		case c.rule.Effect == Ask:
 			asks = append(asks, c)
+		case c.rule.Effect == Deny && c.rule.Overridable && c.err == nil:
+			overridable = append(overridable, c)
 		default: // Deny, and broken rules of unknown effect: fail closed
 			denies = append(denies, c)
 		}
+	}
+	if !exactAllow {
+		// Only an allow naming this very path overrides the credential tier.
+		denies = append(denies, overridable...)
+		overridable = nil
 	}
 	switch {
 	case len(denies) > 0:
@@ -122,6 +131,9 @@ func evaluate(rules []compiledRule, rc ResolvedCapability) Decision {
 	default:
 		d.Effect = Ask
 		d.Reason = "no rule matched"
+	}
+	if len(overridable) > 0 {
+		d.Reason += "; an allow of this exact path overrides " + labels(overridable)
 	}
 	return d
 }

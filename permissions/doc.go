@@ -47,22 +47,44 @@
 // "defaults" (true when absent) puts DefaultRules before the file's rules. Each rule
 // has "effect" and "capability", and optionally "target" and "reason"; its Source
 // becomes "FILE rule N". Unknown fields, unknown effects, empty capability patterns
-// and relative or malformed targets are errors naming the rule. Because deny beats
-// allow, a file cannot re-open what the defaults deny, except by setting
-// "defaults": false and writing every rule itself.
+// and relative or malformed targets are errors naming the rule. A rule may also set
+// "ignore_case": true to match its target without regard to letter case.
+//
+// # Two tiers of deny
+//
+// Deny beats allow, with one exception made on purpose: the built-in credential
+// file names (Rule.Overridable; see DefaultRules) yield to an allow rule whose
+// target is one exact path, with no wildcard, equal to the target. A project that
+// needs its test fixture tests/fixtures/server.pem staged writes
+//
+//	{"effect": "allow", "capability": "filesystem.read", "target": "${workdir}/tests/fixtures/server.pem", "reason": "TLS test fixture"}
+//
+// and that one file is allowed, the decision saying which deny it overrides; a
+// glob allow (${workdir}/**/*.pem, /**) overrides nothing. Every other deny, built in
+// (SSH, cloud and GnuPG directories under ${home}, /etc/shadow, /proc, the Docker
+// socket...) or written in a policy file, beats every allow; a policy that must
+// re-open one of those sets "defaults": false and writes every rule itself.
 //
 // # Defaults
 //
 // DefaultRules allows running code (python.exec.stateful: the sandbox is the
 // backend's job, not this package's) and reading below ${workdir}, and denies
 // credentials and system secrets (SSH, cloud, GnuPG, Kubernetes and Docker
-// credentials, private-key files, /etc/shadow and friends, container secrets, the
+// credentials under ${home}, /etc/shadow and friends, container secrets, the
 // Docker socket, /proc, /sys, /dev) to every capability, wherever an allow points.
+// It also denies credential file names anywhere and in any case (.env, .env.*,
+// credentials, .aws/, .npmrc, .netrc, .pypirc, .git-credentials, .git/config,
+// .kube/, .docker/config.json, id_rsa and the other ssh-keygen names, *.pem, *.key,
+// *.p12, keystores, secrets.yaml and other whole-word "secret" names, service
+// account keys, .pgpass, .my.cnf, .htpasswd, Terraform state and variables, shell
+// histories): the Overridable tier above.
 //
 // # Limits
 //
-// Matching is byte-exact, so on a case-insensitive file system (macOS, by default) a
-// path spelled in another case escapes a deny pattern; kernelbox targets Linux. A
+// Matching is byte-exact unless a rule sets IgnoreCase (the built-in credential
+// names do), so on a case-insensitive file system (macOS, by default) a path spelled
+// in another case escapes the other deny patterns; kernelbox targets Linux. Names
+// are what is matched, never contents: a secret in data.csv is not found. A
 // decision holds for the moment of the check: the caller opens Target, not Requested,
 // and should refuse symlinks when it does.
 package permissions

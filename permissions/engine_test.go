@@ -166,7 +166,7 @@ func TestEngineDeniedError(t *testing.T) {
 		t.Fatalf("denied = %v, want innocent.csv and nope.csv", denied.Decisions)
 	}
 	key := filepath.Join(f.home, ".ssh", "id_ed25519")
-	want := `permission denied: filesystem.read on ` + key + ` (requested as "innocent.csv"): denied by rule "SSH keys" (builtin), rule "private keys" (builtin); ` +
+	want := `permission denied: filesystem.read on ` + key + ` (requested as "innocent.csv"): denied by rule "SSH keys" (builtin); ` +
 		`filesystem.read on "nope.csv": cannot resolve path: no such file or directory`
 	if err.Error() != want {
 		t.Errorf("Error() =\n  %s\nwant\n  %s", err, want)
@@ -211,22 +211,22 @@ func TestEngineSymlinkedSecretDir(t *testing.T) {
 	t.Parallel()
 	root := tempDir(t)
 	work, home, vault := filepath.Join(root, "work"), filepath.Join(root, "home"), filepath.Join(root, "vault")
-	writeFile(t, filepath.Join(vault, "credentials"))
+	writeFile(t, filepath.Join(vault, "aws-token"))
 	writeFile(t, filepath.Join(work, "a.csv"))
 	symlink(t, vault, filepath.Join(home, ".aws"))
 	vars := Vars{Workdir: work, Home: home}
 	policy := Policy{Rules: append(DefaultRules(), Rule{Effect: Allow, Capability: "*", Target: vault + "/**", Reason: "vault", Source: "test"})}
 
 	e := &Engine{Policy: policy, Vars: vars}
-	report, err := e.Check(context.Background(), ExecuteCapabilities(), map[string]any{"inputs": filepath.Join(home, ".aws", "credentials")})
+	report, err := e.Check(context.Background(), ExecuteCapabilities(), map[string]any{"inputs": filepath.Join(home, ".aws", "aws-token")})
 	if !errors.Is(err, ErrDenied) || !strings.Contains(err.Error(), "cloud credentials") {
 		t.Fatalf("Check error = %v, want a cloud credentials denial", err)
 	}
-	if got := report.Decisions[1].Capability.Target; got != filepath.Join(vault, "credentials") {
+	if got := report.Decisions[1].Capability.Target; got != filepath.Join(vault, "aws-token") {
 		t.Errorf("target = %q, want the vault file", got)
 	}
 
-	d := policy.Evaluate(ResolvedCapability{Name: FilesystemRead, Target: filepath.Join(vault, "credentials")}, vars)
+	d := policy.Evaluate(ResolvedCapability{Name: FilesystemRead, Target: filepath.Join(vault, "aws-token")}, vars)
 	if d.Effect != Allow {
 		t.Errorf("pure Evaluate = %s; want allow, as it does not resolve patterns", d)
 	}
@@ -320,9 +320,9 @@ func TestEngineLogs(t *testing.T) {
 		"target":     filepath.Join(f.home, ".ssh", "id_ed25519"),
 		"requested":  "innocent.csv",
 		"effect":     "deny",
-		"rule":       "SSH keys; private keys",
-		"source":     "builtin; builtin",
-		"reason":     `denied by rule "SSH keys" (builtin), rule "private keys" (builtin)`,
+		"rule":       "SSH keys",
+		"source":     "builtin",
+		"reason":     `denied by rule "SSH keys" (builtin)`,
 	}
 	for k, v := range want {
 		if records[2][k] != v {

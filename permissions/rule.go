@@ -26,6 +26,17 @@ type Rule struct {
 	// "<Reason>"". It names the rule in decisions, errors and logs.
 	Reason string `json:"reason,omitempty"`
 
+	// IgnoreCase makes Target match without regard to letter case, so that a
+	// pattern on "*.pem" also covers SERVER.PEM. Variables' values are compared
+	// the same way.
+	IgnoreCase bool `json:"ignore_case,omitempty"`
+
+	// Overridable marks a deny rule as the built-in credential tier: it yields to
+	// an allow rule whose Target is one exact path (no wildcard) equal to the
+	// target, written by someone on purpose. Every other deny rule beats every
+	// allow. It is not read from a policy file; DefaultRules sets it.
+	Overridable bool `json:"-"`
+
 	// Source says where the rule came from: "builtin", "policy.json rule 3".
 	// It is not read from a policy file; the loader sets it.
 	Source string `json:"-"`
@@ -89,8 +100,10 @@ type compiledRule struct {
 	rule Rule
 	err  error
 	// alts are the pattern's alternative element lists; a target matching any of
-	// them matches the rule.
+	// them matches the rule. With rule.IgnoreCase their text is lower case.
 	alts [][]elem
+	// exact says the pattern names one path: every element is literal.
+	exact bool
 }
 
 // compileRules prepares parsed rules for evaluation with vars. With resolveDeny,
@@ -127,6 +140,7 @@ func (p parsedRule) compile(vars Vars, resolved pathResolver) compiledRule {
 		c.err = fmt.Errorf("target %q: %w", p.rule.Target, err)
 		return c
 	}
+	c.exact = literalPrefix(elems) == len(elems)
 	c.alts = [][]elem{elems}
 	if resolved != nil && p.rule.Effect != Allow {
 		n := literalPrefix(elems)
@@ -143,7 +157,21 @@ func (p parsedRule) compile(vars Vars, resolved pathResolver) compiledRule {
 			c.alts = append(c.alts, append(alt, elems[n:]...))
 		}
 	}
+	if p.rule.IgnoreCase {
+		for i, alt := range c.alts {
+			c.alts[i] = foldElems(alt)
+		}
+	}
 	return c
+}
+
+// foldElems returns a copy of elems with their text in lower case.
+func foldElems(elems []elem) []elem {
+	out := make([]elem, len(elems))
+	for i, e := range elems {
+		out[i] = elem{kind: e.kind, text: strings.ToLower(e.text)}
+	}
+	return out
 }
 
 // matches reports whether the rule applies to rc. A broken rule (err set) applies,
@@ -165,7 +193,11 @@ func (c compiledRule) matches(rc ResolvedCapability) bool {
 	if c.err != nil {
 		return true
 	}
-	names := splitPath(rc.Target)
+	target := rc.Target
+	if c.rule.IgnoreCase {
+		target = strings.ToLower(target)
+	}
+	names := splitPath(target)
 	for _, alt := range c.alts {
 		if matchElems(alt, names) {
 			return true
