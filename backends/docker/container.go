@@ -20,7 +20,6 @@ type containerSpec struct {
 	session string // session id, for the label
 	dir     string // host path of the session directory, mounted at /workspace
 	sockDir string // host path of the socket directory, mounted at /run/kernelbox
-	token   string // the server's token
 	data    []executor.DataMount
 }
 
@@ -32,20 +31,22 @@ const killGrace = 10
 // `timeout`, so the container stops itself at its max lifetime even when nobody is
 // left to stop it. -Xfrozen_modules=off keeps debugpy (in ipykernel) from warning on
 // every start.
-func serverCommand(c config, token string) []string {
+func serverCommand(c config) []string {
 	secs := int64(math.Ceil(c.lifetime.Seconds()))
 	cmd := []string{
 		"timeout", "-k", strconv.Itoa(killGrace), strconv.FormatInt(secs, 10),
 		c.python, "-Xfrozen_modules=off", path.Join(containerSocketDir, serverflags.LauncherName),
 	}
-	return append(cmd, serverflags.Args(serverflags.Config{
+	// The token is read from JUPYTER_CONFIG_DIR (writeTokenConfig); Args needs a
+	// non-empty one, which withoutToken then drops.
+	return append(cmd, withoutToken(serverflags.Args(serverflags.Config{
 		Socket:        path.Join(containerSocketDir, socketName),
-		Token:         token,
+		Token:         "from-config-file",
 		RootDir:       workspaceDir,
 		DefaultKernel: serverflags.KernelName,
 		// Never root: kernelUser refuses uid 0.
 		AllowRoot: false,
-	})...)
+	}))...)
 }
 
 // containerEnv is the container's environment. The root file system is read-only, so
@@ -56,7 +57,8 @@ func containerEnv(c config) []string {
 		"XDG_CACHE_HOME=/tmp/.cache",
 		"JUPYTER_RUNTIME_DIR=/tmp/.jupyter/runtime",
 		"JUPYTER_DATA_DIR=/tmp/.jupyter/data",
-		"JUPYTER_CONFIG_DIR=/tmp/.jupyter/config",
+		// Read-only for the kernel: holds the server's token (writeTokenConfig).
+		"JUPYTER_CONFIG_DIR=" + path.Join(containerSocketDir, configDirName),
 		// kernelbox's kernelspec, written beside the server's launcher.
 		"JUPYTER_PATH=" + path.Join(containerSocketDir, kernelSpecDir),
 		"IPYTHONDIR=/tmp/.ipython",
@@ -130,7 +132,7 @@ func createOptions(c config, labels map[string]string, s containerSpec) client.C
 			// The whole command as the entrypoint, so that an image's ENTRYPOINT
 			// cannot wrap the server; with an entrypoint given, the daemon does
 			// not append the image's CMD either.
-			Entrypoint: serverCommand(c, s.token),
+			Entrypoint: serverCommand(c),
 			Env:        containerEnv(c),
 			WorkingDir: workspaceDir,
 			Labels:     allLabels,

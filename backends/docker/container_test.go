@@ -19,7 +19,7 @@ func TestCreateOptions(t *testing.T) {
 	}
 	o := createOptions(c, map[string]string{LabelCreatedBy: "kernelbox"}, containerSpec{
 		name: "kernelbox-0123abcd", session: "s1", dir: "/srv/sess", sockDir: "/tmp/kernelbox-sock-1/0123abcd",
-		token: "tok", data: []executor.DataMount{{Name: "ref", HostDir: "/data/ref"}},
+		data: []executor.DataMount{{Name: "ref", HostDir: "/data/ref"}},
 	})
 	cfg, hc := o.Config, o.HostConfig
 
@@ -27,12 +27,17 @@ func TestCreateOptions(t *testing.T) {
 	for _, want := range []string{
 		"timeout -k 10 5401 python3 -Xfrozen_modules=off /run/kernelbox/kernelbox_server.py ",
 		"--ServerApp.sock=/run/kernelbox/j.sock",
-		"--ServerApp.token=tok",
 		"--ServerApp.root_dir=/workspace",
 	} {
 		if !strings.Contains(cmd, want) {
 			t.Errorf("command %q lacks %q", cmd, want)
 		}
+	}
+	if strings.Contains(cmd, "token") || strings.Contains(strings.Join(cfg.Env, " "), "token=") {
+		t.Errorf("command %q or env %q carries the token", cmd, cfg.Env)
+	}
+	if !slices.Contains(cfg.Env, "JUPYTER_CONFIG_DIR=/run/kernelbox/config") {
+		t.Errorf("env %q: JUPYTER_CONFIG_DIR is not the read-only config dir", cfg.Env)
 	}
 	if strings.Contains(cmd, "--allow-root") {
 		t.Errorf("command %q allows root", cmd)

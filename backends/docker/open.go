@@ -130,6 +130,9 @@ func (b *Backend) prepareDirs(l *launch) error {
 	if err := serverflags.WriteKernelSpec(filepath.Join(l.sockDir, kernelSpecDir), b.cfg.python); err != nil {
 		return err
 	}
+	if err := writeTokenConfig(filepath.Join(l.sockDir, configDirName), l.token, b.cfg.chown, b.cfg.gid); err != nil {
+		return err
+	}
 	return prepareSessionDir(b.cfg, l.spec.Dir, l.spec.Data)
 }
 
@@ -141,7 +144,7 @@ func (b *Backend) createContainer(ctx context.Context, l *launch) (*Placement, e
 	labels[LabelInstance] = b.instance
 	l.t0 = time.Now()
 	opts := createOptions(b.cfg, labels, containerSpec{
-		name: l.name, session: l.spec.ID, dir: l.spec.Dir, sockDir: l.sockDir, token: l.token, data: l.spec.Data,
+		name: l.name, session: l.spec.ID, dir: l.spec.Dir, sockDir: l.sockDir, data: l.spec.Data,
 	})
 	// Create under a context that ctx cannot cancel: a create abandoned half-way
 	// can still complete in the daemon after we have given up on it, leaving a
