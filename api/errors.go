@@ -60,6 +60,7 @@ const (
 	CodeInternal        Code = "internal"
 	CodeCallExpired     Code = "call_expired"
 	CodeCallFinished    Code = "call_finished"
+	CodeForbiddenHost   Code = "forbidden_host"
 )
 
 // codes is the one table of error kinds: the sentinel, its code and its HTTP status.

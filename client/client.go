@@ -16,11 +16,13 @@ import (
 	"strings"
 
 	"github.com/kernelbox/kernelbox/api"
+	"github.com/kernelbox/kernelbox/internal/runtimefile"
 )
 
 // Options configures a Client. The zero value works.
 type Options struct {
-	// Token is sent as a bearer token when non-empty.
+	// Token is sent as a bearer token. Defaults to the token a `kernelbox serve`
+	// run by the same user recorded for this server URL (see [TokenFor]).
 	Token string
 	// HTTPClient, when set, is used instead of one built for the server address.
 	HTTPClient *http.Client
@@ -60,6 +62,9 @@ func New(server string, opts *Options) (*Client, error) {
 			return nil, fmt.Errorf("client: server %q is not an http(s) URL or unix:PATH", server)
 		}
 		c.base = strings.TrimSuffix(server, "/")
+		if c.token == "" {
+			c.token = TokenFor(server)
+		}
 	}
 	if c.http == nil {
 		c.http = &http.Client{}
@@ -229,3 +234,9 @@ func (c *Client) sendHeaders(ctx context.Context, method, path string, in any, a
 	}
 	return resp, nil
 }
+
+// TokenFor returns the token a `kernelbox serve` without --token, run by the same
+// user, generated for the server at url and keeps in its 0600 runtime file
+// ($XDG_RUNTIME_DIR/kernelbox or ~/.local/share/kernelbox/runtime), or "" when
+// there is none (no such server alive, or another user's).
+func TokenFor(url string) string { return runtimefile.Lookup(url) }

@@ -20,7 +20,10 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var ef engineFlags
 	ef.register(fs, "none")
 	listen := fs.String("listen", "127.0.0.1:8700", "address to listen on: HOST:PORT or unix:PATH")
-	token := fs.String("token", os.Getenv("KERNELBOX_TOKEN"), "bearer token required on every request (also KERNELBOX_TOKEN); required off loopback")
+	token := fs.String("token", os.Getenv("KERNELBOX_TOKEN"), "bearer token required on every request (also KERNELBOX_TOKEN); without it a TCP listener makes a random one and keeps it in a 0600 runtime file for this user's clients")
+	var allowedHosts hostList
+	fs.Var(&allowedHosts, "allowed-host", "Host name clients use to reach a non-loopback listener (repeatable or comma list); loopback names are always accepted on a loopback listener")
+	idle := fs.Duration("conn-idle-timeout", 60*time.Second, "close HTTP keep-alive connections idle this long between requests")
 	dash := registerDashboard(fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -32,7 +35,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return exitCode{2, err.Error()}
 	}
-	network, addr, err := listenAddr(*listen, *token)
+	network, addr, err := listenAddr(*listen)
 	if err != nil {
 		return exitCode{2, err.Error()}
 	}
@@ -60,14 +63,23 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		_ = os.Chmod(addr, 0o600)
 		defer os.Remove(addr)
 	}
+	guard, removeToken, err := serveGuard(network, addr, ln.Addr().String(), token, allowedHosts)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	defer removeToken()
 	mux := http.NewServeMux()
 	mux.Handle("/", httpapi.New(en.exec, httpapi.Options{Token: *token, Workspace: en.ws, Logger: log, Calls: en.calls}))
 	mountMCP(mux, en, *token, log)
 	mountMetrics(mux, en, *token)
 	mountDashboard(mux, dash, log)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: httpapi.Guard(guard, mux), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: *idle}
 	fmt.Fprintf(stdout, "kernelbox serving on %s (backend %s, workspace %s, artifacts %s)\n",
 		*listen, en.exec.Backend(), en.ws.Root(), en.ws.ArtifactsDir())
+	if network == "tcp" && !dash.off {
+		fmt.Fprintf(stdout, "dashboard: http://%s/#token=%s\n", *listen, *token)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -87,28 +99,16 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return closeErr
 }
 
-// listenAddr parses --listen and refuses a non-loopback address without a token.
-func listenAddr(listen, token string) (network, addr string, err error) {
+// listenAddr parses --listen.
+func listenAddr(listen string) (network, addr string, err error) {
 	if path, ok := strings.CutPrefix(listen, "unix:"); ok {
 		if path == "" {
 			return "", "", errors.New("--listen unix: needs a path")
 		}
 		return "unix", path, nil
 	}
-	host, _, err := net.SplitHostPort(listen)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(listen); err != nil {
 		return "", "", fmt.Errorf("--listen %q: %v", listen, err)
 	}
-	if token == "" && !isLoopback(host) {
-		return "", "", fmt.Errorf("--listen %s is not a loopback address: set --token (or KERNELBOX_TOKEN) so that only clients with the token can run code", listen)
-	}
 	return "tcp", listen, nil
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
