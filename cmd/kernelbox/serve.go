@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kernelbox/kernelbox/httpapi"
+	"github.com/kernelbox/kernelbox/internal/runtimefile"
 	"github.com/kernelbox/kernelbox/permissions"
 )
 
@@ -63,6 +64,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		_ = os.Chmod(addr, 0o600)
 		defer os.Remove(addr)
 	}
+	generated := *token == ""
 	guard, removeToken, err := serveGuard(network, addr, ln.Addr().String(), token, allowedHosts)
 	if err != nil {
 		_ = ln.Close()
@@ -78,7 +80,12 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprintf(stdout, "kernelbox serving on %s (backend %s, workspace %s, artifacts %s)\n",
 		*listen, en.exec.Backend(), en.ws.Root(), en.ws.ArtifactsDir())
 	if network == "tcp" && !dash.off {
-		fmt.Fprintf(stdout, "dashboard: http://%s/#token=%s\n", *listen, *token)
+		// The token itself is never printed: stdout often ends up in a log.
+		where := "the --token you gave"
+		if dir, err := runtimefile.Dir(); err == nil && generated {
+			where = "the token in " + dir
+		}
+		fmt.Fprintf(stdout, "dashboard: http://%s/ (log in with %s)\n", ln.Addr(), where)
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
