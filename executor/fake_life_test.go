@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/jupyter"
 )
 
 // Past MaxSessions a new session is refused with a statement of fact; closing one
@@ -174,4 +175,29 @@ func TestFakeStateLostReportSurvivesRefusedCall(t *testing.T) {
 	r := e.run(t, "s", "print hi")
 	assert.True(t, r.StateLost, "the report was not lost with the refused call")
 	assert.Contains(t, r.Notes, "state lost: the kernel died during an earlier call")
+}
+
+// A kernel restarted behind kernelbox's back (here over the server's REST API by
+// another client, for which Jupyter Server sends no status) is found by its
+// execution count going back: the call says the state is gone.
+func TestFakeRestartBehindOurBack(t *testing.T) {
+	t.Parallel()
+	e, b := newFakeEnv(t, nil, nil)
+	e.run(t, "r", "set x 1")
+	e.run(t, "r", "get x")
+	info, err := e.Session("r")
+	require.NoError(t, err)
+	p := b.placementOf(info.KernelID)
+	require.NotNil(t, p)
+	c, err := jupyter.NewClient(p.srv.Endpoint(), nil)
+	require.NoError(t, err)
+	_, err = c.Restart(context.Background(), info.KernelID)
+	require.NoError(t, err)
+
+	r := e.run(t, "r", "get x")
+	assert.Equal(t, executor.StatusError, r.Status, "x is gone")
+	assert.True(t, r.StateLost, "the restart must be told")
+	assert.Contains(t, fmt.Sprint(r.Notes), "execution count went from 2 back to 1")
+	r = e.run(t, "r", "set y 2")
+	assert.False(t, r.StateLost, "told once")
 }

@@ -18,6 +18,11 @@ type kernel struct {
 	conn      *jupyter.Conn
 	fresh     bool // started or restarted since files were last pushed (FileSyncer)
 
+	// count is the execution count of the kernel's last reply (0 after a start or
+	// restart). Counts only grow in one interpreter, so a reply that does not go
+	// past it comes from a kernel replaced behind kernelbox's back.
+	count int
+
 	// lost is the placement's LossReporter channel, or nil: once it is closed the
 	// kernel is abandoned, never reconnected to.
 	lost <-chan struct{}
@@ -227,22 +232,63 @@ func (k *kernel) closeOnLost() (stop func()) {
 }
 
 // recover tries to reconnect to the same kernel after its connection ended. It
-// reports whether that worked; the kernel may have been restarted by the server,
-// so a FileSyncer placement is asked to set it up again (fresh).
-func (k *kernel) recover(ctx context.Context, e *Executor) bool {
+// reports whether that worked and, when the connection ended because the server said
+// the kernel died (and has restarted it under the same id), why its state is gone:
+// a FileSyncer placement is then asked to set it up again (fresh).
+func (k *kernel) recover(ctx context.Context, e *Executor) (ok bool, lostWhy string) {
 	if k.abandoned() {
-		return false
+		return false, ""
+	}
+	var died *jupyter.KernelDiedError
+	if k.conn != nil && errors.As(k.conn.Err(), &died) {
+		lostWhy = "the kernel died after the previous call and its server restarted it"
+		if cause := k.diagnose(ctx); cause != "" {
+			lostWhy += ": " + cause
+		} else {
+			lostWhy += " (the process exited; common causes: os._exit, a crash in native code, running out of memory)"
+		}
 	}
 	kr, err := k.client.Kernel(ctx, k.id)
 	if err != nil || kr.ExecutionState == "dead" {
-		return false
+		return false, lostWhy
 	}
 	if k.connect(ctx, e) != nil {
-		return false
+		return false, lostWhy
 	}
 	k.fresh = true
-	return true
+	if lostWhy != "" {
+		k.count = 0
+	}
+	return true, lostWhy
 }
+
+// answers checks, before a call, that a kernel whose connection looks fine still
+// answers: a kernel that died in the last moments, before its server noticed, would
+// otherwise take the call with it and report a death that came before the call. A
+// kernel_info request is harmless whichever kernel answers it. A kernel used within
+// quietProbe is not asked (its last reply is that recent). It reports false when the
+// connection ended meanwhile (the caller then recovers or replaces the kernel); a
+// kernel that is merely slow to answer is given the call.
+func (k *kernel) answers(ctx context.Context, quiet time.Duration) bool {
+	if quiet < quietProbe {
+		return true
+	}
+	pctx, cancel := context.WithTimeout(ctx, probeWait)
+	defer cancel()
+	if _, err := k.conn.KernelInfo(pctx); err != nil && pctx.Err() == nil {
+		return false
+	}
+	return k.alive()
+}
+
+// quietProbe is how long a kernel may sit unused before a call first checks that it
+// answers; probeWait bounds that check. A dead kernel is reported by its server
+// within its restarter's poll interval (3 s by default) or, for a container or
+// server that went away, by the connection's reconnect bound (5 s).
+const (
+	quietProbe = 200 * time.Millisecond
+	probeWait  = 10 * time.Second
+)
 
 // restart restarts the kernel under the same id (its state is lost) and reconnects.
 func (k *kernel) restart(ctx context.Context, e *Executor) error {
@@ -253,7 +299,7 @@ func (k *kernel) restart(ctx context.Context, e *Executor) error {
 	if _, err := k.client.Restart(ctx, k.id); err != nil {
 		return err
 	}
-	k.fresh = true
+	k.fresh, k.count = true, 0
 	return k.connect(ctx, e)
 }
 

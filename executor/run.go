@@ -56,9 +56,25 @@ func (s *session) execute(j *job) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.checkCount(&f)
 	f.out = col.finish()
 	s.collect(s.ctx, &f, ex)
 	return f.result(s.id, time.Since(j.start)), nil
+}
+
+// checkCount is the backstop for a kernel replaced behind kernelbox's back (a death
+// and restart whose notice never arrived): execution counts only grow in one
+// interpreter, so a reply whose count does not pass the last one's comes from a
+// fresh kernel, and the state the earlier calls built is gone.
+func (s *session) checkCount(f *callFacts) {
+	if s.k == nil || f.end.count <= 0 {
+		return
+	}
+	if prev := s.k.count; prev > 0 && f.end.count <= prev && !f.lostBefore {
+		f.lostBefore = true
+		f.notes = append(f.notes, fmt.Sprintf("state lost: the kernel was replaced since the previous call (its execution count went from %d back to %d)", prev, f.end.count))
+	}
+	s.k.count = f.end.count
 }
 
 // call sends the call's execute_request and records how it ended in f.end. It
@@ -75,7 +91,7 @@ func (s *session) call(ctx context.Context, j *job, col *collector, syncer FileS
 	defer stopWatch()
 	ex, err := s.k.conn.Execute(ctx, req)
 	if err != nil {
-		f.end = s.kernelFailed(s.ctx, err)
+		f.end = s.kernelFailed(s.ctx, nil, err)
 		return nil, nil
 	}
 	defer ex.Close()
@@ -103,7 +119,7 @@ func (s *session) await(ctx context.Context, j *job, ex *jupyter.Execution, col 
 			}
 			return s.timedOut(s.ctx, ex, col, why), nil
 		default:
-			return s.kernelFailed(s.ctx, err), nil
+			return s.kernelFailed(s.ctx, ex, err), nil
 		}
 	}
 }
@@ -112,7 +128,7 @@ func (s *session) await(ctx context.Context, j *job, ex *jupyter.Execution, col 
 func (s *session) completed(ex *jupyter.Execution) ending {
 	reply, err := ex.Reply()
 	if err != nil {
-		return s.kernelFailed(s.ctx, err)
+		return s.kernelFailed(s.ctx, ex, err)
 	}
 	end := ending{status: StatusOK, count: reply.ExecutionCount}
 	switch reply.Status {
@@ -159,7 +175,7 @@ func (s *session) timedOut(ctx context.Context, ex *jupyter.Execution, col *coll
 				return end
 			}
 			if gctx.Err() == nil { // the kernel died while being interrupted
-				end := s.kernelFailed(ctx, err)
+				end := s.kernelFailed(ctx, ex, err)
 				end.status = StatusTimeout
 				return end
 			}
@@ -180,10 +196,11 @@ func (s *session) timedOut(ctx context.Context, ex *jupyter.Execution, col *coll
 	return end
 }
 
-// kernelFailed tells a call whose kernel died from one whose connection was lost. It
+// kernelFailed tells a call whose kernel died from one whose connection was lost
+// (ex is the execution, nil when the request could not be sent). It
 // asks the placement and the server under its own bounded context derived from ctx
 // without its cancellation: the call's context has usually ended by now.
-func (s *session) kernelFailed(ctx context.Context, err error) ending {
+func (s *session) kernelFailed(ctx context.Context, ex *jupyter.Execution, err error) ending {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	cause := s.k.diagnose(ctx)
@@ -195,6 +212,9 @@ func (s *session) kernelFailed(ctx context.Context, err error) ending {
 		}
 	}
 	msg := "the kernel died during the call"
+	if ex != nil && !ex.Started() {
+		msg = "the kernel died before it began the call (its code did not run)"
+	}
 	if cause != "" {
 		msg += ": " + cause
 	} else if errors.Is(err, jupyter.ErrKernelDied) {

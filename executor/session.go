@@ -153,7 +153,7 @@ func (s *session) close(ctx context.Context, removeDir bool) error {
 func (s *session) ensureKernel(j *job) error {
 	ctx, cancel := context.WithTimeout(s.ctx, s.e.opts.StartTimeout)
 	defer cancel()
-	if s.k.alive() {
+	if s.k.alive() && s.k.answers(ctx, time.Since(s.snapshot().LastActivity)) {
 		return nil
 	}
 	if s.k == nil && s.ws == nil && s.e.pool != nil {
@@ -171,7 +171,12 @@ func (s *session) ensureKernel(j *job) error {
 		// The connection ended since the last call: the kernel died, or the
 		// connection dropped, or the server or container went away.
 		s.setState(api.StateStarting)
-		if s.k.recover(ctx, s.e) {
+		ok, why := s.k.recover(ctx, s.e)
+		if why != "" {
+			s.e.opts.Observer.KernelDied()
+			s.markLost(why)
+		}
+		if ok {
 			s.setKernel(s.k)
 			return nil
 		}

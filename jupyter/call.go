@@ -25,6 +25,10 @@ type call struct {
 	done   chan struct{} // closed on completion or failure
 	once   sync.Once
 
+	// started is set by the reader when the kernel shows it took the request (its
+	// busy status or execute_input): a kernel that dies before then never ran it.
+	started atomic.Bool
+
 	// written by the reader goroutine before done is closed
 	reply *Message
 	idle  bool

@@ -24,6 +24,7 @@ func (c *Conn) dispatch(m *Message) {
 	}
 	switch {
 	case m.Channel == ChannelShell || m.Channel == ChannelControl:
+		cl.started.Store(true)
 		cl.reply = m
 		if !cl.execute || cl.idle {
 			c.complete(cl)
@@ -34,6 +35,7 @@ func (c *Conn) dispatch(m *Message) {
 	case m.Header.MsgType == "status":
 		var st StatusContent
 		_ = m.DecodeContent(&st)
+		cl.started.Store(true)
 		if st.ExecutionState == "idle" {
 			cl.idle = true
 			if cl.reply != nil {
@@ -41,6 +43,7 @@ func (c *Conn) dispatch(m *Message) {
 			}
 		}
 	case m.Header.MsgType == "execute_input":
+		cl.started.Store(true)
 	default:
 		c.queue(cl, m)
 	}

@@ -46,6 +46,11 @@ func (c *Conn) Execute(ctx context.Context, req ExecuteRequest) (*Execution, err
 	return &Execution{conn: c, call: cl}, nil
 }
 
+// Started reports whether the kernel has shown that it took the request (a busy
+// status or the execute_input with this request as parent). An execution that
+// failed before it started never ran its code.
+func (e *Execution) Started() bool { return e.call.started.Load() }
+
 // MsgID returns the request's msg_id, the parent id of every message it causes.
 func (e *Execution) MsgID() string { return e.call.id }
 

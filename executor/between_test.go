@@ -1,0 +1,42 @@
+package executor_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kernelbox/kernelbox/executor"
+)
+
+// A kernel that dies between two calls (here os._exit from a timer thread, as an
+// OOM kill or a crash in a background thread would) is replaced by its server's
+// restarter. Whatever the gap between the death and the next call, that call must
+// run its code on the new kernel and say the state is gone, never report a death
+// that came before it, and never pass silently (issue 25 item 0: a 4 s gap gave ok
+// with state_lost false, a short one kernel_died without running the code).
+func TestLocalDeathBetweenCalls(t *testing.T) {
+	e := newEnv(t, nil)
+	for _, gap := range []time.Duration{100 * time.Millisecond, 300 * time.Millisecond, 1500 * time.Millisecond, 4 * time.Second} {
+		id := fmt.Sprintf("gap-%d", gap.Milliseconds())
+		r := e.run(t, id, "x = 1\nimport os, threading\nthreading.Timer(0.2, lambda: os._exit(3)).start()")
+		require.Equal(t, executor.StatusOK, r.Status, "%s: %+v", id, r.Error)
+		time.Sleep(200*time.Millisecond + gap)
+		start := time.Now()
+		r = e.run(t, id, "print('x' in dir())")
+		took := time.Since(start)
+		t.Logf("gap %s: status %s, stdout %q, state_lost %v, notes %q, took %s", gap, r.Status, r.Stdout, r.StateLost, r.Notes, took)
+		require.Equal(t, executor.StatusOK, r.Status, "gap %s: the call after the death must run: %+v", gap, r.Error)
+		require.Equal(t, "False\n", r.Stdout, "gap %s", gap)
+		require.True(t, r.StateLost, "gap %s: the new kernel's call must say the state is gone", gap)
+		require.Contains(t, strings.Join(r.Notes, "\n"), "died", "gap %s", gap)
+		require.Less(t, took, 15*time.Second, "gap %s", gap)
+
+		// The one after runs on the same new kernel, which kept its state.
+		r = e.run(t, id, "y = 2\ny")
+		require.Equal(t, "2", r.Result, "gap %s", gap)
+		require.False(t, r.StateLost, "gap %s: told once", gap)
+	}
+}
