@@ -6,7 +6,9 @@
 // user typed into its login form, kept in the tab's sessionStorage and sent as an
 // Authorization header, never in a URL. Cell output is put into the page as text
 // only; HTML outputs go into sandboxed srcdoc iframes without allow-same-origin, and
-// images (SVG included) are shown only through <img>. A strict Content-Security-Policy
+// images are shown only through <img>, SVG drawn into a PNG first: active content
+// (SVG, HTML) never gets a URL of this origin, where opening it in a tab of its own
+// would run its script with the page's powers. A strict Content-Security-Policy
 // (see [ContentSecurityPolicy]) keeps every script and style to this origin's files.
 package dashboard
 

@@ -110,7 +110,7 @@ func TestShell(t *testing.T) {
 
 // TestScripts checks the scripts' safety rules by reading them: cell output never
 // goes through innerHTML or similar, iframes are sandboxed without allow-same-origin,
-// and the token travels in a header only.
+// only passive content gets a blob: URL, and the token travels in a header only.
 func TestScripts(t *testing.T) {
 	t.Parallel()
 	h := dashboard.New(dashboard.Options{})
@@ -127,6 +127,10 @@ func TestScripts(t *testing.T) {
 		"new Function", "allow-", "EventSource", "localStorage", "?token", "&token", "cookie"} {
 		require.Falsef(t, strings.Contains(code, bad), "the dashboard's scripts use %q", bad)
 	}
+	// Active content never gets a URL of this origin (issue 20 item 3): the one call
+	// that makes blob: URLs is objectURL's, which refuses all but passive types.
+	require.Equal(t, 1, strings.Count(code, "URL.createObjectURL("), "blob: URLs made outside objectURL")
+	require.Contains(t, code, "if (!passiveTypes.has(blob.type))")
 	require.Contains(t, js, `f.setAttribute("sandbox", "")`)
 	require.Contains(t, js, `"Authorization", "Bearer "`)
 	require.Contains(t, js, "sessionStorage")

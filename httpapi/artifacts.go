@@ -58,8 +58,8 @@ func (h *handler) artifact(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", ct)
 	w.Header().Set("Content-Length", strconv.FormatInt(fi.Size(), 10))
 	// Artifacts are written by untrusted code: never let a browser render them as
-	// part of this origin.
-	w.Header().Set("Content-Security-Policy", "sandbox")
+	// part of this origin, nor let one that does render load or run anything.
+	w.Header().Set("Content-Security-Policy", "sandbox; default-src 'none'")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": path.Base(name)}))
 	_, _ = io.Copy(w, f)

@@ -1,9 +1,12 @@
 // artifacts.js: a session's artifacts (GET /v1/sessions/{id}/artifacts) with
 // download buttons and an image preview. Files are fetched with the token and handed
-// to the browser as blob: URLs, so no token ever appears in a link.
+// to the browser as blob: URLs, so no token ever appears in a link. Only raster
+// images and downloads typed application/octet-stream get such a URL (objectURL): an
+// SVG artifact is previewed as a PNG drawn from it, since an SVG under a URL of this
+// origin runs its script there when opened in a tab of its own.
 
 import * as api from "./api.js";
-import { el, formatBytes } from "./render.js";
+import { el, formatBytes, objectURL, rasterSVG, showRaster } from "./render.js";
 
 const viewable = new Set(["image/png", "image/jpeg", "image/gif", "image/webp", "image/svg+xml"]);
 
@@ -85,11 +88,16 @@ export class Artifacts {
   async view(session, a) {
     try {
       const blob = await api.getBlob(api.artifactPath(session, a.name), a.mime);
+      const svg = a.mime === "image/svg+xml" ? await rasterSVG(await blob.text()) : null;
       this.closePreview();
-      this.previewURL = URL.createObjectURL(blob);
       this.els.previewName.textContent = a.name;
       this.els.previewImg.alt = a.name;
-      this.els.previewImg.src = this.previewURL;
+      if (svg) {
+        showRaster(this.els.previewImg, svg);
+      } else {
+        this.previewURL = objectURL(blob);
+        this.els.previewImg.src = this.previewURL;
+      }
       this.els.preview.hidden = false;
     } catch (err) {
       this.els.previewName.textContent = "Cannot open " + a.name + ": " + err.message;
@@ -102,7 +110,7 @@ export class Artifacts {
     try {
       // The type is forced to a neutral one: the file is saved, never rendered here.
       const blob = await api.getBlob(api.artifactPath(session, a.name), "application/octet-stream");
-      const url = URL.createObjectURL(blob);
+      const url = objectURL(blob);
       const link = document.createElement("a");
       link.href = url;
       link.download = baseName(a.name);
@@ -123,6 +131,8 @@ export class Artifacts {
       this.previewURL = "";
     }
     this.els.previewImg.removeAttribute("src");
+    this.els.previewImg.removeAttribute("width");
+    this.els.previewImg.removeAttribute("height");
     this.els.preview.hidden = true;
   }
 }

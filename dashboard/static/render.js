@@ -1,9 +1,14 @@
 // render.js: turns nbformat v4 outputs into DOM nodes. Cell output is untrusted: it
-// is only ever set as textContent, as an <img> source (a data: or blob: URL, SVG
-// included, so an SVG's scripts never run), or as the srcdoc of an iframe sandboxed
-// without allow-same-origin (so its HTML gets an opaque origin, no scripts, no forms,
-// and cannot reach this page or its token). Nothing from a cell is parsed as HTML in
-// the page itself.
+// is only ever set as textContent, as an <img> source of a raster image (a data: or
+// blob: URL), or as the srcdoc of an iframe sandboxed without allow-same-origin (so
+// its HTML gets an opaque origin, no scripts, no forms, and cannot reach this page or
+// its token). Nothing from a cell is parsed as HTML in the page itself.
+//
+// Active content (SVG, HTML, XML) is never given a URL of this origin: a blob: URL
+// shows as an image inside an <img>, but "Open image in new tab" renders it as a
+// document of this origin, where an SVG's <script> runs with the page's powers (issue
+// 20 item 3). SVG is therefore drawn into a PNG (rasterSVG) and only the PNG is shown,
+// and objectURL refuses every Blob type but raster images and opaque downloads.
 
 const ansi = /\u001b\[[0-9;?]*[ -/]*[@-~]|\u001b\][^\u0007\u001b]*(\u0007|\u001b\\)|\u001b[@-Z\\-_]/g;
 
@@ -102,8 +107,7 @@ function richNode(data) {
     }
   }
   if (data["image/svg+xml"]) {
-    const blob = new Blob([multiline(data["image/svg+xml"])], { type: "image/svg+xml" });
-    return imageNode(URL.createObjectURL(blob), "image/svg+xml");
+    return svgNode(multiline(data["image/svg+xml"]));
   }
   if (data["text/html"]) {
     return htmlFrame(multiline(data["text/html"]));
@@ -125,6 +129,71 @@ function imageNode(src, type) {
   img.alt = "cell output (" + type + ")";
   img.src = src;
   return img;
+}
+
+/** svgNode shows SVG markup as the PNG rasterSVG draws from it. */
+function svgNode(text) {
+  const img = el("img", "out out-image");
+  img.alt = "cell output (image/svg+xml, drawn as PNG)";
+  rasterSVG(text).then((r) => showRaster(img, r), (err) => {
+    img.alt = "(SVG output not shown: " + err.message + ")";
+  });
+  return img;
+}
+
+/** showRaster puts a rasterSVG result into img at the SVG's own size. */
+export function showRaster(img, r) {
+  img.width = r.width;
+  img.height = r.height;
+  img.src = r.url;
+}
+
+// passiveTypes are the only Blob types objectURL gives a URL: images a browser
+// decodes as pixels, and bytes it can only save.
+const passiveTypes = new Set([...rasters, "application/octet-stream"]);
+
+/**
+ * objectURL returns a blob: URL for blob, refusing any type a browser could render
+ * as a document (SVG, HTML, XML, text...): such a URL belongs to this origin, and a
+ * person can always open it in a tab of its own.
+ */
+export function objectURL(blob) {
+  if (!passiveTypes.has(blob.type)) {
+    throw new Error("refusing a URL for content of type " + (blob.type || "(none)"));
+  }
+  return URL.createObjectURL(blob);
+}
+
+// maxRaster is the largest side, in device pixels, of a PNG drawn from an SVG.
+const maxRaster = 4096;
+
+/**
+ * rasterSVG draws SVG markup into a PNG and resolves to { url, width, height }: a
+ * data: URL of the PNG and the SVG's size in CSS pixels. The SVG is decoded as an
+ * image from a data: URL (no URL of this origin ever names it), and in an image an
+ * SVG runs no script and loads nothing. What the page shows, and what "Open image in
+ * new tab" opens, is only the PNG.
+ */
+export function rasterSVG(text) {
+  return new Promise((resolve, reject) => {
+    const src = new Image();
+    src.onerror = () => reject(new Error("not a valid SVG image"));
+    src.onload = () => {
+      try {
+        // An SVG without a size of its own gets the default size of a replaced element.
+        const width = src.naturalWidth || 300, height = src.naturalHeight || 150;
+        const scale = Math.min(window.devicePixelRatio || 1, maxRaster / Math.max(width, height));
+        const canvas = document.createElement("canvas");
+        canvas.width = Math.max(1, Math.round(width * scale));
+        canvas.height = Math.max(1, Math.round(height * scale));
+        canvas.getContext("2d").drawImage(src, 0, 0, canvas.width, canvas.height);
+        resolve({ url: canvas.toDataURL("image/png"), width, height });
+      } catch (err) {
+        reject(err);
+      }
+    };
+    src.src = "data:image/svg+xml;charset=utf-8," + encodeURIComponent(text);
+  });
 }
 
 /**
