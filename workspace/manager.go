@@ -76,6 +76,11 @@ type Options struct {
 	// Data copies made by AddData are always 0444 (directories 0555).
 	FileMode fs.FileMode
 
+	// PrivateDirs lists more directories no input may be staged from (ErrPrivate),
+	// besides Root and ArtifactsDir, which are always private: kernelbox's own
+	// state, such as its runtime directory. Protect adds more after New.
+	PrivateDirs []string
+
 	// HashInputs computes the SHA-256 of each staged input (Staged.SHA256) while
 	// copying it through user space. Without it (the default) the copy is a plain
 	// copy_file_range in the kernel and Staged.SHA256 is empty. Hashing costs about
@@ -105,6 +110,11 @@ type Manager struct {
 
 	// mu serializes creating, renaming and removing session directories.
 	mu sync.Mutex
+
+	// private are the directories no source may lie in (open.go), guarded by
+	// privMu since Protect may add to them while sessions stage.
+	privMu  sync.RWMutex
+	private []string
 
 	// watch tells Collect when outputs/ is unchanged (watch.go); nil without
 	// inotify.
@@ -149,6 +159,7 @@ func New(opts Options) (*Manager, error) {
 		root:         root,
 		sessionsDir:  sessionsDir,
 		artifactsDir: artifactsDir,
+		private:      privateDirs(append([]string{root, artifactsDir}, opts.PrivateDirs...)...),
 	}
 	if m.sessions, err = os.OpenRoot(sessionsDir); err != nil {
 		return nil, fmt.Errorf("workspace: %w", err)
