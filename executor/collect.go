@@ -34,6 +34,9 @@ func (s *session) stage(inputs []workspace.Input) (names, notes []string, err er
 
 // stageError classifies a staging failure: bad inputs are the caller's to fix.
 func stageError(err error) error {
+	if errors.Is(err, workspace.ErrPrivate) {
+		return fmt.Errorf("%w: %w", ErrDenied, err)
+	}
 	for _, bad := range []error{workspace.ErrNotRegular, workspace.ErrDuplicateName, workspace.ErrInvalidName,
 		workspace.ErrTooLarge, workspace.ErrSessionLimit} {
 		if errors.Is(err, bad) {
