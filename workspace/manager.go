@@ -106,7 +106,13 @@ type Manager struct {
 	sessionsDir  string
 	artifactsDir string
 	sessions     *os.Root
-	artifacts    *os.Root
+
+	// artMu guards artifacts, the handle on ArtifactsDir, which artifactsRoot
+	// replaces when the directory was removed; stale are the handles replaced,
+	// closed by Close since a listing may still be using one.
+	artMu     sync.Mutex
+	artifacts *os.Root
+	stale     []*os.Root
 
 	// mu serializes creating, renaming and removing session directories.
 	mu sync.Mutex
@@ -395,20 +401,45 @@ func (m *Manager) Close() error {
 	if m.sessions == nil {
 		return nil
 	}
+	m.artMu.Lock()
 	err := errors.Join(m.sessions.Close(), m.artifacts.Close())
-	m.sessions, m.artifacts = nil, nil
+	for _, r := range m.stale {
+		err = errors.Join(err, r.Close())
+	}
+	m.sessions, m.artifacts, m.stale = nil, nil, nil
+	m.artMu.Unlock()
 	if w := m.watch.Load(); w != nil {
 		w.close()
 	}
 	return err
 }
 
-// artifactsRoot returns the artifacts Root, or ErrClosed.
+// artifactsRoot returns the artifacts Root, or ErrClosed. If ArtifactsDir was
+// removed or replaced since it was opened (someone cleaning up under a running
+// server), it is created again as New does and reopened, so that collection goes
+// on instead of failing on a deleted directory for the rest of the session.
 func (m *Manager) artifactsRoot() (*os.Root, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.artMu.Lock()
+	defer m.artMu.Unlock()
 	if m.artifacts == nil {
 		return nil, ErrClosed
 	}
-	return m.artifacts, nil
+	// ArtifactsDir is trusted configuration and may be a link (see New): Stat.
+	now, err := os.Stat(m.artifactsDir)
+	if err == nil {
+		if held, err := m.artifacts.Stat("."); err == nil && os.SameFile(held, now) {
+			return m.artifacts, nil
+		}
+	}
+	if err := mkdirMode(m.artifactsDir, m.opts.DirMode, false); err != nil {
+		return nil, fmt.Errorf("recreate artifacts dir: %w", err)
+	}
+	r, err := os.OpenRoot(m.artifactsDir)
+	if err != nil {
+		return nil, fmt.Errorf("reopen artifacts dir: %w", err)
+	}
+	m.log.Warn("artifacts dir was removed or replaced; recreated it", "dir", m.artifactsDir)
+	m.stale = append(m.stale, m.artifacts)
+	m.artifacts = r
+	return r, nil
 }

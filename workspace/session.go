@@ -125,23 +125,39 @@ func (s *Session) stagedBytes() int64 {
 
 // artifactsRoot returns <artifacts>/<id>, creating it on first use.
 func (s *Session) artifactsRoot() (*os.Root, error) {
+	art, _, err := s.openArtifacts()
+	return art, err
+}
+
+// openArtifacts returns <artifacts>/<id>, creating it on first use, and again
+// when it (or the whole artifacts directory) was removed or replaced since; fresh
+// says that it was recreated, which drops the copies of earlier calls.
+func (s *Session) openArtifacts() (art *os.Root, fresh bool, err error) {
 	if s.root == nil {
-		return nil, ErrClosed
-	}
-	if s.art != nil {
-		return s.art, nil
+		return nil, false, ErrClosed
 	}
 	all, err := s.m.artifactsRoot()
 	if err != nil {
-		return nil, err
+		return nil, false, err
+	}
+	if s.art != nil {
+		now, err := all.Lstat(s.id)
+		if err == nil && now.IsDir() {
+			if held, err := s.art.Stat("."); err == nil && os.SameFile(held, now) {
+				return s.art, false, nil
+			}
+		}
+		s.log.Warn("session's artifacts dir was removed or replaced; recreating it")
+		s.art.Close()
+		s.art, fresh = nil, true
 	}
 	if err := mkdirs(all, s.id, s.m.opts.DirMode); err != nil {
-		return nil, err
+		return nil, fresh, err
 	}
-	art, err := openDir(all, s.id)
+	art, err = openDir(all, s.id)
 	if err != nil {
-		return nil, err
+		return nil, fresh, err
 	}
 	s.art = art
-	return art, nil
+	return art, fresh, nil
 }
