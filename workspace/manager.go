@@ -174,6 +174,7 @@ func New(opts Options) (*Manager, error) {
 		m.sessions.Close()
 		return nil, fmt.Errorf("workspace: %w", err)
 	}
+	m.emptyTrash()
 	return m, nil
 }
 
@@ -267,8 +268,23 @@ func (m *Manager) Warm() (*Session, error) {
 	return nil, fmt.Errorf("warm session: %w", fs.ErrExist)
 }
 
-// openSession creates or (unless exclusive) reopens sessions/<name>.
+// openSession creates or (unless exclusive) reopens sessions/<name>. Only the
+// directory itself is made and opened under the lock; reading what inputs/ holds
+// is done after it, on the session's own handle.
 func (m *Manager) openSession(name string, exclusive bool) (*Session, error) {
+	s, err := m.openSessionDir(name, exclusive)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.init(); err != nil {
+		s.root.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// openSessionDir makes and opens sessions/<name> under the lock.
+func (m *Manager) openSessionDir(name string, exclusive bool) (*Session, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.sessions == nil {
@@ -301,10 +317,6 @@ func (m *Manager) openSession(name string, exclusive bool) (*Session, error) {
 		staged:   map[string]int64{},
 		restaged: map[string]restage{},
 		seen:     map[string]fileState{},
-	}
-	if err := s.init(); err != nil {
-		root.Close()
-		return nil, err
 	}
 	return s, nil
 }
@@ -360,22 +372,64 @@ func (m *Manager) Adopt(s *Session, id string) (*Session, error) {
 // Remove deletes the session directory of id (a session id or a warm ID), with
 // everything in it; the session's artifacts stay. Removing a missing session is
 // not an error. Sessions still open for id stop working.
+//
+// Under the manager's lock the directory is only renamed out of the way (to a
+// trash name below sessions/); the delete itself, which takes seconds for a
+// session of a few hundred thousand files, runs after the lock is released, so
+// other sessions' Opens and lookups never wait for it. An Open of id meanwhile
+// makes a fresh directory. Trash left by a delete that failed or was cut short is
+// removed by the next New.
 func (m *Manager) Remove(id string) error {
 	if !api.ValidSessionID(id) && !isWarmID(id) {
 		return fmt.Errorf("remove session: %w", checkSessionID(id))
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.sessions == nil {
-		return ErrClosed
+	sessions, trash, err := m.detach(id)
+	if err != nil || trash == "" {
+		return err
 	}
-	if _, err := m.sessions.Lstat(id); errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err := removeTree(m.sessions, id); err != nil {
+	if err := removeTree(sessions, trash); err != nil {
 		return fmt.Errorf("remove session %q: %w", id, err)
 	}
 	return nil
+}
+
+// trashPrefix starts the names session directories are renamed to while they
+// are deleted. Like warmPrefix it cannot start a session id.
+const trashPrefix = ".trash-"
+
+// detach renames sessions/<id> to a fresh trash name and returns it ("" when
+// there is no such session), with the sessions Root to delete it through.
+func (m *Manager) detach(id string) (*os.Root, string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.sessions == nil {
+		return nil, "", ErrClosed
+	}
+	if _, err := m.sessions.Lstat(id); errors.Is(err, fs.ErrNotExist) {
+		return nil, "", nil
+	}
+	trash := trashPrefix + randomSuffix()
+	if err := m.sessions.Rename(id, trash); err != nil {
+		return nil, "", fmt.Errorf("remove session %q: %w", id, err)
+	}
+	return m.sessions, trash, nil
+}
+
+// emptyTrash removes what Removes that did not finish left in sessions/.
+func (m *Manager) emptyTrash() {
+	d, err := m.sessions.Open(".")
+	if err != nil {
+		return
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	for _, name := range names {
+		if strings.HasPrefix(name, trashPrefix) {
+			if err := removeTree(m.sessions, name); err != nil {
+				m.log.Warn("could not remove a deleted session's leftovers", "dir", name, "err", err)
+			}
+		}
+	}
 }
 
 // isWarmID reports whether id has the shape of a name made by Warm.
