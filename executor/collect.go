@@ -38,7 +38,7 @@ func stageError(err error) error {
 		return fmt.Errorf("%w: %w", ErrDenied, err)
 	}
 	for _, bad := range []error{workspace.ErrNotRegular, workspace.ErrDuplicateName, workspace.ErrInvalidName,
-		workspace.ErrTooLarge, workspace.ErrSessionLimit} {
+		workspace.ErrTooLarge, workspace.ErrSessionLimit, workspace.ErrLinkInPath} {
 		if errors.Is(err, bad) {
 			return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 		}

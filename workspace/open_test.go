@@ -229,3 +229,16 @@ func TestAddDataSwapRace(t *testing.T) {
 	require.Zero(t, leaks)
 	require.NotZero(t, added)
 }
+
+// TestStageRefusesLinkInPath: a source whose path leads through a symlink (it
+// was canonical when it was decided, and changed since) is refused by name.
+func TestStageRefusesLinkInPath(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	writeFile(t, filepath.Join(base, "d", "x"), "public")
+	require.NoError(t, os.Symlink(filepath.Join(base, "d"), filepath.Join(base, "l")))
+	s := openSession(t, newManager(t, nil), "s")
+	_, err := s.Stage([]Input{{Name: "x", Source: filepath.Join(base, "l", "x"), Requested: "l/x"}})
+	require.ErrorIs(t, err, ErrLinkInPath)
+	require.EqualError(t, err, `stage input "l/x": path leads through a symbolic link (it changed since it was resolved)`)
+}

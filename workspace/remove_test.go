@@ -77,3 +77,23 @@ func namesOf(entries []os.DirEntry) []string {
 	}
 	return out
 }
+
+// TestNewEmptiesTrash: what a Remove cut short left behind (read-only data copies
+// included) is deleted by the next New; sessions stay.
+func TestNewEmptiesTrash(t *testing.T) {
+	t.Parallel()
+	root := filepath.Join(t.TempDir(), "kb")
+	m, err := New(Options{Root: root})
+	require.NoError(t, err)
+	s, err := m.Open("keep")
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	require.NoError(t, m.Close())
+	trash := filepath.Join(root, "sessions", trashPrefix+"0123456789abcdef")
+	writeFile(t, filepath.Join(trash, "data", "ds", "x"), "x")
+	require.NoError(t, os.Chmod(filepath.Join(trash, "data", "ds"), 0o555))
+
+	m = newManager(t, func(o *Options) { o.Root = root })
+	require.NoDirExists(t, trash)
+	assert.Equal(t, []string{"keep"}, dirNames(t, filepath.Join(m.Root(), "sessions")))
+}
