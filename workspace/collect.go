@@ -97,13 +97,11 @@ func (s *Session) Collect() ([]Artifact, error) {
 	if s.root == nil {
 		return nil, fmt.Errorf("collect: %w", ErrClosed)
 	}
-	// Before the inotify shortcut: with the artifacts gone, an unchanged outputs/
-	// still has everything to copy again.
+	// Before the inotify shortcut: with the artifacts gone (artifactsRoot notices
+	// and forgets what was collected), an unchanged outputs/ still has everything
+	// to copy again. A failure here shows again where a file is copied.
 	if s.art != nil {
-		if _, fresh, err := s.openArtifacts(); err == nil && fresh {
-			clear(s.seen)
-			s.watched = false
-		}
+		_, _ = s.artifactsRoot()
 	}
 	if s.unchanged() {
 		return nil, nil

@@ -78,3 +78,20 @@ func TestCollectRetriesFailedCopy(t *testing.T) {
 	require.NoError(t, os.Remove(blocker))
 	require.Equal(t, []string{"sub/b.txt"}, collect(t, s))
 }
+
+// TestSaveDisplayRecreatesArtifactsDir: when a display is saved first after the
+// artifacts were removed, the next Collect still copies outputs/ again.
+func TestSaveDisplayRecreatesArtifactsDir(t *testing.T) {
+	t.Parallel()
+	m := newManager(t, nil)
+	s := openSession(t, m, "s1")
+	writeFile(t, filepath.Join(s.Dir(), "outputs", "first.txt"), "one")
+	age(t, filepath.Join(s.Dir(), "outputs", "first.txt"))
+	require.Equal(t, []string{"first.txt"}, collect(t, s))
+
+	require.NoError(t, os.RemoveAll(m.ArtifactsDir()))
+	_, err := s.SaveDisplay("d.png", []byte("png"), "")
+	require.NoError(t, err)
+	require.Equal(t, []string{"first.txt"}, collect(t, s))
+	assert.Equal(t, "one", readFile(t, filepath.Join(m.ArtifactsDir(), "s1", "first.txt")))
+}
