@@ -106,6 +106,14 @@ type DataMounter interface {
 	MountsData() bool
 }
 
+// StateKeeper is implemented by backends that keep files of their own on the host,
+// such as socket directories holding a server's token. The executor adds StateDirs
+// to the workspace's private directories (workspace.Manager.Protect), so no call
+// can stage an input from them, whatever the policy allows. It is asked once, in New.
+type StateKeeper interface {
+	StateDirs() []string
+}
+
 // FileSyncer is implemented by placements whose kernels do not see the host's session
 // directory (a remote gateway). The executor keeps the workspace contract for them: it
 // stages inputs into the host session directory as usual, then calls PushInputs (with

@@ -34,8 +34,11 @@ func (s *session) stage(inputs []workspace.Input) (names, notes []string, err er
 
 // stageError classifies a staging failure: bad inputs are the caller's to fix.
 func stageError(err error) error {
+	if errors.Is(err, workspace.ErrPrivate) {
+		return fmt.Errorf("%w: %w", ErrDenied, err)
+	}
 	for _, bad := range []error{workspace.ErrNotRegular, workspace.ErrDuplicateName, workspace.ErrInvalidName,
-		workspace.ErrTooLarge, workspace.ErrSessionLimit} {
+		workspace.ErrTooLarge, workspace.ErrSessionLimit, workspace.ErrLinkInPath} {
 		if errors.Is(err, bad) {
 			return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 		}

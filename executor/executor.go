@@ -57,6 +57,9 @@ func New(opts Options) (*Executor, error) {
 	if err := checkData(perm, opts.Data); err != nil {
 		return nil, err
 	}
+	if sk, ok := opts.Backend.(StateKeeper); ok {
+		opts.Workspace.Protect(sk.StateDirs()...)
+	}
 	e := &Executor{
 		opts:     opts,
 		log:      opts.Logger,
@@ -84,7 +87,9 @@ func New(opts Options) (*Executor, error) {
 
 // sessionGuard returns a copy of perm whose policy also denies reading any session's
 // private directory: one agent must not stage another session's files through the
-// host path. Artifacts, which are shared on purpose, stay readable.
+// host path. The rule names the denial early; the workspace refuses to stage from
+// any of kernelbox's own directories (the artifacts directory and the backend's
+// StateDirs too) whatever the policy says (workspace.ErrPrivate).
 func sessionGuard(perm *permissions.Engine, ws *workspace.Manager) *permissions.Engine {
 	p := *perm
 	p.Policy.Rules = append(append([]permissions.Rule(nil), perm.Policy.Rules...), permissions.Rule{

@@ -87,10 +87,21 @@ type collector struct {
 // error joins what it could not collect: files over MaxArtifactBytes (ErrTooLarge,
 // reported once per version of the file), directories more than 32 levels deep
 // (ErrTooDeep), entries beyond MaxArtifactFiles (ErrTooManyFiles), an outputs/ that
-// is not a directory, and I/O failures.
+// is not a directory, and I/O failures. A file that could not be copied is tried
+// again by the next Collect.
+//
+// If the artifacts directory, or the session's part of it, was removed or
+// replaced since the last Collect, it is created again, and every file in
+// outputs/ is copied (and reported) again.
 func (s *Session) Collect() ([]Artifact, error) {
 	if s.root == nil {
 		return nil, fmt.Errorf("collect: %w", ErrClosed)
+	}
+	// Before the inotify shortcut: with the artifacts gone (artifactsRoot notices
+	// and forgets what was collected), an unchanged outputs/ still has everything
+	// to copy again. A failure here shows again where a file is copied.
+	if s.art != nil {
+		_, _ = s.artifactsRoot()
 	}
 	if s.unchanged() {
 		return nil, nil
@@ -252,6 +263,7 @@ func (c *collector) file(dir *os.Root, e fs.DirEntry, rel string) {
 	}
 	if err != nil {
 		c.errs = append(c.errs, fmt.Errorf("collect %q: %w", rel, err))
+		c.watched = false // try again next time, events or not
 		return
 	}
 	st.sum, st.racy = a.SHA256, racy

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"syscall"
 )
 
@@ -42,21 +43,11 @@ func (s *Session) AddData(name, hostDir string, maxBytes int64) error {
 	}
 	wrap := func(err error) error { return fmt.Errorf("add data %q from %q: %w", name, hostDir, err) }
 
-	lfi, err := os.Lstat(hostDir)
+	src, err := openDataDir(hostDir)
 	if err != nil {
-		return wrap(bare(err))
-	}
-	if !lfi.IsDir() {
-		return wrap(fmt.Errorf("is a %s, not a directory", kindOf(lfi.Mode())))
-	}
-	src, err := os.OpenRoot(hostDir)
-	if err != nil {
-		return wrap(bare(err))
+		return wrap(err)
 	}
 	defer src.Close()
-	if fi, err := src.Stat("."); err != nil || !os.SameFile(fi, lfi) {
-		return wrap(errors.New("directory was replaced while it was being opened"))
-	}
 
 	data, err := ensureDir(s.root, "data", s.m.opts.DirMode)
 	if err != nil {
@@ -87,6 +78,42 @@ func (s *Session) AddData(name, hostDir string, maxBytes int64) error {
 	}
 	s.log.Debug("added data", "name", name, "host_dir", hostDir)
 	return nil
+}
+
+// openDataDir returns a Root on the directory at exactly hostDir. os.OpenRoot
+// follows links at every component, so the directory is also opened with
+// OpenNoFollow, which follows none, and the two must be the same: a directory on
+// the path swapped with a link meanwhile makes them differ.
+func openDataDir(hostDir string) (*os.Root, error) {
+	abs, err := filepath.Abs(hostDir)
+	if err != nil {
+		return nil, err
+	}
+	lfi, err := os.Lstat(abs)
+	if err != nil {
+		return nil, bare(err)
+	}
+	if !lfi.IsDir() {
+		return nil, fmt.Errorf("is a %s, not a directory", kindOf(lfi.Mode()))
+	}
+	exact, err := OpenNoFollow(abs)
+	if err != nil {
+		return nil, bare(err)
+	}
+	defer exact.Close()
+	efi, err := exact.Stat()
+	if err != nil {
+		return nil, err
+	}
+	src, err := os.OpenRoot(abs)
+	if err != nil {
+		return nil, bare(err)
+	}
+	if fi, err := src.Stat("."); err != nil || !os.SameFile(fi, efi) || !os.SameFile(fi, lfi) {
+		src.Close()
+		return nil, errors.New("directory was replaced while it was being opened")
+	}
+	return src, nil
 }
 
 // replaceDir renames the finished copy tmp to name, moving an existing name aside

@@ -4,7 +4,9 @@
 //
 // Start reading at Manager (manager.go) and Session (session.go); then Stage
 // (stage.go), Collect (collect.go), the artifact lookups (artifacts.go) and AddData
-// (data.go). files.go holds the low-level file operations they share.
+// (data.go). files.go holds the low-level file operations they share; open.go
+// opens host sources (inputs, data directories) without following a link at any
+// component, and keeps kernelbox's own directories out of staging (ErrPrivate).
 //
 // Layout:
 //

@@ -50,6 +50,16 @@ var (
 	// ErrNotFound means a requested artifact does not exist or is not a regular file.
 	ErrNotFound = errors.New("artifact not found")
 
+	// ErrLinkInPath means a path that must be opened without following links
+	// (OpenNoFollow) leads through a symbolic link: something on it changed since
+	// it was resolved.
+	ErrLinkInPath = errors.New("path leads through a symbolic link")
+
+	// ErrPrivate means an input's source lies inside kernelbox's own state: the
+	// workspace root (every session's directory), the artifacts directory, or
+	// Options.PrivateDirs. Nothing there is ever staged, whatever a policy allows.
+	ErrPrivate = errors.New("source is private to kernelbox")
+
 	// ErrClosed means the Session or Manager was closed (a warm Session is closed by
 	// a successful Adopt).
 	ErrClosed = errors.New("workspace closed")

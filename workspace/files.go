@@ -163,7 +163,14 @@ func (w *headWriter) Write(p []byte) (int, error) {
 // (unlinking never follows a link) and a fresh directory with mode is made. After
 // opening, it checks that the opened directory is still the one at name, so a
 // swap between the check and the open is reported rather than written through.
+//
+// Two Opens of one session may make its inputs/ at the same time: a Mkdir that
+// finds the directory made meanwhile looks again.
 func ensureDir(root *os.Root, name string, mode fs.FileMode) (*os.Root, error) {
+	return ensureDirTry(root, name, mode, true)
+}
+
+func ensureDirTry(root *os.Root, name string, mode fs.FileMode, again bool) (*os.Root, error) {
 	fi, err := root.Lstat(name)
 	switch {
 	case err == nil && fi.IsDir():
@@ -173,7 +180,9 @@ func ensureDir(root *os.Root, name string, mode fs.FileMode) (*os.Root, error) {
 				return nil, fmt.Errorf("replace %s %q with a directory: %w", kindOf(fi.Mode()), name, err)
 			}
 		}
-		if err := root.Mkdir(name, mode); err != nil {
+		if err := root.Mkdir(name, mode); errors.Is(err, fs.ErrExist) && again {
+			return ensureDirTry(root, name, mode, false)
+		} else if err != nil {
 			return nil, err
 		}
 		if err := chmodDir(root, name, mode); err != nil {

@@ -76,6 +76,11 @@ type Options struct {
 	// Data copies made by AddData are always 0444 (directories 0555).
 	FileMode fs.FileMode
 
+	// PrivateDirs lists more directories no input may be staged from (ErrPrivate),
+	// besides Root and ArtifactsDir, which are always private: kernelbox's own
+	// state, such as its runtime directory. Protect adds more after New.
+	PrivateDirs []string
+
 	// HashInputs computes the SHA-256 of each staged input (Staged.SHA256) while
 	// copying it through user space. Without it (the default) the copy is a plain
 	// copy_file_range in the kernel and Staged.SHA256 is empty. Hashing costs about
@@ -101,10 +106,21 @@ type Manager struct {
 	sessionsDir  string
 	artifactsDir string
 	sessions     *os.Root
-	artifacts    *os.Root
+
+	// artMu guards artifacts, the handle on ArtifactsDir, which artifactsRoot
+	// replaces when the directory was removed; stale are the handles replaced,
+	// closed by Close since a listing may still be using one.
+	artMu     sync.Mutex
+	artifacts *os.Root
+	stale     []*os.Root
 
 	// mu serializes creating, renaming and removing session directories.
 	mu sync.Mutex
+
+	// private are the directories no source may lie in (open.go), guarded by
+	// privMu since Protect may add to them while sessions stage.
+	privMu  sync.RWMutex
+	private []string
 
 	// watch tells Collect when outputs/ is unchanged (watch.go); nil without
 	// inotify.
@@ -149,6 +165,7 @@ func New(opts Options) (*Manager, error) {
 		root:         root,
 		sessionsDir:  sessionsDir,
 		artifactsDir: artifactsDir,
+		private:      privateDirs(append([]string{root, artifactsDir}, opts.PrivateDirs...)...),
 	}
 	if m.sessions, err = os.OpenRoot(sessionsDir); err != nil {
 		return nil, fmt.Errorf("workspace: %w", err)
@@ -157,6 +174,7 @@ func New(opts Options) (*Manager, error) {
 		m.sessions.Close()
 		return nil, fmt.Errorf("workspace: %w", err)
 	}
+	m.emptyTrash()
 	return m, nil
 }
 
@@ -250,8 +268,23 @@ func (m *Manager) Warm() (*Session, error) {
 	return nil, fmt.Errorf("warm session: %w", fs.ErrExist)
 }
 
-// openSession creates or (unless exclusive) reopens sessions/<name>.
+// openSession creates or (unless exclusive) reopens sessions/<name>. Only the
+// directory itself is made and opened under the lock; reading what inputs/ holds
+// is done after it, on the session's own handle.
 func (m *Manager) openSession(name string, exclusive bool) (*Session, error) {
+	s, err := m.openSessionDir(name, exclusive)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.init(); err != nil {
+		s.root.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// openSessionDir makes and opens sessions/<name> under the lock.
+func (m *Manager) openSessionDir(name string, exclusive bool) (*Session, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.sessions == nil {
@@ -284,10 +317,6 @@ func (m *Manager) openSession(name string, exclusive bool) (*Session, error) {
 		staged:   map[string]int64{},
 		restaged: map[string]restage{},
 		seen:     map[string]fileState{},
-	}
-	if err := s.init(); err != nil {
-		root.Close()
-		return nil, err
 	}
 	return s, nil
 }
@@ -343,22 +372,64 @@ func (m *Manager) Adopt(s *Session, id string) (*Session, error) {
 // Remove deletes the session directory of id (a session id or a warm ID), with
 // everything in it; the session's artifacts stay. Removing a missing session is
 // not an error. Sessions still open for id stop working.
+//
+// Under the manager's lock the directory is only renamed out of the way (to a
+// trash name below sessions/); the delete itself, which takes seconds for a
+// session of a few hundred thousand files, runs after the lock is released, so
+// other sessions' Opens and lookups never wait for it. An Open of id meanwhile
+// makes a fresh directory. Trash left by a delete that failed or was cut short is
+// removed by the next New.
 func (m *Manager) Remove(id string) error {
 	if !api.ValidSessionID(id) && !isWarmID(id) {
 		return fmt.Errorf("remove session: %w", checkSessionID(id))
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.sessions == nil {
-		return ErrClosed
+	sessions, trash, err := m.detach(id)
+	if err != nil || trash == "" {
+		return err
 	}
-	if _, err := m.sessions.Lstat(id); errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err := removeTree(m.sessions, id); err != nil {
+	if err := removeTree(sessions, trash); err != nil {
 		return fmt.Errorf("remove session %q: %w", id, err)
 	}
 	return nil
+}
+
+// trashPrefix starts the names session directories are renamed to while they
+// are deleted. Like warmPrefix it cannot start a session id.
+const trashPrefix = ".trash-"
+
+// detach renames sessions/<id> to a fresh trash name and returns it ("" when
+// there is no such session), with the sessions Root to delete it through.
+func (m *Manager) detach(id string) (*os.Root, string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.sessions == nil {
+		return nil, "", ErrClosed
+	}
+	if _, err := m.sessions.Lstat(id); errors.Is(err, fs.ErrNotExist) {
+		return nil, "", nil
+	}
+	trash := trashPrefix + randomSuffix()
+	if err := m.sessions.Rename(id, trash); err != nil {
+		return nil, "", fmt.Errorf("remove session %q: %w", id, err)
+	}
+	return m.sessions, trash, nil
+}
+
+// emptyTrash removes what Removes that did not finish left in sessions/.
+func (m *Manager) emptyTrash() {
+	d, err := m.sessions.Open(".")
+	if err != nil {
+		return
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	for _, name := range names {
+		if strings.HasPrefix(name, trashPrefix) {
+			if err := removeTree(m.sessions, name); err != nil {
+				m.log.Warn("could not remove a deleted session's leftovers", "dir", name, "err", err)
+			}
+		}
+	}
 }
 
 // isWarmID reports whether id has the shape of a name made by Warm.
@@ -384,20 +455,45 @@ func (m *Manager) Close() error {
 	if m.sessions == nil {
 		return nil
 	}
+	m.artMu.Lock()
 	err := errors.Join(m.sessions.Close(), m.artifacts.Close())
-	m.sessions, m.artifacts = nil, nil
+	for _, r := range m.stale {
+		err = errors.Join(err, r.Close())
+	}
+	m.sessions, m.artifacts, m.stale = nil, nil, nil
+	m.artMu.Unlock()
 	if w := m.watch.Load(); w != nil {
 		w.close()
 	}
 	return err
 }
 
-// artifactsRoot returns the artifacts Root, or ErrClosed.
+// artifactsRoot returns the artifacts Root, or ErrClosed. If ArtifactsDir was
+// removed or replaced since it was opened (someone cleaning up under a running
+// server), it is created again as New does and reopened, so that collection goes
+// on instead of failing on a deleted directory for the rest of the session.
 func (m *Manager) artifactsRoot() (*os.Root, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.artMu.Lock()
+	defer m.artMu.Unlock()
 	if m.artifacts == nil {
 		return nil, ErrClosed
 	}
-	return m.artifacts, nil
+	// ArtifactsDir is trusted configuration and may be a link (see New): Stat.
+	now, err := os.Stat(m.artifactsDir)
+	if err == nil {
+		if held, err := m.artifacts.Stat("."); err == nil && os.SameFile(held, now) {
+			return m.artifacts, nil
+		}
+	}
+	if err := mkdirMode(m.artifactsDir, m.opts.DirMode, false); err != nil {
+		return nil, fmt.Errorf("recreate artifacts dir: %w", err)
+	}
+	r, err := os.OpenRoot(m.artifactsDir)
+	if err != nil {
+		return nil, fmt.Errorf("reopen artifacts dir: %w", err)
+	}
+	m.log.Warn("artifacts dir was removed or replaced; recreated it", "dir", m.artifactsDir)
+	m.stale = append(m.stale, m.artifacts)
+	m.artifacts = r
+	return r, nil
 }

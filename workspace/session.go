@@ -123,17 +123,30 @@ func (s *Session) stagedBytes() int64 {
 	return n
 }
 
-// artifactsRoot returns <artifacts>/<id>, creating it on first use.
+// artifactsRoot returns <artifacts>/<id>, creating it on first use, and again
+// when it (or the whole artifacts directory) was removed or replaced since. Then
+// the copies of earlier calls are gone: the session forgets what it collected, so
+// that the next Collect copies everything in outputs/ again.
 func (s *Session) artifactsRoot() (*os.Root, error) {
 	if s.root == nil {
 		return nil, ErrClosed
 	}
-	if s.art != nil {
-		return s.art, nil
-	}
 	all, err := s.m.artifactsRoot()
 	if err != nil {
 		return nil, err
+	}
+	if s.art != nil {
+		now, err := all.Lstat(s.id)
+		if err == nil && now.IsDir() {
+			if held, err := s.art.Stat("."); err == nil && os.SameFile(held, now) {
+				return s.art, nil
+			}
+		}
+		s.log.Warn("session's artifacts dir was removed or replaced; recreating it")
+		s.art.Close()
+		s.art = nil
+		clear(s.seen)
+		s.watched = false
 	}
 	if err := mkdirs(all, s.id, s.m.opts.DirMode); err != nil {
 		return nil, err

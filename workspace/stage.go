@@ -14,7 +14,8 @@ type Input struct {
 	Name string
 
 	// Source is the canonical host path that was permission-checked. Stage copies
-	// the file at exactly this path and refuses a symlink there.
+	// the file at exactly this path: it refuses a symlink at any component of it
+	// (ErrLinkInPath), and a path inside kernelbox's own directories (ErrPrivate).
 	Source string
 
 	// Requested is the path as the user asked for it; errors name it (Source when
@@ -146,7 +147,7 @@ func (s *Session) openSources(items []*stageItem) error {
 	opts := &s.m.opts
 	var incoming int64
 	for _, it := range items {
-		src, fi, err := openSource(it.in.Source)
+		src, fi, err := s.m.openSource(it.in.Source)
 		if err != nil {
 			return fmt.Errorf("stage input %q: %w", it.in.label(), err)
 		}
@@ -229,13 +230,18 @@ func (s *Session) checkSessionLimit(items []*stageItem, incoming int64) error {
 	return nil
 }
 
-// openSource opens path for copying: it must be a regular file, and the file
-// opened must be the one that was checked. Lstat comes first so that a FIFO,
-// device or socket is never opened at all; O_NOFOLLOW and O_NONBLOCK cover one
-// swapped in between, and fstat plus SameFile catch any other swap.
-func openSource(path string) (*os.File, fs.FileInfo, error) {
+// openSource opens path for copying: it must lie outside kernelbox's own
+// directories (ErrPrivate), be a regular file, and be the file at exactly the
+// decided path. Lstat comes first so that a FIFO, device or socket is never opened
+// at all; OpenNoFollow opens the file without following a link at any component,
+// so whatever directory is swapped with a link meanwhile, the file opened is the
+// one at path, and fstat plus SameFile check it is the one Lstat saw.
+func (m *Manager) openSource(path string) (*os.File, fs.FileInfo, error) {
 	if path == "" {
 		return nil, nil, errors.New("no source path")
+	}
+	if err := m.checkPrivate(path); err != nil {
+		return nil, nil, err
 	}
 	lfi, err := os.Lstat(path)
 	if err != nil {
@@ -244,7 +250,7 @@ func openSource(path string) (*os.File, fs.FileInfo, error) {
 	if !lfi.Mode().IsRegular() {
 		return nil, nil, notRegular(lfi.Mode())
 	}
-	f, err := os.OpenFile(path, openReadFlags, 0)
+	f, err := OpenNoFollow(path)
 	if err != nil {
 		return nil, nil, bare(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -186,16 +187,20 @@ func TestStageRejects(t *testing.T) {
 		{
 			// /proc files report size 0 to fstat and then yield content: exactly a
 			// file that grows between the check and the copy.
-			name:    "grows while copied",
-			opts:    func(o *Options) { o.MaxFileBytes = 100 },
-			inputs:  func(t *testing.T, dir string) []Input { return one("status", "/proc/self/status", "status") },
+			name: "grows while copied",
+			opts: func(o *Options) { o.MaxFileBytes = 100 },
+			inputs: func(t *testing.T, dir string) []Input {
+				return one("status", "/proc/"+strconv.Itoa(os.Getpid())+"/status", "status")
+			},
 			is:      ErrTooLarge,
 			message: `stage input "status": grew past the 100-byte per-file limit while being copied: too large`,
 		},
 		{
-			name:    "grows while copied without hashing",
-			opts:    func(o *Options) { o.MaxFileBytes = 100; o.HashInputs = false },
-			inputs:  func(t *testing.T, dir string) []Input { return one("status", "/proc/self/status", "status") },
+			name: "grows while copied without hashing",
+			opts: func(o *Options) { o.MaxFileBytes = 100; o.HashInputs = false },
+			inputs: func(t *testing.T, dir string) []Input {
+				return one("status", "/proc/"+strconv.Itoa(os.Getpid())+"/status", "status")
+			},
 			is:      ErrTooLarge,
 			message: `stage input "status": grew past the 100-byte per-file limit while being copied: too large`,
 		},

@@ -48,6 +48,7 @@ var (
 	_ executor.Backend       = (*Backend)(nil)
 	_ executor.HealthChecker = (*Backend)(nil)
 	_ executor.DataMounter   = (*Backend)(nil)
+	_ executor.StateKeeper   = (*Backend)(nil)
 )
 
 // New connects to the Docker daemon, checks that the kernel image is present, and
@@ -112,6 +113,10 @@ func newBackend(ctx context.Context, cfg config, api dockerAPI) (*Backend, error
 		"user", fmt.Sprintf("%d:%d", cfg.uid, cfg.gid), "memory", cfg.memory, "network", cfg.network)
 	return b, nil
 }
+
+// StateDirs returns the private directory holding the containers' socket
+// directories (with each server's token), which no input may be staged from.
+func (b *Backend) StateDirs() []string { return []string{b.sockRoot} }
 
 // Name returns "docker".
 func (b *Backend) Name() string { return "docker" }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kernelbox/kernelbox/calls"
 	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/internal/runtimefile"
 	"github.com/kernelbox/kernelbox/mcpserver"
 	"github.com/kernelbox/kernelbox/metrics"
 	"github.com/kernelbox/kernelbox/permissions"
@@ -85,7 +86,13 @@ func (f *engineFlags) build(ctx context.Context, log *slog.Logger, approver perm
 	if err != nil {
 		return nil, err
 	}
-	ws, err := workspace.New(workspace.Options{Root: wsRoot, ArtifactsDir: f.artifacts, Logger: log})
+	// The runtime dir holds the server's token; the backend's own dirs are added
+	// by the executor (executor.StateKeeper).
+	var private []string
+	if dir, err := runtimefile.Dir(); err == nil {
+		private = append(private, dir)
+	}
+	ws, err := workspace.New(workspace.Options{Root: wsRoot, ArtifactsDir: f.artifacts, PrivateDirs: private, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("workspace: %w", err)
 	}

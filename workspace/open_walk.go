@@ -1,0 +1,76 @@
+//go:build unix
+
+package workspace
+
+import (
+	"errors"
+	"os"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// walkNoFollow opens the clean absolute path one component at a time: each
+// directory with openat(2) O_DIRECTORY|O_NOFOLLOW relative to the one before (a
+// symlink there fails with ENOTDIR or ELOOP), the last with flags|O_NOFOLLOW.
+// Nothing is ever looked up again by name from the root, so a component swapped
+// after it was opened changes nothing.
+func walkNoFollow(path string, flags int) (*os.File, error) {
+	dir, err := openat(unix.AT_FDCWD, "/", walkDirFlags)
+	if err != nil {
+		return nil, err
+	}
+	rest := strings.TrimPrefix(path, "/")
+	if rest == "" {
+		unix.Close(dir)
+		return openFD(unix.AT_FDCWD, "/", path, flags)
+	}
+	parts := strings.Split(rest, "/")
+	for _, name := range parts[:len(parts)-1] {
+		fd, err := openat(dir, name, walkDirFlags)
+		if err != nil {
+			err = explainWalk(dir, name, path, err)
+			unix.Close(dir)
+			return nil, err
+		}
+		unix.Close(dir)
+		dir = fd
+	}
+	defer unix.Close(dir)
+	f, err := openFD(dir, parts[len(parts)-1], path, flags)
+	if errors.Is(err, unix.ELOOP) {
+		return nil, errLinkInPath
+	}
+	return f, err
+}
+
+func openFD(dir int, name, path string, flags int) (*os.File, error) {
+	fd, err := openat(dir, name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// openat is openat(2), retried on EINTR.
+func openat(dir int, name string, flags int) (int, error) {
+	for {
+		fd, err := unix.Openat(dir, name, flags, 0)
+		if !errors.Is(err, unix.EINTR) {
+			return fd, err
+		}
+	}
+}
+
+// explainWalk turns the ENOTDIR or ELOOP of a directory component that is a
+// symlink into ErrLinkInPath.
+func explainWalk(dir int, name, path string, err error) error {
+	if !errors.Is(err, unix.ENOTDIR) && !errors.Is(err, unix.ELOOP) {
+		return err
+	}
+	var st unix.Stat_t
+	if unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		return errLinkInPath
+	}
+	return err
+}
