@@ -27,7 +27,8 @@ type Executor struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session
-	retired  map[string]string // session id -> why its state is gone
+	retired  map[string]string        // session id -> why its state is gone
+	closing  map[string]chan struct{} // session id -> closed when CloseSession has finished with it
 	closed   bool
 
 	stop chan struct{}
@@ -65,6 +66,7 @@ func New(opts Options) (*Executor, error) {
 		log:      opts.Logger,
 		perm:     sessionGuard(perm, opts.Workspace),
 		sessions: make(map[string]*session),
+		closing:  make(map[string]chan struct{}),
 		stop:     make(chan struct{}),
 	}
 	switch hc, ok := opts.Backend.(HealthChecker); {
@@ -174,7 +176,7 @@ func (e *Executor) ExecuteStream(ctx context.Context, req Request, onEvent func(
 	var res *Result
 	for attempt := 0; ; attempt++ {
 		var s *session
-		if s, err = e.session(req.SessionID); err != nil {
+		if s, err = e.session(ctx, req.SessionID); err != nil {
 			return nil, err
 		}
 		j := newJob(ctx, jobExecute, req, inputs, onEvent, start)
@@ -221,28 +223,44 @@ func (e *Executor) check(ctx context.Context, req Request) ([]workspace.Input, e
 	return inputs, nil
 }
 
-// session returns the live session id, creating it if needed.
-func (e *Executor) session(id string) (*session, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
-		return nil, ErrClosed
-	}
-	if s := e.sessions[id]; s != nil {
+// session returns the live session id, creating it if needed. While CloseSession is
+// still tearing down an earlier session of that id (its kernel, then its directory),
+// the new one waits for it, bounded by ctx: it would otherwise open the directory
+// that close is about to delete.
+func (e *Executor) session(ctx context.Context, id string) (*session, error) {
+	for {
+		e.mu.Lock()
+		if e.closed {
+			e.mu.Unlock()
+			return nil, ErrClosed
+		}
+		if s := e.sessions[id]; s != nil {
+			e.mu.Unlock()
+			return s, nil
+		}
+		if wait := e.closing[id]; wait != nil {
+			e.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, fmt.Errorf("%w: %q is still closing: %w", ErrSessionClosed, id, ctx.Err())
+			}
+		}
+		defer e.mu.Unlock()
+		if len(e.sessions) >= e.opts.MaxSessions {
+			return nil, fmt.Errorf("%w: %d sessions are live, the limit; close one, or wait for idle sessions to be closed",
+				ErrTooManySessions, len(e.sessions))
+		}
+		s := newSession(e, id)
+		e.sessions[id] = s
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			s.run()
+		}()
 		return s, nil
 	}
-	if len(e.sessions) >= e.opts.MaxSessions {
-		return nil, fmt.Errorf("%w: %d sessions are live, the limit; close one, or wait for idle sessions to be closed",
-			ErrTooManySessions, len(e.sessions))
-	}
-	s := newSession(e, id)
-	e.sessions[id] = s
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		s.run()
-	}()
-	return s, nil
 }
 
 // forget removes a session from the map if it is still the one registered.
@@ -320,11 +338,26 @@ func (e *Executor) ResetSession(ctx context.Context, id string) error {
 // CloseSession stops the session's kernel, fails its queued calls with
 // ErrSessionClosed and deletes its directory. Its artifacts stay.
 func (e *Executor) CloseSession(ctx context.Context, id string) error {
-	s, err := e.lookup(id)
-	if err != nil {
-		return err
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return ErrClosed
 	}
-	e.forget(s)
+	s := e.sessions[id]
+	if s == nil {
+		e.mu.Unlock()
+		return fmt.Errorf("no such session %q: %w", id, ErrNoSession)
+	}
+	delete(e.sessions, id)
+	done := make(chan struct{})
+	e.closing[id] = done
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		delete(e.closing, id)
+		e.mu.Unlock()
+		close(done)
+	}()
 	return s.close(ctx, true)
 }
 

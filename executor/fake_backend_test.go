@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/jupyter"
@@ -24,6 +25,9 @@ type fakeBackend struct {
 	script *fakeScript
 	lossy  bool // placements report loss (LossReporter) and its reason (Diagnoser)
 	sync   bool // placements are FileSyncers
+	// closeDelay is how long a placement's Close takes, as a real kernel's
+	// shutdown does (a few hundred ms on local, seconds on docker).
+	closeDelay time.Duration
 
 	mu      sync.Mutex
 	placed  []*fakePlacement
@@ -51,7 +55,8 @@ func (b *fakeBackend) Open(ctx context.Context, spec executor.SessionSpec) (exec
 		return nil, errors.New("fake backend: closed")
 	}
 	p := &fakePlacement{
-		spec: spec,
+		spec:       spec,
+		closeDelay: b.closeDelay,
 		srv: jupytertest.New(b.t, &jupytertest.Options{
 			Handler:     b.script.handle,
 			OnInterrupt: b.script.interrupt,
@@ -120,8 +125,9 @@ func (b *fakeBackend) kernelOf(id string) *jupytertest.Kernel {
 
 // fakePlacement is one session's fake server.
 type fakePlacement struct {
-	spec executor.SessionSpec
-	srv  *jupytertest.Server
+	spec       executor.SessionSpec
+	srv        *jupytertest.Server
+	closeDelay time.Duration
 
 	mu       sync.Mutex
 	closed   bool
@@ -135,6 +141,7 @@ func (p *fakePlacement) Server() executor.Server {
 }
 
 func (p *fakePlacement) Close(context.Context) error {
+	time.Sleep(p.closeDelay)
 	p.mu.Lock()
 	p.closed = true
 	p.mu.Unlock()

@@ -102,6 +102,7 @@ func (k *kernel) connect(ctx context.Context, e *Executor) error {
 	ctx, stop := k.watchGone(ctx)
 	defer stop()
 	var lastErr error
+	var failing time.Time // since when every handshake has failed with a server error
 	for attempt := 0; ; attempt++ {
 		if ctx.Err() != nil {
 			if cause := context.Cause(ctx); errors.Is(cause, jupyter.ErrNotFound) {
@@ -127,6 +128,19 @@ func (k *kernel) connect(ctx context.Context, e *Executor) error {
 		if errors.Is(err, jupyter.ErrNotFound) {
 			return err // also the watch's verdict, when it cut a handshake short
 		}
+		// A server that keeps failing the handshake (5xx) has a kernel it cannot
+		// serve (one whose directory went away, say): waiting out ctx would hold
+		// the call for the whole start timeout.
+		var he *jupyter.HTTPError
+		if errors.As(err, &he) && he.StatusCode >= 500 {
+			if failing.IsZero() {
+				failing = time.Now()
+			} else if time.Since(failing) > serverErrorBound {
+				return fmt.Errorf("connect to kernel %s: the server failed every handshake for %s: %w", k.id, serverErrorBound, err)
+			}
+		} else {
+			failing = time.Time{}
+		}
 		lastErr = err
 		e.log.Debug("kernel connection not ready; retrying", "kernel_id", k.id, "attempt", attempt, "err", err)
 		select {
@@ -135,6 +149,10 @@ func (k *kernel) connect(ctx context.Context, e *Executor) error {
 		}
 	}
 }
+
+// serverErrorBound is how long connect retries a server that fails every handshake
+// with a 5xx before it gives up.
+const serverErrorBound = 10 * time.Second
 
 // watchGone returns a context that ends, with a cause wrapping jupyter.ErrNotFound,
 // once the server no longer knows the kernel. A kernel that dies as it starts is

@@ -30,6 +30,12 @@ type session struct {
 	once   sync.Once
 	culled atomic.Bool // closed for being idle, not on request: its queued calls may run elsewhere
 
+	// qmu orders enqueue against release: once released is set no job enters the
+	// queue, so release's drain fails every job that did (a job put in after the
+	// drain would wait forever).
+	qmu      sync.Mutex
+	released bool
+
 	// owned by the worker
 	ws        *workspace.Session
 	k         *kernel
@@ -63,7 +69,9 @@ func newSession(e *Executor, id string) *session {
 
 // enqueue adds a job, failing at once when the queue is full or the session closed.
 func (s *session) enqueue(j *job) error {
-	if s.ctx.Err() != nil {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	if s.released || s.ctx.Err() != nil {
 		return fmt.Errorf("%w: %q", ErrSessionClosed, s.id)
 	}
 	busy := s.snapshot().State == "busy" || len(s.queue) > 0
@@ -108,6 +116,9 @@ func (s *session) run() {
 
 // release shuts the kernel down and fails the jobs still queued.
 func (s *session) release() {
+	s.qmu.Lock()
+	s.released = true
+	s.qmu.Unlock()
 	for {
 		select {
 		case j := <-s.queue:
