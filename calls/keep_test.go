@@ -69,9 +69,8 @@ func heapInuse() uint64 {
 func TestKeptResultsBounded(t *testing.T) {
 	const size, n = 8 << 20, 50
 	before := heapInuse()
-	// The logs share the display data; bound them tightly so the heap shows
-	// what the Results keep.
-	r := newRegistry(t, displaying(size), calls.Options{MaxTotalLogBytes: 1 << 20})
+	// The logs share the display data: the heap shows what both keep.
+	r := newRegistry(t, displaying(size), calls.Options{})
 	var cs []*calls.Call
 	for i := range n {
 		c, err := r.Start(context.Background(), api.Request{SessionID: "s", Code: fmt.Sprint(i)})
@@ -93,7 +92,7 @@ func TestKeptResultsBounded(t *testing.T) {
 	}
 	heap := heapInuse()
 	heap -= min(before, heap)
-	t.Logf("display data kept in Results: %d MiB; heap in use after GC: %d MiB (before: %d MiB)", kept>>20, heap>>20, before>>20)
+	t.Logf("display data kept in Results: %d MiB; logs: %d MiB; heap in use after GC: %d MiB (before: %d MiB)", kept>>20, r.TotalLogBytes()>>20, heap>>20, before>>20)
 	assert.LessOrEqual(t, kept, int64(128<<20), "display data kept across Results")
 	assert.LessOrEqual(t, r.TotalResultBytes(), int64(128<<20), "the registry's count")
 	assert.Greater(t, r.TotalResultBytes(), int64(120<<20), "the registry counts what it keeps")
@@ -110,6 +109,10 @@ func TestKeptResultsBounded(t *testing.T) {
 	assert.Contains(t, oldest.Result.TruncationNote, "memory")
 	require.Len(t, oldest.Result.Artifacts, 1, "the artifacts stay listed: the display is still on disk")
 	assert.Zero(t, dataBytes(oldest.Result))
+	assert.Zero(t, oldest.LogBytes, "an evicted call's log is emptied: its events share the Result's data")
+	_, truncs := readAll(t, cs[0], 0)
+	require.Len(t, truncs, 1, "readers are told")
+	assert.Equal(t, int64(2), truncs[0].Events)
 	runtime.KeepAlive(cs)
 }
 

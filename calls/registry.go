@@ -63,8 +63,9 @@ type Options struct {
 	// MaxTotalResultBytes bounds the kept Results of all finished calls
 	// together: past it the oldest lose their bodies (outputs, texts,
 	// traceback) and keep how they ended, their artifacts and a note saying
-	// why. The newest finished call's Result is never evicted. Defaults to
-	// 128 MiB.
+	// why; their logs are emptied too, since their events share the Result's
+	// display data. The newest finished call's Result is never evicted.
+	// Defaults to 128 MiB.
 	MaxTotalResultBytes int64
 	// Logger receives the registry's logs. Defaults to discarding them.
 	Logger *slog.Logger
@@ -271,7 +272,10 @@ func (r *Registry) tidyLocked(now time.Time) {
 }
 
 // trimResultsLocked evicts the Result bodies of the oldest finished calls while
-// their total is over its bound; the newest finished call keeps its Result.
+// their total is over its bound; the newest finished call keeps its Result. An
+// evicted call's log is emptied too: its display events share the Result's
+// data, so keeping them would keep the memory the eviction is for (readers
+// are told what is gone, as for the total log bound).
 func (r *Registry) trimResultsLocked() {
 	for _, c := range r.finished[:max(0, len(r.finished)-1)] {
 		if r.results <= r.o.MaxTotalResultBytes {
@@ -279,7 +283,9 @@ func (r *Registry) trimResultsLocked() {
 		}
 		if freed := c.evict(r.o.MaxTotalResultBytes); freed > 0 {
 			r.results -= freed
-			r.o.Logger.Debug("call result evicted", "call", c.id, "bytes", freed, "reason", "total result bytes")
+			logFreed := c.log.dropAll()
+			r.total.Add(-logFreed)
+			r.o.Logger.Debug("call result evicted", "call", c.id, "bytes", freed, "log_bytes", logFreed, "reason", "total result bytes")
 		}
 	}
 }
