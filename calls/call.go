@@ -24,7 +24,9 @@ type Call struct {
 	state     api.CallState
 	started   time.Time
 	finished  time.Time
-	res       *api.Result
+	res       *api.Result // as kept: see Options.MaxResultBytes
+	resBytes  int64       // res's size, as the Result bounds count it
+	evicted   bool        // res's body was evicted for the total bound
 	err       error
 	cancelled bool
 }
@@ -52,7 +54,10 @@ func (c *Call) Wait(ctx context.Context) (*api.Result, error) {
 // Final returns the call's Result and error as the executor returned them: a
 // Result (with a nil error) when it ran, an error when it could not run (some
 // errors, such as a denial, come with a Result too). Before the call has ended it
-// returns nil, nil.
+// returns nil, nil. A Result over the registry's bounds is kept slimmed, and the
+// oldest lose their bodies past the total bound (see Options.MaxResultBytes and
+// Options.MaxTotalResultBytes); either is marked truncated with a note. The
+// Result returned is never changed afterwards.
 func (c *Call) Final() (*api.Result, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -138,13 +143,44 @@ func (c *Call) onEvent(ev api.Event) {
 	c.log.append(ev)
 }
 
-// finish records the call's answer and completes its log.
-func (c *Call) finish(res *api.Result, err error) {
+// finish records the call's answer, slimmed to maxResult bytes, completes its
+// log and returns the size of the Result it keeps.
+func (c *Call) finish(res *api.Result, err error, maxResult int64) int64 {
+	var size int64
+	if res != nil {
+		res, size = slim(res, maxResult)
+	}
 	c.mu.Lock()
-	c.state, c.finished, c.res, c.err = api.CallDone, time.Now(), res, err
+	c.state, c.finished, c.res, c.resBytes, c.err = api.CallDone, time.Now(), res, size, err
 	c.mu.Unlock()
 	c.log.close()
 	close(c.done)
+	return size
+}
+
+// evict replaces the kept Result with what is kept of it once its body goes
+// for the total bound of total bytes, and returns the bytes freed.
+func (c *Call) evict(total int64) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.res == nil || c.evicted {
+		return 0
+	}
+	e := evicted(c.res, c.resBytes, total)
+	size := resultSize(e)
+	freed := c.resBytes - size
+	if freed <= 0 {
+		return 0
+	}
+	c.res, c.resBytes, c.evicted = e, size, true
+	return freed
+}
+
+// keptBytes returns the size of the kept Result.
+func (c *Call) keptBytes() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.resBytes
 }
 
 // finishedAt returns when the call ended, or the zero time.

@@ -51,6 +51,22 @@ type Options struct {
 	// enforced when a call starts or ends and on every lookup. Defaults to
 	// 256 MiB.
 	MaxTotalLogBytes int64
+	// MaxResultBytes bounds what a finished call keeps of its Result, counted
+	// close to its JSON size. A Result over it is kept slimmed as the call
+	// ends, so every reader of the call (its waiter too) gets the same one:
+	// rich display data over 4 KiB goes first (what the executor saved as an
+	// artifact stays on disk, listed in the Result), then the end of its
+	// longest texts; the Result is marked truncated with a note saying what
+	// went. Defaults to 64 MiB, above what the executor's default caps let a
+	// Result hold.
+	MaxResultBytes int64
+	// MaxTotalResultBytes bounds the kept Results of all finished calls
+	// together: past it the oldest lose their bodies (outputs, texts,
+	// traceback) and keep how they ended, their artifacts and a note saying
+	// why; their logs are emptied too, since their events share the Result's
+	// display data. The newest finished call's Result is never evicted.
+	// Defaults to 128 MiB.
+	MaxTotalResultBytes int64
 	// Logger receives the registry's logs. Defaults to discarding them.
 	Logger *slog.Logger
 }
@@ -68,6 +84,12 @@ func (o *Options) setDefaults() {
 	if o.MaxTotalLogBytes <= 0 {
 		o.MaxTotalLogBytes = 256 << 20
 	}
+	if o.MaxResultBytes <= 0 {
+		o.MaxResultBytes = 64 << 20
+	}
+	if o.MaxTotalResultBytes <= 0 {
+		o.MaxTotalResultBytes = 128 << 20
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -75,8 +97,8 @@ func (o *Options) setDefaults() {
 
 // Registry holds calls: running ones, and finished ones within its retention.
 // It owns the goroutines that run them, one per call while it runs; Close stops
-// and waits for them. It has no goroutine of its own: retention and the total log
-// bound are enforced whenever a call starts or ends and on every lookup, so a
+// and waits for them. It has no goroutine of its own: retention and the total
+// log and Result bounds are enforced whenever a call starts or ends and on every lookup, so a
 // registry nobody closes holds nothing running once its calls have ended. It is
 // safe for concurrent use.
 type Registry struct {
@@ -90,8 +112,9 @@ type Registry struct {
 	last     int64   // number of the last call id handed out
 	closed   bool
 
-	total atomic.Int64   // bytes held by all logs
-	wg    sync.WaitGroup // the calls' goroutines
+	results int64          // bytes held by the Results of finished calls (mu)
+	total   atomic.Int64   // bytes held by all logs
+	wg      sync.WaitGroup // the calls' goroutines
 }
 
 // New returns a registry that runs calls with runner.
@@ -146,11 +169,12 @@ func (r *Registry) run(ctx context.Context, c *Call) {
 	defer r.wg.Done()
 	defer c.cancel()
 	res, err := r.runner.ExecuteStream(ctx, c.req, c.onEvent)
-	c.finish(res, err)
-	r.o.Logger.Debug("call finished", "call", c.id, "session", c.req.SessionID, "err", err)
+	size := c.finish(res, err, r.o.MaxResultBytes)
+	r.o.Logger.Debug("call finished", "call", c.id, "session", c.req.SessionID, "err", err, "result_bytes", size)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.finished = append(r.finished, c)
+	r.results += size
 	for len(r.finished) > r.o.MaxCalls {
 		r.dropLocked(r.finished[0], "max calls")
 	}
@@ -229,6 +253,14 @@ func (r *Registry) grow(delta int64) { r.total.Add(delta) }
 // TotalLogBytes returns the bytes held by the logs of all kept calls.
 func (r *Registry) TotalLogBytes() int64 { return r.total.Load() }
 
+// TotalResultBytes returns the bytes held by the Results of all kept finished
+// calls, as the Result bounds count them.
+func (r *Registry) TotalResultBytes() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.results
+}
+
 // tidyLocked drops the calls past their retention and empties the oldest
 // finished logs while the total is over its bound.
 func (r *Registry) tidyLocked(now time.Time) {
@@ -236,6 +268,26 @@ func (r *Registry) tidyLocked(now time.Time) {
 		r.dropLocked(r.finished[0], "retention")
 	}
 	r.trimTotalLocked()
+	r.trimResultsLocked()
+}
+
+// trimResultsLocked evicts the Result bodies of the oldest finished calls while
+// their total is over its bound; the newest finished call keeps its Result. An
+// evicted call's log is emptied too: its display events share the Result's
+// data, so keeping them would keep the memory the eviction is for (readers
+// are told what is gone, as for the total log bound).
+func (r *Registry) trimResultsLocked() {
+	for _, c := range r.finished[:max(0, len(r.finished)-1)] {
+		if r.results <= r.o.MaxTotalResultBytes {
+			return
+		}
+		if freed := c.evict(r.o.MaxTotalResultBytes); freed > 0 {
+			r.results -= freed
+			logFreed := c.log.dropAll()
+			r.total.Add(-logFreed)
+			r.o.Logger.Debug("call result evicted", "call", c.id, "bytes", freed, "log_bytes", logFreed, "reason", "total result bytes")
+		}
+	}
 }
 
 // trimTotalLocked empties the logs of the oldest finished calls while the total is
@@ -258,5 +310,6 @@ func (r *Registry) dropLocked(c *Call, reason string) {
 	delete(r.calls, c.id)
 	_, held, _, _ := c.log.stats()
 	r.total.Add(-held)
+	r.results -= c.keptBytes()
 	r.o.Logger.Debug("call expired", "call", c.id, "session", c.req.SessionID, "reason", reason)
 }

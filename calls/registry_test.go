@@ -93,6 +93,7 @@ func TestRetention(t *testing.T) {
 		return errors.Is(err, api.ErrCallExpired)
 	}, 5*time.Second, 10*time.Millisecond)
 	assert.Zero(t, r.TotalLogBytes())
+	assert.Zero(t, r.TotalResultBytes(), "a dropped call's Result is no longer counted")
 	assert.Empty(t, r.List("s"))
 }
 

@@ -15,20 +15,29 @@ import (
 
 // callFlags bound the server's registry of calls (serve and mcp).
 type callFlags struct {
-	retention time.Duration
-	maxCalls  int
-	logBytes  int64
+	retention        time.Duration
+	maxCalls         int
+	logBytes         int64
+	totalLogBytes    int64
+	resultBytes      int64
+	totalResultBytes int64
 }
 
 func (c *callFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.retention, "call-retention", time.Hour, "keep a finished call (its events and Result) this long for `kernelbox attach`, GET /v1/calls/ID and get_call")
 	fs.IntVar(&c.maxCalls, "max-calls", 1000, "keep at most this many finished calls (the oldest go first)")
 	fs.Int64Var(&c.logBytes, "call-log-bytes", 16<<20, "bytes of events kept per call for replay; past it the oldest events are dropped, and readers told so")
+	fs.Int64Var(&c.totalLogBytes, "total-call-log-bytes", 256<<20, "bytes of events kept for replay by all calls together; past it the oldest finished calls' logs are emptied")
+	fs.Int64Var(&c.resultBytes, "call-result-bytes", 64<<20, "bytes of its Result a finished call keeps; a Result over it is kept without its big display data (saved ones stay as artifacts), then with its longest texts cut, and says so")
+	fs.Int64Var(&c.totalResultBytes, "total-call-result-bytes", 128<<20, "bytes of Results kept by all finished calls together; past it the oldest keep only their status, artifacts and a note")
 }
 
 // options returns the registry options the flags describe.
 func (c *callFlags) options(log *slog.Logger) calls.Options {
-	return calls.Options{Retention: c.retention, MaxCalls: c.maxCalls, MaxLogBytes: c.logBytes, Logger: log}
+	return calls.Options{
+		Retention: c.retention, MaxCalls: c.maxCalls, MaxLogBytes: c.logBytes, MaxTotalLogBytes: c.totalLogBytes,
+		MaxResultBytes: c.resultBytes, MaxTotalResultBytes: c.totalResultBytes, Logger: log,
+	}
 }
 
 func attachCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
