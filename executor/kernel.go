@@ -28,8 +28,27 @@ type kernel struct {
 	lost <-chan struct{}
 }
 
-// startKernel places a session, starts its kernel and connects to it.
-func (e *Executor) startKernel(ctx context.Context, spec SessionSpec) (_ *kernel, err error) {
+// startKernel places a session, starts its kernel and connects to it. A server that
+// went away while it was asked to start the kernel (killed as frozen, say) is
+// replaced: the placement is asked for again, once.
+func (e *Executor) startKernel(ctx context.Context, spec SessionSpec) (*kernel, error) {
+	k, err := e.startKernelOnce(ctx, spec)
+	var gone *serverGoneError
+	if errors.As(err, &gone) && ctx.Err() == nil {
+		e.log.Warn("the server went away while starting a kernel; placing the session again", "session", spec.ID, "err", gone.err)
+		return e.startKernelOnce(ctx, spec)
+	}
+	return k, err
+}
+
+// serverGoneError is a kernel start that failed below HTTP: the server's connection
+// broke (no answer at all), so another placement may well work.
+type serverGoneError struct{ err error }
+
+func (e *serverGoneError) Error() string { return e.err.Error() }
+func (e *serverGoneError) Unwrap() error { return e.err }
+
+func (e *Executor) startKernelOnce(ctx context.Context, spec SessionSpec) (_ *kernel, err error) {
 	p, err := e.opts.Backend.Open(ctx, spec)
 	if err != nil {
 		return nil, err
@@ -52,6 +71,10 @@ func (e *Executor) startKernel(ctx context.Context, spec SessionSpec) (_ *kernel
 	for attempt := 1; ; attempt++ {
 		kr, err := k.client.StartKernel(ctx, start)
 		if err != nil {
+			var he *jupyter.HTTPError
+			if attempt == 1 && !errors.As(err, &he) && ctx.Err() == nil {
+				return nil, &serverGoneError{err}
+			}
 			return nil, err
 		}
 		k.id, k.fresh = kr.ID, true

@@ -150,11 +150,13 @@ func (s *session) completed(ex *jupyter.Execution) ending {
 }
 
 // timedOut interrupts a call past its deadline. If the kernel stops within the grace
-// period the session keeps its state; otherwise the kernel is restarted. ctx is the
-// session's context (the call's has ended); it bounds the interrupt and the restart.
+// period the session keeps its state; otherwise the kernel is restarted, or, when its
+// server does not answer, abandoned. ctx is the session's context (the call's has
+// ended). Whatever the server does, the call ends within interruptBound +
+// InterruptGrace + restartBound of its deadline.
 func (s *session) timedOut(ctx context.Context, ex *jupyter.Execution, col *collector, why string) ending {
 	o := &s.e.opts
-	ictx, icancel := context.WithTimeout(ctx, 5*time.Second)
+	ictx, icancel := context.WithTimeout(ctx, interruptBound)
 	ierr := s.k.client.Interrupt(ictx, s.k.id)
 	icancel()
 	if ierr == nil {
@@ -181,19 +183,54 @@ func (s *session) timedOut(ctx context.Context, ex *jupyter.Execution, col *coll
 			}
 			break
 		}
+	} else if ctx.Err() == nil {
+		// The server did not take the interrupt: it is unlikely to take a restart.
+		// The kernel is given up (shut down in the background) and the next call
+		// starts a fresh one.
+		s.log.Warn("the kernel's server did not take an interrupt; abandoning the kernel", "err", ierr)
+		s.abandonKernel()
+		return ending{status: StatusTimeout, stateLost: true,
+			verdict: &ErrorInfo{Ename: "Timeout", Evalue: fmt.Sprintf("%s; the kernel's server did not answer an interrupt (%v), so the kernel was given up and the session's state is lost", why, ierr)}}
 	}
 	// The kernel ignored the interrupt (or the interrupt failed): restart it.
 	s.log.Warn("kernel did not stop after interrupt; restarting it", "grace", o.InterruptGrace)
 	end := ending{status: StatusTimeout, stateLost: true,
 		verdict: &ErrorInfo{Ename: "Timeout", Evalue: fmt.Sprintf("%s; the kernel did not stop within %s of an interrupt and was restarted, so the session's state is lost", why, o.InterruptGrace)}}
-	rctx, rcancel := context.WithTimeout(ctx, o.StartTimeout)
+	rctx, rcancel := context.WithTimeout(ctx, min(o.StartTimeout, restartBound))
 	defer rcancel()
 	if err := s.k.restart(rctx, s.e); err != nil {
 		s.log.Warn("restart after timeout failed; the next call starts a new kernel", "err", err)
-		_ = s.k.shutdown(rctx, o.ShutdownTimeout)
-		s.setKernel(nil)
+		s.abandonKernel()
 	}
 	return end
+}
+
+// A timed-out call waits at most interruptBound for the server to take its
+// interrupt and restartBound for the restart of a kernel that ignored it.
+const (
+	interruptBound = 3 * time.Second
+	restartBound   = 30 * time.Second
+)
+
+// abandonKernel drops the session's kernel and shuts it down in the background
+// (bounded by ShutdownTimeout; Close waits for it): a server that stopped answering
+// must not hold the call that found out.
+func (s *session) abandonKernel() {
+	k := s.k
+	s.setKernel(nil)
+	if k == nil {
+		return
+	}
+	if k.conn != nil {
+		_ = k.conn.Close()
+	}
+	s.e.wg.Add(1)
+	go func() {
+		defer s.e.wg.Done()
+		if err := k.shutdown(context.Background(), s.e.opts.ShutdownTimeout); err != nil {
+			s.log.Warn("shutting down an abandoned kernel", "err", err)
+		}
+	}()
 }
 
 // kernelFailed tells a call whose kernel died from one whose connection was lost

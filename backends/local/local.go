@@ -53,6 +53,9 @@ type Backend struct {
 	log    *slog.Logger
 	mu     sync.Mutex
 	srv    *jupyterproc.Server
+	silent time.Time     // since when srv has not answered its watchdog (zero: it answers)
+	stop   chan struct{} // closed by Close: stops the watchdogs
+	wg     sync.WaitGroup
 	starts int
 	closed bool
 }
@@ -72,7 +75,7 @@ func New(opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("local backend: %w", err)
 	}
 	opts.Python = py
-	return &Backend{opts: opts, log: opts.Logger}, nil
+	return &Backend{opts: opts, log: opts.Logger, stop: make(chan struct{})}, nil
 }
 
 // Name returns "local".
@@ -112,7 +115,9 @@ func (b *Backend) server(ctx context.Context) (*jupyterproc.Server, error) {
 		return nil, err
 	}
 	b.starts++
-	b.srv = srv
+	b.srv, b.silent = srv, time.Time{}
+	b.wg.Add(1)
+	go b.watch(srv, b.stop)
 	b.log.Info("jupyter server started", "pid", srv.Pid(), "python", b.opts.Python)
 	return srv, nil
 }
@@ -154,14 +159,21 @@ func (b *Backend) Health(ctx context.Context) error {
 	case <-srv.Done():
 		return fmt.Errorf("jupyter server exited (%v); it is restarted on the next call", srv.ExitErr())
 	default:
-		return nil
 	}
+	if why := b.silence(); why != "" {
+		return errors.New(why)
+	}
+	return nil
 }
 
 // Close stops the server, which stops its kernels.
 func (b *Backend) Close(ctx context.Context) error {
 	b.mu.Lock()
+	defer b.wg.Wait()
 	defer b.mu.Unlock()
+	if !b.closed {
+		close(b.stop)
+	}
 	b.closed = true
 	if b.srv == nil {
 		return nil

@@ -1,0 +1,75 @@
+package executor_test
+
+import (
+	"context"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kernelbox/kernelbox/executor"
+)
+
+// A Jupyter server frozen with SIGSTOP mid-call (issue 25 item 1: the call took
+// 150 s, a new session's first call failed after 120 s, health said ok and the server
+// was never replaced): the call ends within its timeout plus a bounded grace, health
+// reports the silence, the server is replaced, and every session runs again, told
+// its state is gone.
+func TestLocalFrozenServer(t *testing.T) {
+	e := newEnv(t, nil)
+	e.run(t, "victim", "x = 1")
+	e.run(t, "bystander", "y = 2")
+	pid := e.Backend.ServerPID()
+	require.NotZero(t, pid)
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+
+	type answer struct {
+		r    *executor.Result
+		took time.Duration
+	}
+	done := make(chan answer, 1)
+	start := time.Now()
+	go func() {
+		r, err := e.Execute(context.Background(), executor.Request{SessionID: "victim", Code: "import time\ntime.sleep(60)", Timeout: 5 * time.Second})
+		require.NoError(t, err)
+		done <- answer{r, time.Since(start)}
+	}()
+	time.Sleep(time.Second)
+	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+	frozen := time.Now()
+
+	var a answer
+	select {
+	case a = <-done:
+	case <-time.After(40 * time.Second):
+		t.Fatal("the call did not return within 40 s of a 5 s timeout")
+	}
+	t.Logf("call with a 5 s timeout on a frozen server: %s, status %s, state_lost %v: %s", a.took, a.r.Status, a.r.StateLost, a.r.Error.Evalue)
+	require.Equal(t, executor.StatusTimeout, a.r.Status)
+	require.True(t, a.r.StateLost)
+	require.Less(t, a.took, 5*time.Second+10*time.Second, "timeout plus the stated grace (interrupt 3 s + 3 s)")
+
+	// Health says so within a few seconds of the freeze.
+	require.Eventually(t, func() bool { return e.Health(context.Background()) != nil }, 15*time.Second, 200*time.Millisecond)
+	t.Logf("health reported the frozen server %s after the freeze: %v", time.Since(frozen).Round(100*time.Millisecond), e.Health(context.Background()))
+
+	// A new session's first call ends within bounds (on the new server, or with a
+	// clear error while the old one is being replaced), and soon runs.
+	newStart := time.Now()
+	r, err := e.Execute(context.Background(), executor.Request{SessionID: "newcomer", Code: "1 + 1"})
+	t.Logf("a new session's first call during the freeze: %s (err %v)", time.Since(newStart).Round(100*time.Millisecond), err)
+	require.Less(t, time.Since(newStart), 40*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+
+	for _, id := range []string{"victim", "bystander", "newcomer"} {
+		r := e.run(t, id, "1 + 1")
+		require.Equal(t, executor.StatusOK, r.Status, "%s: %+v", id, r.Error)
+		if id != "newcomer" {
+			require.True(t, r.StateLost, "%s must be told its state is gone", id)
+		}
+	}
+	require.NotEqual(t, pid, e.Backend.ServerPID(), "the frozen server was replaced")
+	require.NoError(t, e.Health(context.Background()))
+}
