@@ -25,12 +25,19 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var allowedHosts hostList
 	fs.Var(&allowedHosts, "allowed-host", "Host name clients use to reach a non-loopback listener (repeatable or comma list); loopback names are always accepted on a loopback listener")
 	idle := fs.Duration("conn-idle-timeout", 60*time.Second, "close HTTP keep-alive connections idle this long between requests")
+	var nbo httpapi.Options
+	fs.Int64Var(&nbo.MaxNotebookBytes, "max-notebook-bytes", httpapi.DefaultMaxNotebookBytes, "largest request to POST /v1/notebooks/run, in bytes; over it the answer is 413 too_large")
+	fs.IntVar(&nbo.MaxNotebookCells, "max-notebook-cells", httpapi.DefaultMaxNotebookCells, "most cells in a notebook sent to POST /v1/notebooks/run; over it the answer is 413 too_large")
+	fs.IntVar(&nbo.MaxNotebookRuns, "max-notebook-runs", httpapi.DefaultMaxNotebookRuns, "notebooks run at once through POST /v1/notebooks/run; past it the answer is 429 too_many_notebook_runs, at once")
 	dash := registerDashboard(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return exitCode{2, "serve takes no arguments: " + strings.Join(fs.Args(), " ")}
+	}
+	if nbo.MaxNotebookBytes <= 0 || nbo.MaxNotebookCells <= 0 || nbo.MaxNotebookRuns <= 0 {
+		return exitCode{2, "--max-notebook-bytes, --max-notebook-cells and --max-notebook-runs must be positive"}
 	}
 	log, err := ef.logger(stderr)
 	if err != nil {
@@ -72,7 +79,8 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer removeToken()
 	mux := http.NewServeMux()
-	mux.Handle("/", httpapi.New(en.exec, httpapi.Options{Token: *token, Workspace: en.ws, Logger: log, Calls: en.calls}))
+	nbo.Token, nbo.Workspace, nbo.Logger, nbo.Calls = *token, en.ws, log, en.calls
+	mux.Handle("/", httpapi.New(en.exec, nbo))
 	mountMCP(mux, en, *token, log)
 	mountMetrics(mux, en, *token)
 	mountDashboard(mux, dash, log)

@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net"
+	"net/http"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -115,4 +118,28 @@ func describe(pids []int) []string {
 		out = append(out, procs.Cmdline(p))
 	}
 	return out
+}
+
+// TestServeNotebookLimitFlags: the notebook limits of serve's flags reach the
+// handler, and its answers name them.
+func TestServeNotebookLimitFlags(t *testing.T) {
+	testenv.Jupyter(t)
+	_, url, _ := rawServe(t, "--backend", "local", "--token", "tok", "--max-notebook-bytes", "4096", "--max-notebook-cells", "2")
+	md := `{"cell_type": "markdown", "metadata": {}, "source": "x"}`
+	for body, want := range map[string]string{
+		`{"notebook": {"nbformat": 4, "nbformat_minor": 4, "metadata": {"pad": "` + strings.Repeat("x", 5000) + `"}, "cells": []}}`: "limit of 4 KiB (4096 bytes); send a smaller notebook or start the server with a higher --max-notebook-bytes",
+		`{"notebook": {"nbformat": 4, "nbformat_minor": 4, "metadata": {}, "cells": [` + md + "," + md + "," + md + `]}}`:           "more than 2 cells, the server's limit; send a smaller notebook or start the server with a higher --max-notebook-cells",
+	} {
+		req, err := http.NewRequest("POST", url+"/v1/notebooks/run", strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer tok")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "%s", b)
+		require.Contains(t, string(b), `"too_large"`)
+		require.Contains(t, string(b), want)
+	}
 }
