@@ -71,6 +71,10 @@ const (
 	CodeForbiddenHost       Code = "forbidden_host"
 	CodeTooLarge            Code = "too_large"
 	CodeTooManyNotebookRuns Code = "too_many_notebook_runs"
+	// CodeTooManyConnections answers a request on one of the connection slots
+	// a server keeps for authenticated calls; it has no sentinel error, as it
+	// is never an executor's.
+	CodeTooManyConnections Code = "too_many_connections"
 )
 
 // codes is the one table of error kinds: the sentinel, its code and its HTTP status.

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
 	"net"
 	"net/http"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -141,5 +143,103 @@ func TestServeNotebookLimitFlags(t *testing.T) {
 		require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "%s", b)
 		require.Contains(t, string(b), `"too_large"`)
 		require.Contains(t, string(b), want)
+	}
+}
+
+// TestServeConnCap repeats issue 21 item 4 at a small scale: a flood of idle
+// unauthenticated keep-alive connections, more than the process may open, must
+// leave room for an authenticated call and /healthz. Under a file limit of 256
+// the default --max-conns derives from it; with --max-conns 50 the cap is set.
+func TestServeConnCap(t *testing.T) {
+	for name, tc := range map[string]struct {
+		ulimit int
+		args   []string
+	}{
+		"file limit 256, default cap": {256, nil},
+		"--max-conns 50":              {0, []string{"--max-conns", "50"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			addr := ln.Addr().String()
+			require.NoError(t, ln.Close())
+			// Idle connections are not closed during the test: it is the cap that
+			// must keep room.
+			args := append([]string{"serve", "--listen", addr, "--token", "tok", "--no-dashboard", "--conn-idle-timeout", "10m"}, tc.args...)
+			var cmd *exec.Cmd
+			if tc.ulimit > 0 {
+				lim := strconv.Itoa(tc.ulimit)
+				cmd = exec.Command("/bin/sh", append([]string{"-c", "ulimit -Sn " + lim + " && ulimit -Hn " + lim + ` && exec "$0" "$@"`, kernelboxBin(t)}, args...)...)
+			} else {
+				cmd = exec.Command(kernelboxBin(t), args...)
+			}
+			log := &lockedBuffer{}
+			cmd.Stdout, cmd.Stderr, cmd.Dir = log, log, t.TempDir()
+			require.NoError(t, cmd.Start())
+			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+			url := "http://" + addr
+			get := func(path string, token bool) (int, error) {
+				req, _ := http.NewRequest("GET", url+path, nil)
+				if token {
+					req.Header.Set("Authorization", "Bearer tok")
+				}
+				c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+				resp, err := c.Do(req)
+				if err != nil {
+					return 0, err
+				}
+				defer resp.Body.Close()
+				_, _ = io.Copy(io.Discard, resp.Body)
+				return resp.StatusCode, nil
+			}
+			require.Eventually(t, func() bool { code, _ := get("/healthz", false); return code == 200 }, 60*time.Second, 50*time.Millisecond, "%s", log)
+
+			// 400 connections that each send one request without the token and
+			// then stay open, idle.
+			var flood []net.Conn
+			t.Cleanup(func() {
+				for _, c := range flood {
+					_ = c.Close()
+				}
+			})
+			held := 0
+			for range 400 {
+				c, err := net.DialTimeout("tcp", addr, time.Second)
+				if err != nil {
+					continue
+				}
+				flood = append(flood, c)
+				_ = c.SetDeadline(time.Now().Add(500 * time.Millisecond))
+				if _, err := io.WriteString(c, "GET /v1/sessions HTTP/1.1\r\nHost: "+addr+"\r\n\r\n"); err != nil {
+					continue
+				}
+				resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+				if err == nil && resp.StatusCode == http.StatusUnauthorized {
+					held++
+				}
+			}
+			t.Logf("%d flood connections held open by the server", held)
+
+			code, err := get("/v1/sessions", true)
+			require.NoError(t, err, "an authenticated call during the flood")
+			require.Equal(t, http.StatusOK, code)
+			code, err = get("/healthz", false)
+			require.NoError(t, err, "/healthz during the flood")
+			require.Equal(t, http.StatusOK, code)
+			code, err = get("/v1/sessions", false)
+			if err == nil {
+				require.NotEqual(t, http.StatusOK, code)
+			}
+			require.Less(t, held, 400, "some of the flood was turned away")
+
+			req, _ := http.NewRequest("GET", url+"/metrics", nil)
+			req.Header.Set("Authorization", "Bearer tok")
+			resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+			require.NoError(t, err)
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require.Contains(t, string(b), "kernelbox_http_connections_open ")
+			require.Regexp(t, `kernelbox_http_connections_reserve_refused_total [1-9]`, string(b))
+		})
 	}
 }
