@@ -31,7 +31,8 @@ import (
 //
 // No open connection is ever cut for another, so a live SSE or MCP stream keeps
 // its slot; idle ones end after --conn-idle-timeout, silent ones after the
-// header timeout.
+// header timeout. In the reserved slots both are reservedWait instead, so that
+// silent connections cannot hold the reserve for long.
 
 // defaultMaxConns derives --max-conns from the process's file limit (which Go
 // raises to the hard limit at start): the limit minus a quarter of it (at least
@@ -125,6 +126,23 @@ type limitedConn struct {
 	l        *connLimiter
 	reserved bool // accepted into the reserved slots
 	once     sync.Once
+}
+
+// reservedWait bounds how long a connection in the reserved slots may take to
+// send a request's headers, and how long it may stay idle between requests.
+const reservedWait = 2 * time.Second
+
+// SetReadDeadline shortens, on a reserved connection, the deadlines net/http
+// sets while waiting for a request (header timeout, idle timeout). A zero
+// deadline, which it sets once the headers are read, is left alone, so a request
+// being served, such as an event stream, is never cut.
+func (c *limitedConn) SetReadDeadline(t time.Time) error {
+	if c.reserved && !t.IsZero() {
+		if limit := time.Now().Add(reservedWait); t.After(limit) {
+			t = limit
+		}
+	}
+	return c.Conn.SetReadDeadline(t)
 }
 
 func (c *limitedConn) Close() error {

@@ -232,6 +232,17 @@ func TestServeConnCap(t *testing.T) {
 			}
 			require.Less(t, held, 400, "some of the flood was turned away")
 
+			// A silent connection in the reserved slots is closed soon, not after
+			// the 10 s header timeout.
+			silent, err := net.Dial("tcp", addr)
+			require.NoError(t, err)
+			defer silent.Close()
+			start := time.Now()
+			_ = silent.SetReadDeadline(time.Now().Add(15 * time.Second))
+			_, err = silent.Read(make([]byte, 1))
+			require.Error(t, err)
+			require.Less(t, time.Since(start), 5*time.Second, "%v", err)
+
 			req, _ := http.NewRequest("GET", url+"/metrics", nil)
 			req.Header.Set("Authorization", "Bearer tok")
 			resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
