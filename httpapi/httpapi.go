@@ -47,8 +47,8 @@ type Options struct {
 
 	// MaxNotebookRuns caps the notebooks run (and read) at once; past it a
 	// request is answered 429 too_many_notebook_runs at once, before its body
-	// is read. Each run holds about 4 times its notebook's size at most.
-	// Defaults to 2.
+	// is read. Each costs at most about 5 times its notebook's size plus 2 KiB
+	// a cell (all allocation counted). Defaults to 2.
 	MaxNotebookRuns int
 
 	// Logger receives one line per request. Defaults to discarding them.
