@@ -26,6 +26,8 @@ func TestCodeOfAndErrorOfAgree(t *testing.T) {
 		{api.ErrSessionClosed, api.CodeSessionClosed, http.StatusConflict},
 		{api.ErrClosed, api.CodeShuttingDown, http.StatusServiceUnavailable},
 		{api.ErrBackend, api.CodeBackend, http.StatusBadGateway},
+		{api.ErrTooLarge, api.CodeTooLarge, http.StatusRequestEntityTooLarge},
+		{api.ErrTooManyNotebookRuns, api.CodeTooManyNotebookRuns, http.StatusTooManyRequests},
 		{context.Canceled, api.CodeCanceled, 499},
 		{errors.New("something else"), api.CodeInternal, http.StatusInternalServerError},
 	}

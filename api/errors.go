@@ -38,6 +38,14 @@ var (
 	// ErrBackend: the backend could not provide a kernel (server or container
 	// failed to start). The call did not run.
 	ErrBackend = errors.New("backend failure")
+
+	// ErrTooLarge: the request is over one of the server's size limits (a
+	// notebook's bytes or cells). It was not read to the end; nothing was run.
+	ErrTooLarge = errors.New("request too large")
+
+	// ErrTooManyNotebookRuns: the server already runs as many notebooks at once
+	// as it may. Nothing was read or run; retry later.
+	ErrTooManyNotebookRuns = errors.New("too many notebook runs")
 )
 
 // Code is the machine-readable kind of an error answer.
@@ -45,22 +53,28 @@ type Code string
 
 // The error codes of the HTTP API, the Go client and the MCP tools.
 const (
-	CodeInvalidRequest  Code = "invalid_request"
-	CodeUnauthorized    Code = "unauthorized"
-	CodeDenied          Code = "permission_denied"
-	CodeNotFound        Code = "not_found"
-	CodeDisabled        Code = "disabled"
-	CodeTooManySessions Code = "too_many_sessions"
-	CodeQueueFull       Code = "queue_full"
-	CodeSessionClosed   Code = "session_closed"
-	CodeShuttingDown    Code = "shutting_down"
-	CodeBackend         Code = "backend_error"
-	CodeCanceled        Code = "canceled"
-	CodeCrossOrigin     Code = "cross_origin"
-	CodeInternal        Code = "internal"
-	CodeCallExpired     Code = "call_expired"
-	CodeCallFinished    Code = "call_finished"
-	CodeForbiddenHost   Code = "forbidden_host"
+	CodeInvalidRequest      Code = "invalid_request"
+	CodeUnauthorized        Code = "unauthorized"
+	CodeDenied              Code = "permission_denied"
+	CodeNotFound            Code = "not_found"
+	CodeDisabled            Code = "disabled"
+	CodeTooManySessions     Code = "too_many_sessions"
+	CodeQueueFull           Code = "queue_full"
+	CodeSessionClosed       Code = "session_closed"
+	CodeShuttingDown        Code = "shutting_down"
+	CodeBackend             Code = "backend_error"
+	CodeCanceled            Code = "canceled"
+	CodeCrossOrigin         Code = "cross_origin"
+	CodeInternal            Code = "internal"
+	CodeCallExpired         Code = "call_expired"
+	CodeCallFinished        Code = "call_finished"
+	CodeForbiddenHost       Code = "forbidden_host"
+	CodeTooLarge            Code = "too_large"
+	CodeTooManyNotebookRuns Code = "too_many_notebook_runs"
+	// CodeTooManyConnections answers a request on one of the connection slots
+	// a server keeps for authenticated calls; it has no sentinel error, as it
+	// is never an executor's.
+	CodeTooManyConnections Code = "too_many_connections"
 )
 
 // codes is the one table of error kinds: the sentinel, its code and its HTTP status.
@@ -81,6 +95,8 @@ var codes = []struct {
 	{context.Canceled, CodeCanceled, 499},
 	{ErrCallExpired, CodeCallExpired, http.StatusGone},
 	{ErrCallFinished, CodeCallFinished, http.StatusConflict},
+	{ErrTooLarge, CodeTooLarge, http.StatusRequestEntityTooLarge},
+	{ErrTooManyNotebookRuns, CodeTooManyNotebookRuns, http.StatusTooManyRequests},
 }
 
 // CodeOf returns the code and HTTP status for err: the first sentinel of the table

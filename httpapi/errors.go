@@ -47,6 +47,8 @@ func advice(code api.Code) string {
 	switch code {
 	case api.CodeTooManySessions:
 		return "close one with DELETE /v1/sessions/{id} or `kernelbox reset`, or start the server with a higher --max-sessions"
+	case api.CodeTooManyNotebookRuns:
+		return "retry when one has finished, or start the server with a higher --max-notebook-runs"
 	}
 	return ""
 }

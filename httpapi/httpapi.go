@@ -20,7 +20,6 @@ import (
 
 	"github.com/kernelbox/kernelbox/calls"
 	"github.com/kernelbox/kernelbox/executor"
-	"github.com/kernelbox/kernelbox/notebook"
 	"github.com/kernelbox/kernelbox/workspace"
 )
 
@@ -37,8 +36,20 @@ type Options struct {
 	MaxBodyBytes int64
 
 	// MaxNotebookBytes caps the body of POST /v1/notebooks/run, whose notebooks
-	// carry their images. Defaults to 65 MiB (notebook.MaxSize plus room).
+	// carry their images; over it the answer is 413 too_large. Defaults to
+	// 16 MiB.
 	MaxNotebookBytes int64
+
+	// MaxNotebookCells caps the cells of a notebook sent to POST
+	// /v1/notebooks/run, checked as they are read; over it the answer is 413
+	// too_large. Defaults to 10,000.
+	MaxNotebookCells int
+
+	// MaxNotebookRuns caps the notebooks run (and read) at once; past it a
+	// request is answered 429 too_many_notebook_runs at once, before its body
+	// is read. Each costs at most about 5 times its notebook's size plus 2 KiB
+	// a cell (all allocation counted). Defaults to 2.
+	MaxNotebookRuns int
 
 	// Logger receives one line per request. Defaults to discarding them.
 	Logger *slog.Logger
@@ -68,7 +79,16 @@ type handler struct {
 	log   *slog.Logger
 	mux   *http.ServeMux
 	csrf  *http.CrossOriginProtection
+
+	notebookRuns chan struct{} // a slot per notebook running, MaxNotebookRuns of them
 }
+
+// The defaults of the notebook limits of Options, for flags to show.
+const (
+	DefaultMaxNotebookBytes = 16 << 20
+	DefaultMaxNotebookCells = 10_000
+	DefaultMaxNotebookRuns  = 2
+)
 
 func isJSON(ct string) bool {
 	mt, _, err := mime.ParseMediaType(ct)
@@ -103,7 +123,13 @@ func New(e *executor.Executor, o Options) http.Handler {
 		o.MaxBodyBytes = 4 << 20
 	}
 	if o.MaxNotebookBytes <= 0 {
-		o.MaxNotebookBytes = notebook.MaxSize + 1<<20
+		o.MaxNotebookBytes = DefaultMaxNotebookBytes
+	}
+	if o.MaxNotebookCells <= 0 {
+		o.MaxNotebookCells = DefaultMaxNotebookCells
+	}
+	if o.MaxNotebookRuns <= 0 {
+		o.MaxNotebookRuns = DefaultMaxNotebookRuns
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -114,7 +140,7 @@ func New(e *executor.Executor, o Options) http.Handler {
 	if o.Calls == nil {
 		o.Calls = calls.New(e, calls.Options{Logger: o.Logger})
 	}
-	h := &handler{e: e, calls: o.Calls, o: o, log: o.Logger, mux: http.NewServeMux()}
+	h := &handler{e: e, calls: o.Calls, o: o, log: o.Logger, mux: http.NewServeMux(), notebookRuns: make(chan struct{}, o.MaxNotebookRuns)}
 	h.mux.HandleFunc("POST /v1/sessions/{id}/execute", h.execute)
 	h.mux.HandleFunc("GET /v1/calls/{call_id}", h.call)
 	h.mux.HandleFunc("GET /v1/calls/{call_id}/events", h.callEvents)

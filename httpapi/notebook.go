@@ -5,16 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/notebook"
 )
 
 // NotebookRunBody is the JSON body of POST /v1/notebooks/run.
 type NotebookRunBody struct {
-	// Notebook is an nbformat v4 notebook (required).
+	// Notebook is an nbformat v4 notebook (required). The server reads it
+	// straight from the request stream, cell by cell, not through this field.
 	Notebook json.RawMessage `json:"notebook"`
 	// Parameters is a JSON object of values to inject papermill-style, in its
 	// key order.
@@ -45,13 +48,32 @@ type NotebookRunResult struct {
 	Artifacts  []executor.Artifact   `json:"artifacts"`
 }
 
+// runNotebook refuses what cannot run before reading the body (execution
+// disabled, every notebook slot taken), then decodes the notebook cell by cell
+// under the size and cell limits, runs it, and streams the answer cell by cell:
+// a request costs a small multiple of its size, never a queue of them.
 func (h *handler) runNotebook(w http.ResponseWriter, r *http.Request) {
-	var b NotebookRunBody
-	if err := decode(r, &b); err != nil {
+	if h.e.Backend() == "none" {
+		writeErr(w, fmt.Errorf("%w: this server's backend is \"none\"; start it with --backend docker (sandboxed) or --backend local (unsandboxed)", executor.ErrDisabled))
+		return
+	}
+	if r.ContentLength > h.o.MaxNotebookBytes {
+		writeErr(w, h.notebookTooLarge())
+		return
+	}
+	select {
+	case h.notebookRuns <- struct{}{}:
+		defer func() { <-h.notebookRuns }()
+	default:
+		writeErr(w, fmt.Errorf("%w: %d notebooks are running, the server's limit", api.ErrTooManyNotebookRuns, cap(h.notebookRuns)))
+		return
+	}
+	b, nb, err := h.decodeNotebookRun(r)
+	if err != nil {
 		writeErr(w, err)
 		return
 	}
-	opts, nb, err := notebookRun(b)
+	opts, err := notebookRun(b)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -64,38 +86,145 @@ func (h *handler) runNotebook(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, NotebookRunResult{
-		Notebook:   nb,
-		Status:     rep.Status,
-		FailedCell: rep.FailedCell,
-		Error:      rep.Error,
-		SessionID:  rep.SessionID,
-		Cells:      rep.Cells,
-		Artifacts:  rep.Artifacts,
-	})
+	writeNotebookResult(w, nb, rep)
 }
 
-// notebookRun checks a body and turns it into the notebook and its run options.
-func notebookRun(b NotebookRunBody) (notebook.RunOptions, *notebook.Notebook, error) {
+func (h *handler) notebookTooLarge() error {
+	return fmt.Errorf("%w: the notebook request is over the server's limit of %s (%d bytes); send a smaller notebook or start the server with a higher --max-notebook-bytes",
+		api.ErrTooLarge, sizeName(h.o.MaxNotebookBytes), h.o.MaxNotebookBytes)
+}
+
+// sizeName writes n bytes for people: "16 MiB", "64 KiB", "1.5 MiB".
+func sizeName(n int64) string {
+	switch {
+	case n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// decodeNotebookRun reads a NotebookRunBody from r's body, the notebook straight
+// from the stream (see notebook.Decode) and the other fields as usual, with
+// unknown fields and trailing data refused.
+func (h *handler) decodeNotebookRun(r *http.Request) (NotebookRunBody, *notebook.Notebook, error) {
+	var b NotebookRunBody
+	var nb *notebook.Notebook
+	fail := func(err error) (NotebookRunBody, *notebook.Notebook, error) {
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(err, &mbe):
+			return b, nil, h.notebookTooLarge()
+		case errors.Is(err, notebook.ErrTooManyCells):
+			return b, nil, fmt.Errorf("%w: the notebook has more than %d cells, the server's limit; send a smaller notebook or start the server with a higher --max-notebook-cells",
+				api.ErrTooLarge, h.o.MaxNotebookCells)
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return b, nil, fmt.Errorf("%w: body: %v", executor.ErrInvalidRequest, err)
+		case errors.Is(err, notebook.ErrInvalid):
+			return b, nil, fmt.Errorf("%w: %w", executor.ErrInvalidRequest, err)
+		}
+		return b, nil, fmt.Errorf("%w: body: %v", executor.ErrInvalidRequest, err)
+	}
+	dec := json.NewDecoder(r.Body)
+	if tok, err := dec.Token(); err != nil {
+		if err == io.EOF {
+			err = errors.New(`empty; send JSON like {"notebook": {...}}`)
+		}
+		return fail(err)
+	} else if tok != json.Delim('{') {
+		return fail(errors.New("not a JSON object"))
+	}
+	// The small fields are gathered and decoded strictly as one object.
+	var rest bytes.Buffer
+	rest.WriteByte('{')
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return fail(err)
+		}
+		if key := tok.(string); key == "notebook" {
+			if nb != nil {
+				return fail(errors.New(`"notebook" given twice`))
+			}
+			if nb, err = notebook.Decode(dec, h.o.MaxNotebookCells); err != nil {
+				return fail(err)
+			}
+			continue
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return fail(err)
+		}
+		if rest.Len() > 1 {
+			rest.WriteByte(',')
+		}
+		k, _ := json.Marshal(tok)
+		rest.Write(k)
+		rest.WriteByte(':')
+		rest.Write(raw)
+	}
+	if _, err := dec.Token(); err != nil {
+		return fail(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fail(errors.New("data after the JSON object"))
+	}
+	rest.WriteByte('}')
+	rd := json.NewDecoder(&rest)
+	rd.DisallowUnknownFields()
+	if err := rd.Decode(&b); err != nil {
+		return fail(err)
+	}
+	if nb == nil {
+		return b, nil, fmt.Errorf(`%w: "notebook" is required: an nbformat v4 notebook object`, executor.ErrInvalidRequest)
+	}
+	return b, nb, nil
+}
+
+// writeNotebookResult sends a NotebookRunResult with the notebook written cell by
+// cell, so that the answer is never held whole in memory.
+func writeNotebookResult(w http.ResponseWriter, nb *notebook.Notebook, rep *notebook.Report) {
+	rest, err := json.Marshal(struct {
+		Status     notebook.Status       `json:"status"`
+		FailedCell *int                  `json:"failed_cell"`
+		Error      *executor.ErrorInfo   `json:"error"`
+		SessionID  string                `json:"session_id"`
+		Cells      []notebook.CellResult `json:"cells"`
+		Artifacts  []executor.Artifact   `json:"artifacts"`
+	}{rep.Status, rep.FailedCell, rep.Error, rep.SessionID, rep.Cells, rep.Artifacts})
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.WriteString(w, `{"notebook":`)
+	if err := nb.WriteJSON(w); err != nil {
+		return // the client is gone, or the answer is cut: nothing more to say
+	}
+	_, _ = io.WriteString(w, ",")
+	_, _ = w.Write(rest[1:])
+	_, _ = io.WriteString(w, "\n")
+}
+
+// notebookRun checks a body's fields other than the notebook and turns them
+// into run options.
+func notebookRun(b NotebookRunBody) (notebook.RunOptions, error) {
 	invalid := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", executor.ErrInvalidRequest, fmt.Sprintf(format, args...))
 	}
-	if len(b.Notebook) == 0 || string(b.Notebook) == "null" {
-		return notebook.RunOptions{}, nil, invalid(`"notebook" is required: an nbformat v4 notebook object`)
-	}
-	nb, err := notebook.Parse(b.Notebook)
-	if err != nil {
-		return notebook.RunOptions{}, nil, invalid("%v", err)
-	}
 	params, err := parameters(b.Parameters)
 	if err != nil {
-		return notebook.RunOptions{}, nil, invalid("%v", err)
+		return notebook.RunOptions{}, invalid("%v", err)
 	}
 	if b.CellTimeoutSeconds < 0 || b.CellTimeoutSeconds > 1e7 {
-		return notebook.RunOptions{}, nil, invalid("cell_timeout_seconds must be between 0 and 1e7")
+		return notebook.RunOptions{}, invalid("cell_timeout_seconds must be between 0 and 1e7")
 	}
 	if b.SessionID != "" && !executor.ValidSessionID(b.SessionID) {
-		return notebook.RunOptions{}, nil, invalid("invalid session id %q", b.SessionID)
+		return notebook.RunOptions{}, invalid("invalid session id %q", b.SessionID)
 	}
 	return notebook.RunOptions{
 		SessionID:   b.SessionID,
@@ -103,7 +232,7 @@ func notebookRun(b NotebookRunBody) (notebook.RunOptions, *notebook.Notebook, er
 		Inputs:      b.Inputs,
 		CellTimeout: time.Duration(b.CellTimeoutSeconds * float64(time.Second)),
 		AllowErrors: b.AllowErrors,
-	}, nb, nil
+	}, nil
 }
 
 // parameters reads a JSON object of parameters, keeping its key order.

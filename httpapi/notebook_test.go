@@ -146,7 +146,8 @@ func toStrings(v any) []string {
 
 func TestNotebookRunBadInput(t *testing.T) {
 	t.Parallel()
-	srv := notebookServer(t, false, httpapi.Options{MaxNotebookBytes: 64 << 10})
+	srv := notebookServer(t, true, httpapi.Options{MaxNotebookBytes: 64 << 10, MaxNotebookCells: 3})
+	disabled := notebookServer(t, false, httpapi.Options{})
 	good := `{"nbformat": 4, "nbformat_minor": 4, "metadata": {}, "cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": null, "source": "1"}]}`
 	for name, tc := range map[string]struct {
 		body   string
@@ -163,11 +164,19 @@ func TestNotebookRunBadInput(t *testing.T) {
 		"bad parameter name": {`{"notebook": ` + good + `, "parameters": {"a b": 1}}`, 400, "not a Python identifier"},
 		"negative timeout":   {`{"notebook": ` + good + `, "cell_timeout_seconds": -1}`, 400, "cell_timeout_seconds"},
 		"bad session":        {`{"notebook": ` + good + `, "session_id": "../x"}`, 400, "invalid session id"},
-		"too large":          {`{"notebook": ` + strings.Replace(good, `"1"`, `"`+strings.Repeat("#", 70<<10)+`"`, 1) + `}`, 400, "over 65536 bytes"},
+		"too large":          {`{"notebook": ` + strings.Replace(good, `"1"`, `"`+strings.Repeat("#", 70<<10)+`"`, 1) + `}`, 413, "over the server's limit of 64 KiB (65536 bytes)"},
+		"too many cells":     {`{"notebook": ` + strings.Replace(good, `"cells": [`, `"cells": [`+strings.Repeat(`{"cell_type": "raw", "source": ""},`, 3), 1) + `}`, 413, "more than 3 cells"},
+		"trailing data":      {`{"notebook": ` + good + `} {}`, 400, "data after"},
+		"notebook twice":     {`{"notebook": ` + good + `, "notebook": ` + good + `}`, 400, "given twice"},
 		"execution disabled": {`{"notebook": ` + good + `}`, 503, "disabled"},
+		"disabled, not JSON": {`this is not read`, 503, "disabled"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			code, out := postNotebook(t, srv, tc.body)
+			s := srv
+			if strings.HasPrefix(name, "execution disabled") || strings.HasPrefix(name, "disabled") {
+				s = disabled
+			}
+			code, out := postNotebook(t, s, tc.body)
 			require.Equal(t, tc.status, code, "%v", out)
 			require.Contains(t, out["error"].(map[string]any)["message"], tc.want)
 		})

@@ -63,8 +63,12 @@ func splitBundle(data map[string]json.RawMessage) map[string]json.RawMessage {
 		if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
 			continue
 		}
-		if b, err := json.Marshal(splitLines(s)); err == nil {
-			out[mime] = b
+		// Unescaped, so that writing the notebook need not unescape it.
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(splitLines(s)); err == nil {
+			out[mime] = bytes.TrimSuffix(b.Bytes(), []byte{'\n'})
 		}
 	}
 	return out

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -23,6 +24,9 @@ var (
 
 	// ErrTooLarge: the input is over MaxSize.
 	ErrTooLarge = errors.New("notebook too large")
+
+	// ErrTooManyCells: the notebook has more cells than Decode was allowed.
+	ErrTooManyCells = errors.New("notebook has too many cells")
 )
 
 // Notebook is an nbformat v4 notebook. Fields this package does not model are kept
@@ -119,20 +123,68 @@ func Parse(b []byte) (*Notebook, error) {
 	if len(b) > MaxSize {
 		return nil, fmt.Errorf("%w: over %d bytes", ErrTooLarge, MaxSize)
 	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(b, &top); err != nil {
-		return nil, invalidf("not a JSON object: %v", err)
+	dec := json.NewDecoder(bytes.NewReader(b))
+	nb, err := Decode(dec, 0)
+	if err != nil {
+		return nil, err
 	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, invalidf("not a JSON object: data after the notebook")
+	}
+	return nb, nil
+}
+
+// Decode reads one notebook, as Parse does, from the next JSON value of dec, and
+// leaves dec after it, so that a notebook can be read from inside a larger
+// document. Cells are decoded one at a time: the input is never held whole, and
+// with maxCells > 0 a notebook of more cells is refused with ErrTooManyCells as
+// soon as that many have been read. Errors of dec's reader are returned wrapped.
+func Decode(dec *json.Decoder, maxCells int) (*Notebook, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, syntaxErr(err)
+	}
+	if tok != json.Delim('{') {
+		return nil, invalidf("not a JSON object: %s", describe(tok))
+	}
+	top := map[string]json.RawMessage{}
 	nb := &Notebook{extra: top}
-	rawFormat, ok := take(top, "nbformat")
-	if !ok {
-		return nil, invalidf("no nbformat version: not a Jupyter notebook")
+	cells, formatRead := false, false
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, syntaxErr(err)
+		}
+		key := tok.(string)
+		if key != "cells" {
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); err != nil {
+				return nil, syntaxErr(err)
+			}
+			top[key] = raw
+			continue
+		}
+		if cells {
+			return nil, invalidf("cells: given twice")
+		}
+		// A notebook of another version is refused before its cells are read.
+		if _, ok := top["nbformat"]; ok {
+			if err := nb.format(); err != nil {
+				return nil, err
+			}
+			formatRead = true
+		}
+		if cells, err = nb.decodeCells(dec, maxCells); err != nil {
+			return nil, err
+		}
 	}
-	if err := json.Unmarshal(rawFormat, &nb.Format); err != nil {
-		return nil, invalidf("nbformat: %v", err)
+	if _, err := dec.Token(); err != nil {
+		return nil, syntaxErr(err)
 	}
-	if nb.Format != 4 {
-		return nil, invalidf("nbformat %d is not supported, only 4 (convert it with `jupyter nbconvert --to notebook --nbformat 4`)", nb.Format)
+	if !formatRead {
+		if err := nb.format(); err != nil {
+			return nil, err
+		}
 	}
 	if raw, ok := take(top, "nbformat_minor"); ok {
 		if err := json.Unmarshal(raw, &nb.FormatMinor); err != nil {
@@ -144,33 +196,146 @@ func Parse(b []byte) (*Notebook, error) {
 			return nil, invalidf("metadata: %v", err)
 		}
 	}
-	rawCells, ok := take(top, "cells")
-	if !ok {
+	if !cells {
 		return nil, invalidf("no cells")
 	}
-	var cells []json.RawMessage
-	if err := json.Unmarshal(rawCells, &cells); err != nil {
-		return nil, invalidf("cells: %v", err)
-	}
-	nb.Cells = make([]*Cell, 0, len(cells))
-	for i, raw := range cells {
-		c, err := parseCell(raw)
-		if err != nil {
-			return nil, invalidf("cell %d: %v", i, err)
+	if nb.hasCellIDs() {
+		for _, c := range nb.Cells {
+			if c.ID == "" {
+				c.ID = newCellID()
+			}
 		}
-		if c.ID == "" && nb.hasCellIDs() {
-			c.ID = newCellID()
-		}
-		nb.Cells = append(nb.Cells, c)
 	}
 	return nb, nil
 }
 
-func parseCell(b []byte) (*Cell, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, err
+// format reads nbformat out of the top-level fields and checks it is 4.
+func (nb *Notebook) format() error {
+	rawFormat, ok := take(nb.extra, "nbformat")
+	if !ok {
+		return invalidf("no nbformat version: not a Jupyter notebook")
 	}
+	if err := json.Unmarshal(rawFormat, &nb.Format); err != nil {
+		return invalidf("nbformat: %v", err)
+	}
+	if nb.Format != 4 {
+		return invalidf("nbformat %d is not supported, only 4 (convert it with `jupyter nbconvert --to notebook --nbformat 4`)", nb.Format)
+	}
+	return nil
+}
+
+// decodeCells reads the value of "cells" from dec, a list of cells (or null,
+// which counts as absent, as take has it). It reports whether there was a list.
+func (nb *Notebook) decodeCells(dec *json.Decoder, maxCells int) (bool, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return false, syntaxErr(err)
+	}
+	if tok == nil {
+		return false, nil
+	}
+	if tok != json.Delim('[') {
+		if d, ok := tok.(json.Delim); ok && d == '{' {
+			return false, invalidf("cells: not a list but an object")
+		}
+		return false, invalidf("cells: not a list but %s", describe(tok))
+	}
+	nb.Cells = []*Cell{}
+	for i := 0; dec.More(); i++ {
+		if maxCells > 0 && i == maxCells {
+			return false, fmt.Errorf("%w: more than %d cells", ErrTooManyCells, maxCells)
+		}
+		var cd cellDecoder
+		if err := dec.Decode(&cd); err != nil {
+			var ute *json.UnmarshalTypeError
+			var ce *cellError
+			switch {
+			case errors.As(err, &ute):
+				return false, invalidf("cell %d: not an object", i)
+			case errors.As(err, &ce):
+				return false, invalidf("cell %d: %v", i, ce.err)
+			}
+			return false, syntaxErr(err)
+		}
+		nb.Cells = append(nb.Cells, cd.c)
+	}
+	if _, err := dec.Token(); err != nil {
+		return false, syntaxErr(err)
+	}
+	return true, nil
+}
+
+// syntaxErr says what is wrong with input dec could not read: bad JSON is an
+// invalid notebook; an error of the reader underneath (a size limit, a dropped
+// connection) is returned as it is, wrapped.
+func syntaxErr(err error) error {
+	var se *json.SyntaxError
+	if errors.As(err, &se) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return fmt.Errorf("%w: not a JSON object: %w", ErrInvalid, err)
+	}
+	return fmt.Errorf("read notebook: %w", err)
+}
+
+// describe names the kind of a JSON token for an error message.
+func describe(tok json.Token) string {
+	switch tok.(type) {
+	case json.Delim:
+		return "a list"
+	case string:
+		return "a string"
+	case float64, json.Number:
+		return "a number"
+	case bool:
+		return "a boolean"
+	}
+	return "null"
+}
+
+// cellDecoder parses one cell straight from a json.Decoder's buffer: the
+// fields it keeps as raw JSON are copied out of it, but the outputs, which are
+// decoded at once, are not, which spares a copy of the largest part of a
+// notebook.
+type cellDecoder struct{ c *Cell }
+
+// cellError is a malformed cell, as told by parseCellMap.
+type cellError struct{ err error }
+
+func (e *cellError) Error() string { return e.err.Error() }
+
+// borrowed is raw JSON that still points into the input, valid only while
+// UnmarshalJSON runs.
+type borrowed []byte
+
+func (r *borrowed) UnmarshalJSON(b []byte) error { *r = b; return nil }
+
+func (cd *cellDecoder) UnmarshalJSON(b []byte) error {
+	var refs map[string]borrowed
+	if err := json.Unmarshal(b, &refs); err != nil {
+		return err
+	}
+	m := make(map[string]json.RawMessage, len(refs))
+	for k, v := range refs {
+		if k == "outputs" {
+			m[k] = json.RawMessage(v)
+		} else {
+			m[k] = bytes.Clone(v)
+		}
+	}
+	c, err := parseCellMap(m)
+	if err != nil {
+		return &cellError{err}
+	}
+	if raw, ok := c.extra["outputs"]; ok { // not a code cell: kept as it was
+		c.extra["outputs"] = bytes.Clone(raw)
+	}
+	cd.c = c
+	return nil
+}
+
+func parseCellMap(m map[string]json.RawMessage) (*Cell, error) {
 	c := &Cell{extra: m}
 	raw, ok := take(m, "cell_type")
 	if !ok {
@@ -238,28 +403,113 @@ func newCellID() string { return strings.ReplaceAll(uuid.NewString(), "-", "")[:
 
 // MarshalJSON writes the notebook as compact nbformat JSON.
 func (nb *Notebook) MarshalJSON() ([]byte, error) {
-	m := make(map[string]any, len(nb.extra)+4)
-	for k, v := range nb.extra {
-		m[k] = v
-	}
-	cells := nb.Cells
-	if cells == nil {
-		cells = []*Cell{}
-	}
-	m["cells"] = cells
-	m["metadata"] = nonNil(nb.Metadata)
-	m["nbformat"] = nb.Format
-	m["nbformat_minor"] = nb.FormatMinor
-	b, err := json.Marshal(m)
-	if err != nil {
+	var buf bytes.Buffer
+	if err := nb.WriteJSON(&buf); err != nil {
 		return nil, err
 	}
-	return unescapeHTML(b), nil
+	return buf.Bytes(), nil
+}
+
+// WriteJSON writes the notebook to w as MarshalJSON does, one cell at a time, so
+// that only one cell's JSON is held in memory beside the notebook.
+func (nb *Notebook) WriteJSON(w io.Writer) error {
+	keys := make([]string, 0, len(nb.extra)+4)
+	for k := range nb.extra {
+		switch k {
+		case "cells", "metadata", "nbformat", "nbformat_minor":
+		default:
+			keys = append(keys, k)
+		}
+	}
+	keys = append(keys, "cells", "metadata", "nbformat", "nbformat_minor")
+	slices.Sort(keys)
+	ew := newErrWriter(w)
+	ew.write([]byte{'{'})
+	for i, k := range keys {
+		if i > 0 {
+			ew.write([]byte{','})
+		}
+		ew.marshal(k)
+		ew.write([]byte{':'})
+		switch k {
+		case "cells":
+			ew.write([]byte{'['})
+			for j, c := range nb.Cells {
+				if j > 0 {
+					ew.write([]byte{','})
+				}
+				ew.cell(c)
+			}
+			ew.write([]byte{']'})
+		case "metadata":
+			ew.marshal(nonNil(nb.Metadata))
+		case "nbformat":
+			ew.marshal(nb.Format)
+		case "nbformat_minor":
+			ew.marshal(nb.FormatMinor)
+		default:
+			ew.marshal(nb.extra[k])
+		}
+	}
+	ew.write([]byte{'}'})
+	return ew.err
+}
+
+// errWriter writes JSON values until the first error, which it keeps. Values are
+// encoded straight to w without HTML escaping, each in one Write (see
+// valueWriter), instead of json.Marshal's copy and unescapeHTML's second one.
+type errWriter struct {
+	w   io.Writer
+	vw  valueWriter
+	enc *json.Encoder
+	err error
+}
+
+func newErrWriter(w io.Writer) *errWriter {
+	ew := &errWriter{w: w, vw: valueWriter{w: w}}
+	ew.enc = json.NewEncoder(&ew.vw)
+	ew.enc.SetEscapeHTML(false)
+	return ew
+}
+
+func (ew *errWriter) write(b []byte) {
+	if ew.err == nil {
+		_, ew.err = ew.w.Write(b)
+	}
+}
+
+func (ew *errWriter) marshal(v any) {
+	if ew.err == nil {
+		ew.err = ew.enc.Encode(v)
+	}
+}
+
+// cell writes c as MarshalJSON does.
+func (ew *errWriter) cell(c *Cell) { ew.marshal(c.fields()) }
+
+// valueWriter takes the single Write of each json.Encoder.Encode: it drops the
+// newline Encode ends a value with and unescapes what the encoder escapes even
+// without HTML escaping (U+2028, U+2029), and any \u003c-style escapes of the
+// input, as unescapeHTML does for MarshalJSON. A Write holds a whole value, so
+// no escape sequence is split between two.
+type valueWriter struct{ w io.Writer }
+
+func (vw *valueWriter) Write(b []byte) (int, error) {
+	n := len(b)
+	if _, err := vw.w.Write(unescapeHTML(bytes.TrimSuffix(b, []byte{'\n'}))); err != nil {
+		return 0, err
+	}
+	return n, nil
 }
 
 // MarshalJSON writes the cell in nbformat form: a code cell always has
 // execution_count and outputs, other cells never.
 func (c *Cell) MarshalJSON() ([]byte, error) {
+	return json.Marshal(c.fields())
+}
+
+// fields are the cell's nbformat fields, for encoding/json to write.
+func (c *Cell) fields() map[string]any {
 	m := make(map[string]any, len(c.extra)+6)
 	for k, v := range c.extra {
 		m[k] = v
@@ -282,7 +532,7 @@ func (c *Cell) MarshalJSON() ([]byte, error) {
 		m["execution_count"] = c.ExecutionCount
 		m["outputs"] = outs
 	}
-	return json.Marshal(m)
+	return m
 }
 
 // Encode returns the notebook as a file, in the layout nbformat writes: keys sorted,

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/kernelbox/kernelbox/notebook"
 	"github.com/stretchr/testify/require"
@@ -136,4 +139,62 @@ func TestRunRefusesOtherLanguages(t *testing.T) {
 		require.Nil(t, rep)
 		require.Contains(t, err.Error(), "Python kernels only")
 	}
+}
+
+// TestDecodeStreams: Decode reads a notebook out of a larger document, stops at
+// the cell limit, takes its fields in any order, and passes its reader's errors on.
+func TestDecodeStreams(t *testing.T) {
+	t.Parallel()
+	cell := `{"cell_type": "markdown", "metadata": {}, "source": "x"}`
+	cells := `[` + cell + `,` + cell + `,` + cell + `]`
+
+	// cells before nbformat and nbformat_minor, as sorted keys have it; 4.5
+	// gives the cells ids.
+	dec := json.NewDecoder(strings.NewReader(`{"notebook": {"cells": ` + cells + `, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, "after": 1}`))
+	_, err := dec.Token()
+	require.NoError(t, err)
+	_, err = dec.Token()
+	require.NoError(t, err)
+	nb, err := notebook.Decode(dec, 3)
+	require.NoError(t, err)
+	require.Len(t, nb.Cells, 3)
+	require.Equal(t, 5, nb.FormatMinor)
+	require.NotEmpty(t, nb.Cells[0].ID)
+	tok, err := dec.Token()
+	require.NoError(t, err)
+	require.Equal(t, "after", tok, "the decoder is left after the notebook")
+
+	_, err = notebook.Decode(json.NewDecoder(strings.NewReader(`{"nbformat": 4, "cells": `+cells+`}`)), 2)
+	require.ErrorIs(t, err, notebook.ErrTooManyCells)
+	require.Contains(t, err.Error(), "more than 2 cells")
+
+	// A notebook of another version is refused before its cells are read.
+	_, err = notebook.Decode(json.NewDecoder(strings.NewReader(`{"nbformat": 3, "cells": [1, 2`)), 0)
+	require.ErrorIs(t, err, notebook.ErrInvalid)
+	require.Contains(t, err.Error(), "nbformat 3 is not supported")
+
+	cut := errors.New("connection cut")
+	_, err = notebook.Decode(json.NewDecoder(io.MultiReader(strings.NewReader(`{"nbformat": 4, "cells": [`+cell), iotest.ErrReader(cut))), 0)
+	require.ErrorIs(t, err, cut)
+	require.NotErrorIs(t, err, notebook.ErrInvalid)
+}
+
+// TestWriteJSONIsMarshalJSON: the streamed form is the same bytes, HTML and
+// U+2028 unescaped as before.
+func TestWriteJSONIsMarshalJSON(t *testing.T) {
+	t.Parallel()
+	nb, err := notebook.Parse([]byte(`{"nbformat": 4, "nbformat_minor": 4, "metadata": {"z": "<b>"}, "a": "\u003c&\u2028", "cells": [
+	  {"cell_type": "code", "metadata": {}, "execution_count": 1, "source": "print('<x>')",
+	   "outputs": [{"output_type": "display_data", "metadata": {}, "data": {"text/html": "<p>a\nb</p>", "image/png": "AAAA"}}]},
+	  {"cell_type": "raw", "metadata": {}, "source": ["a\u2029", "b"], "outputs": "kept"}]}`))
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	require.NoError(t, nb.WriteJSON(&buf))
+	b, err := nb.MarshalJSON()
+	require.NoError(t, err)
+	require.Equal(t, string(b), buf.String())
+	require.Contains(t, buf.String(), `"a":"<&`+"\u2028"+`"`)
+	require.Contains(t, buf.String(), `"text/html":["<p>a\n","b</p>"]`)
+	require.Contains(t, buf.String(), `"outputs":"kept"`)
+	require.NotContains(t, buf.String(), `\u`)
 }

@@ -25,12 +25,23 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var allowedHosts hostList
 	fs.Var(&allowedHosts, "allowed-host", "Host name clients use to reach a non-loopback listener (repeatable or comma list); loopback names are always accepted on a loopback listener")
 	idle := fs.Duration("conn-idle-timeout", 60*time.Second, "close HTTP keep-alive connections idle this long between requests")
+	maxConns := fs.Int("max-conns", defaultMaxConns(), "most HTTP connections open at once (default from the file limit); the last 32 serve only requests with the token and /healthz, and past it new connections are closed at once")
+	var nbo httpapi.Options
+	fs.Int64Var(&nbo.MaxNotebookBytes, "max-notebook-bytes", httpapi.DefaultMaxNotebookBytes, "largest request to POST /v1/notebooks/run, in bytes; over it the answer is 413 too_large")
+	fs.IntVar(&nbo.MaxNotebookCells, "max-notebook-cells", httpapi.DefaultMaxNotebookCells, "most cells in a notebook sent to POST /v1/notebooks/run; over it the answer is 413 too_large")
+	fs.IntVar(&nbo.MaxNotebookRuns, "max-notebook-runs", httpapi.DefaultMaxNotebookRuns, "notebooks run at once through POST /v1/notebooks/run; past it the answer is 429 too_many_notebook_runs, at once")
 	dash := registerDashboard(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return exitCode{2, "serve takes no arguments: " + strings.Join(fs.Args(), " ")}
+	}
+	if *maxConns < 2 {
+		return exitCode{2, "--max-conns must be at least 2"}
+	}
+	if nbo.MaxNotebookBytes <= 0 || nbo.MaxNotebookCells <= 0 || nbo.MaxNotebookRuns <= 0 {
+		return exitCode{2, "--max-notebook-bytes, --max-notebook-cells and --max-notebook-runs must be positive"}
 	}
 	log, err := ef.logger(stderr)
 	if err != nil {
@@ -72,11 +83,19 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer removeToken()
 	mux := http.NewServeMux()
-	mux.Handle("/", httpapi.New(en.exec, httpapi.Options{Token: *token, Workspace: en.ws, Logger: log, Calls: en.calls}))
+	nbo.Token, nbo.Workspace, nbo.Logger, nbo.Calls = *token, en.ws, log, en.calls
+	mux.Handle("/", httpapi.New(en.exec, nbo))
 	mountMCP(mux, en, *token, log)
 	mountMetrics(mux, en, *token)
 	mountDashboard(mux, dash, log)
-	srv := &http.Server{Handler: httpapi.Guard(guard, mux), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: *idle}
+	limited := newConnLimiter(ln, *maxConns, log)
+	limited.register(en.metrics.Registry())
+	srv := &http.Server{
+		Handler:           reserveGuard(limited, *token, httpapi.Guard(guard, mux)),
+		ConnContext:       connContext,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       *idle,
+	}
 	fmt.Fprintf(stdout, "kernelbox serving on %s (backend %s, workspace %s, artifacts %s)\n",
 		*listen, en.exec.Backend(), en.ws.Root(), en.ws.ArtifactsDir())
 	if network == "tcp" && !dash.off {
@@ -88,7 +107,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "dashboard: http://%s/ (log in with %s)\n", ln.Addr(), where)
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(limited) }()
 	select {
 	case err := <-errc:
 		return err

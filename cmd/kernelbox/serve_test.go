@@ -1,10 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
+	"net/http"
 	"os/exec"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -115,4 +120,137 @@ func describe(pids []int) []string {
 		out = append(out, procs.Cmdline(p))
 	}
 	return out
+}
+
+// TestServeNotebookLimitFlags: the notebook limits of serve's flags reach the
+// handler, and its answers name them.
+func TestServeNotebookLimitFlags(t *testing.T) {
+	testenv.Jupyter(t)
+	_, url, _ := rawServe(t, "--backend", "local", "--token", "tok", "--max-notebook-bytes", "4096", "--max-notebook-cells", "2")
+	md := `{"cell_type": "markdown", "metadata": {}, "source": "x"}`
+	for body, want := range map[string]string{
+		`{"notebook": {"nbformat": 4, "nbformat_minor": 4, "metadata": {"pad": "` + strings.Repeat("x", 5000) + `"}, "cells": []}}`: "limit of 4 KiB (4096 bytes); send a smaller notebook or start the server with a higher --max-notebook-bytes",
+		`{"notebook": {"nbformat": 4, "nbformat_minor": 4, "metadata": {}, "cells": [` + md + "," + md + "," + md + `]}}`:           "more than 2 cells, the server's limit; send a smaller notebook or start the server with a higher --max-notebook-cells",
+	} {
+		req, err := http.NewRequest("POST", url+"/v1/notebooks/run", strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer tok")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "%s", b)
+		require.Contains(t, string(b), `"too_large"`)
+		require.Contains(t, string(b), want)
+	}
+}
+
+// TestServeConnCap repeats issue 21 item 4 at a small scale: a flood of idle
+// unauthenticated keep-alive connections, more than the process may open, must
+// leave room for an authenticated call and /healthz. Under a file limit of 256
+// the default --max-conns derives from it; with --max-conns 50 the cap is set.
+func TestServeConnCap(t *testing.T) {
+	for name, tc := range map[string]struct {
+		ulimit int
+		args   []string
+	}{
+		"file limit 256, default cap": {256, nil},
+		"--max-conns 50":              {0, []string{"--max-conns", "50"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			addr := ln.Addr().String()
+			require.NoError(t, ln.Close())
+			// Idle connections are not closed during the test: it is the cap that
+			// must keep room.
+			args := append([]string{"serve", "--listen", addr, "--token", "tok", "--no-dashboard", "--conn-idle-timeout", "10m"}, tc.args...)
+			var cmd *exec.Cmd
+			if tc.ulimit > 0 {
+				lim := strconv.Itoa(tc.ulimit)
+				cmd = exec.Command("/bin/sh", append([]string{"-c", "ulimit -Sn " + lim + " && ulimit -Hn " + lim + ` && exec "$0" "$@"`, kernelboxBin(t)}, args...)...)
+			} else {
+				cmd = exec.Command(kernelboxBin(t), args...)
+			}
+			log := &lockedBuffer{}
+			cmd.Stdout, cmd.Stderr, cmd.Dir = log, log, t.TempDir()
+			require.NoError(t, cmd.Start())
+			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+			url := "http://" + addr
+			get := func(path string, token bool) (int, error) {
+				req, _ := http.NewRequest("GET", url+path, nil)
+				if token {
+					req.Header.Set("Authorization", "Bearer tok")
+				}
+				c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+				resp, err := c.Do(req)
+				if err != nil {
+					return 0, err
+				}
+				defer resp.Body.Close()
+				_, _ = io.Copy(io.Discard, resp.Body)
+				return resp.StatusCode, nil
+			}
+			require.Eventually(t, func() bool { code, _ := get("/healthz", false); return code == 200 }, 60*time.Second, 50*time.Millisecond, "%s", log)
+
+			// 400 connections that each send one request without the token and
+			// then stay open, idle.
+			var flood []net.Conn
+			t.Cleanup(func() {
+				for _, c := range flood {
+					_ = c.Close()
+				}
+			})
+			held := 0
+			for range 400 {
+				c, err := net.DialTimeout("tcp", addr, time.Second)
+				if err != nil {
+					continue
+				}
+				flood = append(flood, c)
+				_ = c.SetDeadline(time.Now().Add(500 * time.Millisecond))
+				if _, err := io.WriteString(c, "GET /v1/sessions HTTP/1.1\r\nHost: "+addr+"\r\n\r\n"); err != nil {
+					continue
+				}
+				resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+				if err == nil && resp.StatusCode == http.StatusUnauthorized {
+					held++
+				}
+			}
+			t.Logf("%d flood connections held open by the server", held)
+
+			code, err := get("/v1/sessions", true)
+			require.NoError(t, err, "an authenticated call during the flood")
+			require.Equal(t, http.StatusOK, code)
+			code, err = get("/healthz", false)
+			require.NoError(t, err, "/healthz during the flood")
+			require.Equal(t, http.StatusOK, code)
+			code, err = get("/v1/sessions", false)
+			if err == nil {
+				require.NotEqual(t, http.StatusOK, code)
+			}
+			require.Less(t, held, 400, "some of the flood was turned away")
+
+			// A silent connection in the reserved slots is closed soon, not after
+			// the 10 s header timeout.
+			silent, err := net.Dial("tcp", addr)
+			require.NoError(t, err)
+			defer silent.Close()
+			start := time.Now()
+			_ = silent.SetReadDeadline(time.Now().Add(15 * time.Second))
+			_, err = silent.Read(make([]byte, 1))
+			require.Error(t, err)
+			require.Less(t, time.Since(start), 5*time.Second, "%v", err)
+
+			req, _ := http.NewRequest("GET", url+"/metrics", nil)
+			req.Header.Set("Authorization", "Bearer tok")
+			resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+			require.NoError(t, err)
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require.Contains(t, string(b), "kernelbox_http_connections_open ")
+			require.Regexp(t, `kernelbox_http_connections_reserve_refused_total [1-9]`, string(b))
+		})
+	}
 }
