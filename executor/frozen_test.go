@@ -73,3 +73,37 @@ func TestLocalFrozenServer(t *testing.T) {
 	require.NotEqual(t, pid, e.Backend.ServerPID(), "the frozen server was replaced")
 	require.NoError(t, e.Health(context.Background()))
 }
+
+// SIGTERM to the Jupyter server mid-call: the server interrupts its kernels before
+// it shuts them down, which read as the user's own KeyboardInterrupt with the state
+// kept, and the next call then failed in 2 ms without running (issue 25 item 2b).
+func TestLocalServerStoppedMidCall(t *testing.T) {
+	e := newEnv(t, nil)
+	e.run(t, "s", "x = 1")
+	pid := e.Backend.ServerPID()
+	done := make(chan *executor.Result, 1)
+	go func() {
+		r, err := e.Execute(context.Background(), executor.Request{SessionID: "s", Code: "import time\nfor i in range(300):\n    print(i, flush=True)\n    time.sleep(0.1)"})
+		require.NoError(t, err)
+		done <- r
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	require.NoError(t, syscall.Kill(pid, syscall.SIGTERM))
+	var r *executor.Result
+	select {
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call did not return after the server was stopped")
+	}
+	t.Logf("status %s, state_lost %v, error %+v", r.Status, r.StateLost, r.Error)
+	require.Equal(t, executor.StatusKernelDied, r.Status, "%+v", r.Error)
+	require.True(t, r.StateLost)
+	require.Contains(t, r.Error.Evalue, "shut down")
+
+	start := time.Now()
+	r = e.run(t, "s", "'x' in dir()")
+	t.Logf("next call: %s in %s", r.Status, time.Since(start))
+	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, "False", r.Result)
+	require.True(t, r.StateLost)
+}

@@ -178,7 +178,8 @@ func (k *kernel) connect(ctx context.Context, e *Executor) error {
 const serverErrorBound = 10 * time.Second
 
 // watchGone returns a context that ends, with a cause wrapping jupyter.ErrNotFound,
-// once the server no longer knows the kernel. A kernel that dies as it starts is
+// once the server no longer knows the kernel, or has not answered at all for
+// serverErrorBound (it went away: a connection would be retried until ctx ends). A kernel that dies as it starts is
 // dropped by the server within seconds, while a WebSocket opened to it waits for a
 // kernel_info reply that never comes; the watch ends that wait. A connection made
 // within the first poll interval costs no request. stop ends the watch and waits for
@@ -190,14 +191,26 @@ func (k *kernel) watchGone(ctx context.Context) (_ context.Context, stop func())
 		defer close(done)
 		t := time.NewTicker(250 * time.Millisecond)
 		defer t.Stop()
+		var unreachable time.Time // since when the server has not answered at all
 		for {
 			select {
 			case <-wctx.Done():
 				return
 			case <-t.C:
 			}
-			if _, err := k.client.Kernel(wctx, k.id); errors.Is(err, jupyter.ErrNotFound) {
+			_, err := k.client.Kernel(wctx, k.id)
+			if errors.Is(err, jupyter.ErrNotFound) {
 				cancel(err) // "GET /api/kernels/<id>: 404: …", wrapping ErrNotFound
+				return
+			}
+			var he *jupyter.HTTPError
+			switch {
+			case err == nil || errors.As(err, &he) || wctx.Err() != nil:
+				unreachable = time.Time{}
+			case unreachable.IsZero():
+				unreachable = time.Now()
+			case time.Since(unreachable) > serverErrorBound:
+				cancel(fmt.Errorf("%w: its server has not answered for %s: %w", jupyter.ErrNotFound, serverErrorBound, err))
 				return
 			}
 		}

@@ -51,6 +51,7 @@ func (s *session) execute(j *job) (*Result, error) {
 	defer stopOnClose()
 
 	col := newCollector(o, j.onEvent)
+	s.interrupted.Store(false)
 	j.emit(Event{Type: "status", State: "running"})
 	ex, err := s.call(runCtx, j, col, syncer, timeout, &f)
 	if err != nil {
@@ -130,6 +131,11 @@ func (s *session) completed(ex *jupyter.Execution) ending {
 	if err != nil {
 		return s.kernelFailed(s.ctx, ex, err)
 	}
+	if reply.Status == "error" && reply.Ename == "KeyboardInterrupt" && !s.interrupted.Load() {
+		if err := s.stoppedFromOutside(); err != nil {
+			return s.kernelFailed(s.ctx, ex, err)
+		}
+	}
 	end := ending{status: StatusOK, count: reply.ExecutionCount}
 	switch reply.Status {
 	case "ok":
@@ -148,6 +154,27 @@ func (s *session) completed(ex *jupyter.Execution) ending {
 	}
 	return end
 }
+
+// stoppedFromOutside tells a KeyboardInterrupt nobody asked kernelbox for from one
+// the code raised: a server being stopped (SIGTERM, docker stop) interrupts its
+// kernels before it shuts them down, so such a call would read as the user's error
+// with its state kept. It waits up to shutdownNotice for the kernel's connection to
+// end and returns why it did, or nil when it lives on.
+func (s *session) stoppedFromOutside() error {
+	if s.k == nil || s.k.conn == nil {
+		return nil
+	}
+	select {
+	case <-s.k.conn.Done():
+		return s.k.conn.Err()
+	case <-time.After(shutdownNotice):
+		return nil
+	}
+}
+
+// shutdownNotice is how long after an unexplained KeyboardInterrupt a call waits
+// for news of its kernel's shutdown.
+const shutdownNotice = time.Second
 
 // timedOut interrupts a call past its deadline. If the kernel stops within the grace
 // period the session keeps its state; otherwise the kernel is restarted, or, when its
@@ -249,11 +276,13 @@ func (s *session) kernelFailed(ctx context.Context, ex *jupyter.Execution, err e
 		}
 	}
 	msg := "the kernel died during the call"
-	if ex != nil && !ex.Started() {
-		msg = "the kernel died before it began the call (its code did not run)"
+	if ex != nil && !ex.Started() && errors.Is(err, jupyter.ErrKernelDied) {
+		msg = "the kernel died before it began the call (it never reported running its code)"
 	}
 	if cause != "" {
 		msg += ": " + cause
+	} else if died := (*jupyter.KernelDiedError)(nil); errors.As(err, &died) && died.State == "shutdown" {
+		msg = "the kernel was shut down during the call: its server was stopped (SIGTERM, docker stop) or restarted it"
 	} else if errors.Is(err, jupyter.ErrKernelDied) {
 		msg += " (the process exited; common causes: os._exit, a crash in native code, running out of memory)"
 	} else {

@@ -43,6 +43,10 @@ type session struct {
 	lostWhy   string // and says why
 	everAlive bool
 
+	// interrupted: a caller asked for an interrupt during the running call, so a
+	// KeyboardInterrupt it ends with is theirs (cleared as each call starts).
+	interrupted atomic.Bool
+
 	mu    sync.Mutex
 	state SessionInfo
 	kref  *kernel // the kernel, for Interrupt
@@ -254,6 +258,7 @@ func (s *session) interrupt(ctx context.Context) error {
 	if k == nil {
 		return nil
 	}
+	s.interrupted.Store(true)
 	return k.client.Interrupt(ctx, k.id)
 }
 

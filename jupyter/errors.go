@@ -48,13 +48,17 @@ func (e *HTTPError) Is(target error) bool {
 type KernelDiedError struct {
 	// State is the execution_state the server sent: "restarting" (the server is
 	// starting a fresh kernel under the same id; all state is lost) or "dead" (the
-	// server gave up restarting it).
+	// server gave up restarting it) or "shutdown" (the kernel answered a shutdown
+	// request someone else sent: its server is stopping or restarting it).
 	State string
 }
 
 func (e *KernelDiedError) Error() string {
-	if e.State == "restarting" {
+	switch e.State {
+	case "restarting":
 		return "kernel died (the server is restarting it; its state is lost)"
+	case "shutdown":
+		return "kernel shut down (its server was asked to stop or restart it; its state is lost)"
 	}
 	return "kernel died (" + e.State + ")"
 }
