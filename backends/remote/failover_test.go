@@ -76,7 +76,7 @@ func TestPlacementSpreadsAndFailsOver(t *testing.T) {
 	ok(t, r)
 	require.True(t, r.StateLost, "%+v", r)
 	require.Equal(t, "(False, 'carried over')", r.Result)
-	require.Equal(t, filepath.Join(liveRoot, "kernelbox-sessions", "s1"), r.Stdout)
+	requireSessionDir(t, liveRoot, "s1", r.Stdout)
 	require.Contains(t, strings.Join(r.Notes, "\n"), "state lost")
 
 	// s2 was not touched.
@@ -88,7 +88,7 @@ func TestPlacementSpreadsAndFailsOver(t *testing.T) {
 	// New sessions go only to the live gateway.
 	for _, id := range []string{"s3", "s4"} {
 		dir, r := cwd(t, e, id)
-		require.Equal(t, filepath.Join(liveRoot, "kernelbox-sessions", id), dir)
+		requireSessionDir(t, liveRoot, id, dir)
 		require.False(t, r.StateLost)
 	}
 	for _, g := range b.Gateways() {
@@ -137,6 +137,6 @@ func TestGatewayDiesDuringCall(t *testing.T) {
 
 	// The next call starts over on the other gateway.
 	dir, r = cwd(t, e, "long")
-	require.Equal(t, filepath.Join(rootB, "kernelbox-sessions", "long"), dir)
+	requireSessionDir(t, rootB, "long", dir)
 	require.True(t, r.StateLost)
 }
