@@ -62,11 +62,14 @@ func TestPlacementSpreadsAndFailsOver(t *testing.T) {
 	ok(t, e.run(t, "s2", "x = 'two'"))
 
 	// Kill s1's gateway.
-	dead, live, liveRoot := sA, sB, rootB
+	dead, live, liveRoot, deadRoot := sA, sB, rootB, rootA
 	if on(dir1) == "B" {
-		dead, live, liveRoot = sB, sA, rootA
+		dead, live, liveRoot, deadRoot = sB, sA, rootA, rootB
 	}
 	require.NoError(t, dead.Stop(context.Background()))
+	// A gateway that stops cleanly shuts its kernels down, which removes their
+	// directories.
+	require.Empty(t, sessionDirs(t, deadRoot), "the stopped gateway kept the moved session's directory")
 	waitHealth(t, b, dead.Endpoint().URL, false)
 	waitHealth(t, b, live.Endpoint().URL, true)
 
