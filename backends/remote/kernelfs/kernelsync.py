@@ -40,7 +40,7 @@ _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 
-_state = {"dir": None, "cwd0": None, "beat": None, "hooked": False}
+_state = {"dir": None, "cwd0": None, "beat": None, "hooked": False, "reaper": None}
 _handles = {}
 _ids = [0]
 
@@ -141,7 +141,8 @@ def _setup(a, data):
     (an existing one is an error: the nonce is never reused), or the known one again
     for a restarted kernel process (recreated empty if it was reaped meanwhile, which
     the answer's "made" says). A new directory's siblings whose heartbeat is older
-    than a["reap"] seconds are removed first."""
+    than a["reap"] seconds are removed meanwhile, by a thread of their own: the
+    session does not wait for someone else's files to be deleted."""
     known = a.get("known") or ""
     parent = _from_parent(a) == ""
     if _state["dir"] is not None and (not known or known == _state["dir"]):
@@ -158,8 +159,9 @@ def _setup(a, data):
         base = os.path.abspath(os.path.expanduser(a["base"]))
         d = os.path.join(base, "%s-%s" % (sid, nonce))
         os.makedirs(base, 0o711, exist_ok=True)
-        reap(base, after, keep=d)
         made = _mkdir(d, exist_ok=False)
+        _state["reaper"] = threading.Thread(target=reap, args=(base, after, d), name="kernelbox-reaper", daemon=True)
+        _state["reaper"].start()
     _mark(d)
     for sub in ("inputs", "outputs"):
         os.makedirs(os.path.join(d, sub), exist_ok=True)
@@ -307,12 +309,12 @@ def _marked(d):
     return st.st_mtime
 
 
-def reap(base, after, keep=None, now=None):
+def reap(base, after, keep=None):
     """Remove the session directories under base whose heartbeat is older than
     after seconds, and leftovers of cut-short removals. Only entries named as
     kernelbox names them (<sid>-<32 hex>, .kb-trash-<32 hex>) that hold a valid
     marker are touched. Returns the names removed."""
-    now = time.time() if now is None else now
+    now = time.time()
     try:
         names = os.listdir(base)
     except OSError:

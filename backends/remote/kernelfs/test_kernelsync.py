@@ -42,6 +42,8 @@ class SyncTest(unittest.TestCase):
     def tearDown(self):
         if self.m._state["beat"] is not None:
             self.m._state["beat"].set()
+        if self.m._state["reaper"] is not None:
+            self.m._state["reaper"].join(10)
         os.chdir(self.cwd)
         self.tmp.cleanup()
 
@@ -168,6 +170,7 @@ class SetupTest(SyncTest):
         os.makedirs(os.path.join(old, "outputs"))
         self.mark(old, age=7200)
         ans = self.setup_dir()
+        self.m._state["reaper"].join(10)
         self.assertEqual(sorted(os.listdir(self.base)), [os.path.basename(ans["dir"])])
 
 
