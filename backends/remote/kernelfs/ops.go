@@ -48,9 +48,10 @@ type SetupAnswer struct {
 // Setup makes sure the kernel process has the module and works in the session's
 // directory, creating its inputs/ and outputs/, and removes leftover temporary
 // files. A new directory is made empty, mode 0700, and refused if it exists; its
-// abandoned siblings are removed in the background (see kernelsync.py). The kernel keeps the
-// directory's heartbeat and removes it when it is shut down, not when it is
-// restarted. Setup learns whether payloads can ride in the request (see Literal).
+// abandoned siblings are removed in the background (see kernelsync.py). The
+// kernel keeps the directory's heartbeat and removes it when it is shut down, not
+// when it is restarted. Setup learns whether payloads can ride in the request
+// (see Literal).
 func (k *Kernel) Setup(ctx context.Context, conn *jupyter.Conn, req SetupRequest) (SetupAnswer, error) {
 	k.literal.Store(false) // try the payload route; the answer says whether it works
 	var ans SetupAnswer
