@@ -233,8 +233,8 @@ func (b *Backend) Health(context.Context) error {
 	return fmt.Errorf("%w: %w", ErrNoGateway, errors.Join(errs...))
 }
 
-// Close stops the health checks. The executor has shut the kernels down; the
-// gateways themselves are not ours to stop. Remote session directories stay.
+// Close stops the health checks. The executor has shut the kernels down, which
+// removed their session directories; the gateways themselves are not ours to stop.
 func (b *Backend) Close(ctx context.Context) error {
 	b.mu.Lock()
 	if b.closed {
@@ -281,6 +281,7 @@ func (b *Backend) kernelEnv() map[string]string {
 func (b *Backend) syncOptions(g *gateway) kernelfs.Options {
 	o := kernelfs.Options{
 		RemoteDir:      b.opts.RemoteDir,
+		ReapAfter:      b.opts.ReapAfter,
 		MaxFileBytes:   b.opts.MaxFileBytes,
 		MaxOutputFiles: b.opts.MaxOutputFiles,
 		ChunkBytes:     b.opts.ChunkBytes,

@@ -181,7 +181,7 @@ func TestTLSGateway(t *testing.T) {
 	b := newBackend(t, []remote.Gateway{g}, func(o *remote.Options) { o.CACertFile = ca })
 	e := newEnv(t, b, nil)
 	dir, _ := cwd(t, e, "tls")
-	require.Equal(t, filepath.Join(root, "kernelbox-sessions", "tls"), dir)
+	requireSessionDir(t, root, "tls", dir)
 	r := e.run(t, "tls", "open('outputs/o.txt','w').write('over tls')")
 	ok(t, r)
 	require.Len(t, r.Artifacts, 1)

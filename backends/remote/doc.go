@@ -7,11 +7,12 @@
 // reports state_lost).
 //
 // The kernel does not see the host's session directory, so files move through the
-// kernel itself: each session gets its own working directory on the remote side
-// (<RemoteDir>/<session id>), inputs are pushed to its inputs/ and new or changed
-// files of its outputs/ are pulled back after every call, as chunked base64 in
-// silent execute requests that leave the user's execution count and history alone,
-// with SHA-256 checked on both sides. From there the executor collects artifacts as
+// kernel itself: each session incarnation gets its own working directory on the
+// remote side (<RemoteDir>/<session id>-<random>, made empty, removed when the
+// kernel shuts down, reaped when abandoned), inputs are pushed to its inputs/ and
+// new or changed files of its outputs/ are pulled back after every call, as
+// chunked base64 in silent execute requests that leave the user's execution count
+// and history alone, with SHA-256 checked on both sides. From there the executor collects artifacts as
 // for every backend. File sync needs an IPython kernel (ipykernel), which is what
 // the Python kernelspecs of all three servers run.
 //

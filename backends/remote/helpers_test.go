@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -24,8 +25,14 @@ import (
 // root directory (returned), stopped at the end of the test.
 func startGateway(t testing.TB) (*jupyterproc.Server, string) {
 	t.Helper()
+	return startGatewayAt(t, t.TempDir())
+}
+
+// startGatewayAt starts a real Jupyter Server on root, as startGateway does: a
+// second server on the same root is the same gateway restarted.
+func startGatewayAt(t testing.TB, root string) (*jupyterproc.Server, string) {
+	t.Helper()
 	py := testenv.Jupyter(t)
-	root := t.TempDir()
 	s, err := jupyterproc.Start(context.Background(), jupyterproc.Options{Python: py, RootDir: root, TCPAddr: "127.0.0.1:0"})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Stop(context.Background()) })
@@ -33,6 +40,14 @@ func startGateway(t testing.TB) (*jupyterproc.Server, string) {
 	real, err := filepath.EvalSymlinks(root)
 	require.NoError(t, err)
 	return s, real
+}
+
+// requireSessionDir checks that dir is a directory of session id on the gateway
+// rooted at root: kernelbox-sessions/<id>-<32 hex digits>.
+func requireSessionDir(t testing.TB, root, id, dir string) {
+	t.Helper()
+	require.Equal(t, filepath.Join(root, "kernelbox-sessions"), filepath.Dir(dir), dir)
+	require.Regexp(t, "^"+regexp.QuoteMeta(id)+"-[0-9a-f]{32}$", filepath.Base(dir))
 }
 
 // gw is the remote.Gateway of a test server.

@@ -24,7 +24,7 @@ func TestStateAndFiles(t *testing.T) {
 	ok(t, r)
 	require.Equal(t, "42", r.Result)
 	require.Equal(t, 2, r.ExecutionCount, "file sync must not count executions")
-	require.Equal(t, filepath.Join(root, "kernelbox-sessions", "s1")+"\n", r.Stdout)
+	requireSessionDir(t, root, "s1", strings.TrimSuffix(r.Stdout, "\n"))
 
 	// An input, staged through the kernel, arrives intact.
 	in := make([]byte, 3<<20+12345)

@@ -20,6 +20,7 @@ const (
 	DefaultHealthTimeout  = 5 * time.Second
 	DefaultUnhealthyAfter = 2
 	DefaultRemoteDir      = kernelfs.DefaultRemoteDir
+	DefaultReapAfter      = kernelfs.DefaultReapAfter
 	DefaultMaxFileBytes   = kernelfs.DefaultMaxFileBytes // 1 GiB, as the workspace's staging limit
 	DefaultMaxOutputFiles = kernelfs.DefaultMaxOutputFiles
 	DefaultChunkBytes     = kernelfs.DefaultChunkBytes
@@ -110,9 +111,19 @@ type Options struct {
 	KernelEnv map[string]string
 
 	// RemoteDir is where each session gets its own working directory on the
-	// remote side, <RemoteDir>/<session id>: relative to the kernel's starting
-	// directory, or absolute. Defaults to "kernelbox-sessions".
+	// remote side, <RemoteDir>/<session id>-<128 random bits in hex>, new and
+	// empty for each incarnation of the session (a session moved to another
+	// gateway, or opened again after it closed, gets a new one): relative to the
+	// kernel's starting directory, or absolute. A kernel that is shut down
+	// removes its directory. Defaults to "kernelbox-sessions".
 	RemoteDir string
+
+	// ReapAfter is how long a session directory may go without its kernel's
+	// heartbeat before the next session set up under the same RemoteDir, by any
+	// kernelbox, removes it as abandoned (its kernel crashed, or its server was
+	// killed). A live kernel refreshes the heartbeat every minute however idle
+	// its session is. Defaults to an hour; at least a second.
+	ReapAfter time.Duration
 
 	// CACertFile is a PEM file of certificate authorities to trust for https
 	// gateways, in addition to the system's.
@@ -172,7 +183,7 @@ func (o *Options) setDefaults() {
 	if o.UnhealthyAfter <= 0 {
 		o.UnhealthyAfter = DefaultUnhealthyAfter
 	}
-	// The file-sync settings (RemoteDir, MaxFileBytes, MaxOutputFiles, ChunkBytes,
+	// The file-sync settings (RemoteDir, ReapAfter, MaxFileBytes, MaxOutputFiles, ChunkBytes,
 	// Window) go to kernelfs.Options as they are, and kernelfs applies the defaults.
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

@@ -69,7 +69,9 @@ func (p *Placement) Server() executor.Server { return p.server }
 func (p *Placement) Gateway() string { return p.gw.name }
 
 // Close takes the placement out of its gateway's load. The executor has shut the
-// kernel down. The remote session directory stays, as host session directories do.
+// kernel down, and the kernel removed the remote session directory as it went (a
+// kernel that could not, for example on a gateway that is gone, leaves it to be
+// reaped: see Options.ReapAfter).
 func (p *Placement) Close(context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()

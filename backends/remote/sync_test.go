@@ -42,7 +42,8 @@ func TestFreshKernelIsSetUpAgain(t *testing.T) {
 	e := newEnv(t, newBackend(t, []remote.Gateway{gw(s)}, nil), nil)
 	in := filepath.Join(e.Data, "keep.txt")
 	require.NoError(t, os.WriteFile(in, []byte("kept"), 0o644))
-	want := filepath.Join(root, "kernelbox-sessions", "fr")
+	want, r := cwd(t, e, "fr")
+	requireSessionDir(t, root, "fr", want)
 	ok(t, e.run(t, "fr", "1", in))
 
 	check := func(what string, lost bool) {
@@ -55,7 +56,7 @@ func TestFreshKernelIsSetUpAgain(t *testing.T) {
 	}
 
 	// The server restarts a kernel that died under the same id.
-	r := e.run(t, "fr", "import os; os.chdir('/'); os._exit(1)")
+	r = e.run(t, "fr", "import os; os.chdir('/'); os._exit(1)")
 	require.Equal(t, executor.StatusKernelDied, r.Status)
 	check("after a kernel death", true)
 
@@ -104,7 +105,7 @@ func TestDataAndWarmPool(t *testing.T) {
 	require.Eventually(t, func() bool { return e.WarmReady() == 1 }, time.Minute, 20*time.Millisecond)
 	r := e.run(t, "wp", "import os, stat\nprint(os.getcwd(), end='')\n(open('data/ref/sub/d.csv').read(), oct(stat.S_IMODE(os.stat('data/ref/sub/d.csv').st_mode)))")
 	ok(t, r)
-	require.Equal(t, filepath.Join(root, "kernelbox-sessions", "wp"), r.Stdout)
+	requireSessionDir(t, root, "wp", r.Stdout)
 	require.Equal(t, `('a,b\n1,2\n', '0o444')`, r.Result)
 	require.False(t, strings.Contains(r.Stdout, ".warm"))
 }

@@ -38,7 +38,9 @@ func ExampleKernel() {
 	ctx := context.Background()
 	var conn *jupyter.Conn // a live kernel connection
 	var k kernelfs.Kernel
-	if _, err := k.Setup(ctx, conn, kernelfs.SetupRequest{Base: "kernelbox-sessions", SID: "s1"}); err != nil {
+	// The nonce is 128 random bits drawn for this incarnation of the session.
+	req := kernelfs.SetupRequest{Base: "kernelbox-sessions", SID: "s1", Nonce: "6f1c0e9a4b2d83f7a5e19c0b7d4f2a68"}
+	if _, err := k.Setup(ctx, conn, req); err != nil {
 		fmt.Println(err)
 		return
 	}

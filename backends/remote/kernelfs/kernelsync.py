@@ -9,22 +9,38 @@ the kernel lets code read the request being handled, else as a literal argument.
 Paths are relative to the session directory (the kernel's working directory after
 setup). The host checks every name it receives; the checks here keep honest mistakes
 from touching files outside the session directory. Tests: test_kernelsync.py.
+
+Each session incarnation gets a directory of its own, <base>/<sid>-<nonce>, where the
+host draws the nonce (128 random bits) for the incarnation: it is created empty (never
+reused) and holds a marker file whose mtime a thread of the kernel process refreshes
+(the heartbeat). Shutting the kernel down (not restarting it) removes the directory;
+one left behind by a crash is removed by a later setup under the same base once its
+heartbeat is older than the host's bound. Nothing without a valid marker is touched.
 """
 import base64
 import hashlib
 import json
 import os
+import re
+import shutil
 import stat
+import threading
 import time
 
 TMP = ".kb-tmp-"
 UPLOAD = "kb-upload-"
+MARK = ".kernelbox-session"  # the marker in each session directory; its mtime is the heartbeat
+TRASH = ".kb-trash-"  # a session directory being removed, renamed out of the way first
+_SESSION = re.compile(r"[A-Za-z0-9_-]{1,200}-[0-9a-f]{32}\Z")
+_TRASHED = re.compile(re.escape(TRASH) + r"[0-9a-f]{32}\Z")
+_NONCE = re.compile(r"[0-9a-f]{32}\Z")
+_MARK_MAX = 4096
 _RACY_NS = 2 * 1000 * 1000 * 1000
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 
-_state = {"dir": None, "cwd0": None}
+_state = {"dir": None, "cwd0": None, "beat": None, "hooked": False, "reaper": None}
 _handles = {}
 _ids = [0]
 
@@ -121,18 +137,209 @@ def _sweep(d):
 
 
 def _setup(a, data):
+    """Enter the session's directory: a new one, <base>/<sid>-<nonce>, created empty
+    (an existing one is an error: the nonce is never reused), or the known one again
+    for a restarted kernel process (recreated empty if it was reaped meanwhile, which
+    the answer's "made" says). A new directory's siblings whose heartbeat is older
+    than a["reap"] seconds are removed meanwhile, by a thread of their own: the
+    session does not wait for someone else's files to be deleted."""
     known = a.get("known") or ""
     parent = _from_parent(a) == ""
     if _state["dir"] is not None and (not known or known == _state["dir"]):
         return {"dir": _state["dir"], "cwd0": _state["cwd0"], "new": False, "parent": parent}
+    after = float(a.get("reap") or 3600)
     cwd0 = os.getcwd()
-    d = known or os.path.abspath(os.path.join(os.path.expanduser(a["base"]), a["sid"]))
+    if known:
+        d = known
+        made = _mkdir(d, exist_ok=True)
+    else:
+        sid, nonce = a.get("sid") or "", a.get("nonce") or ""
+        if not _SESSION.match("%s-%s" % (sid, nonce)) or not _NONCE.match(nonce):
+            raise SyncError("bad session directory name %r-%r" % (sid, nonce))
+        base = os.path.abspath(os.path.expanduser(a["base"]))
+        d = os.path.join(base, "%s-%s" % (sid, nonce))
+        os.makedirs(base, 0o711, exist_ok=True)
+        made = _mkdir(d, exist_ok=False)
+        _state["reaper"] = threading.Thread(target=reap, args=(base, after, d), name="kernelbox-reaper", daemon=True)
+        _state["reaper"].start()
+    _mark(d)
     for sub in ("inputs", "outputs"):
         os.makedirs(os.path.join(d, sub), exist_ok=True)
     os.chdir(d)
     _state["dir"], _state["cwd0"] = d, cwd0
     _sweep(d)
-    return {"dir": d, "cwd0": cwd0, "new": True, "parent": parent, "pid": os.getpid()}
+    _start_heartbeat(d, after)
+    _hook_shutdown()
+    return {"dir": d, "cwd0": cwd0, "new": True, "made": made, "parent": parent, "pid": os.getpid()}
+
+
+def _mkdir(d, exist_ok):
+    """Make d, mode 0700; report whether it was made. An existing d must be a real
+    directory (not a symlink) when exist_ok, and is an error otherwise."""
+    os.makedirs(os.path.dirname(d), 0o711, exist_ok=True)
+    try:
+        os.mkdir(d, 0o700)
+        return True
+    except FileExistsError:
+        if not exist_ok:
+            raise SyncError("the session directory %s exists already" % (d,))
+    if not stat.S_ISDIR(os.lstat(d).st_mode):
+        raise SyncError("the session directory %s is not a directory" % (d,))
+    return False
+
+
+def _mark(d):
+    """Write d's marker, owned by this process; its mtime is the heartbeat."""
+    info = json.dumps({"kernelbox": 1, "pid": os.getpid(), "time": time.time()}).encode("utf-8")
+    fd, tmp = _new_temp(os.path.join(d, MARK))
+    try:
+        _pwrite_all(fd, info, 0)
+        _finish(fd, tmp, os.path.join(d, MARK), 0o600)
+    except BaseException:
+        _discard(fd, tmp)
+        raise
+
+
+def _beat_interval(after):
+    return max(0.2, min(60.0, after / 4.0))
+
+
+def _start_heartbeat(d, after):
+    """Refresh d's marker every _beat_interval(after) seconds from a daemon thread,
+    for as long as the process lives and the marker is there (an idle session stays
+    alive for the reaper, however long it sits)."""
+    old = _state["beat"]
+    if old is not None:
+        old.set()
+    stop = threading.Event()
+    _state["beat"] = stop
+    mark, every = os.path.join(d, MARK), _beat_interval(after)
+
+    def run():
+        while not stop.wait(every):
+            try:
+                os.utime(mark, follow_symlinks=False)
+            except OSError:
+                return  # the directory was removed
+
+    threading.Thread(target=run, name="kernelbox-heartbeat", daemon=True).start()
+
+
+def _hook_shutdown():
+    """Have the kernel remove the session directory when it is shut down (not
+    restarted), through Kernel.do_shutdown(restart), ipykernel's documented hook
+    for shutdown work (pinned by test_ipykernel_pin.py)."""
+    if _state["hooked"]:
+        return
+    try:
+        from IPython import get_ipython
+
+        kernel = getattr(get_ipython(), "kernel", None)
+        orig = kernel.do_shutdown
+    except Exception:
+        return  # not in a kernel: the reaper removes the directory in time
+    _state["hooked"] = True
+
+    def do_shutdown(restart):
+        if not restart:
+            remove()
+        return orig(restart)
+
+    kernel.do_shutdown = do_shutdown
+
+
+def remove():
+    """Remove this process's session directory and stop its heartbeat."""
+    d = _state["dir"]
+    if d is None:
+        return
+    if _state["beat"] is not None:
+        _state["beat"].set()
+    _state["dir"] = None
+    _quiet(os.chdir, _state["cwd0"] or "/")
+    trash = os.path.join(os.path.dirname(d), TRASH + os.urandom(16).hex())
+    try:
+        os.rename(d, trash)
+    except OSError:
+        return
+    _remove_tree(trash)
+
+
+def _remove_tree(d):
+    """Remove d with the marker last, so that a removal cut short is retried by a
+    later reaper, which needs the marker to touch d."""
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return
+    for name in names:
+        if name == MARK:
+            continue
+        p = os.path.join(d, name)
+        try:
+            if stat.S_ISDIR(os.lstat(p).st_mode):
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                os.unlink(p)
+        except OSError:
+            pass
+    _quiet(os.unlink, os.path.join(d, MARK))
+    _quiet(os.rmdir, d)
+
+
+def _marked(d):
+    """The mtime of d's marker when d is a real directory with a valid marker
+    (a regular file with kernelbox's JSON), else None."""
+    try:
+        if not stat.S_ISDIR(os.lstat(d).st_mode):
+            return None
+        fd, st = _open_regular(os.path.join(d, MARK))
+    except (OSError, SyncError):
+        return None
+    try:
+        if st.st_size > _MARK_MAX:
+            return None
+        info = json.loads(os.pread(fd, _MARK_MAX, 0).decode("utf-8"))
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
+    if not isinstance(info, dict) or info.get("kernelbox") != 1:
+        return None
+    return st.st_mtime
+
+
+def reap(base, after, keep=None):
+    """Remove the session directories under base whose heartbeat is older than
+    after seconds, and leftovers of cut-short removals. Only entries named as
+    kernelbox names them (<sid>-<32 hex>, .kb-trash-<32 hex>) that hold a valid
+    marker are touched. Returns the names removed."""
+    now = time.time()
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return []
+    gone = []
+    for name in sorted(names):
+        d = os.path.join(base, name)
+        trashed = _TRASHED.match(name) is not None
+        if d == keep or not (trashed or _SESSION.match(name)):
+            continue
+        beat = _marked(d)
+        if beat is None or not trashed and now - beat <= after:
+            continue
+        if not trashed:
+            # Out of the way first: a name that no longer matches is never
+            # reaped twice at once, nor entered by its owner meanwhile.
+            t = os.path.join(base, TRASH + os.urandom(16).hex())
+            try:
+                os.rename(d, t)
+            except OSError:
+                continue
+            d = t
+        _remove_tree(d)
+        gone.append(name)
+    return gone
 
 
 def _stat_of(st):

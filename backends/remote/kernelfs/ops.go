@@ -28,8 +28,12 @@ type Handle int64
 // SetupRequest asks the kernel to work in the session's directory.
 type SetupRequest struct {
 	Base  string `json:"base"`  // where session directories live (relative to the starting directory, or absolute)
-	SID   string `json:"sid"`   // the session's directory name below Base
+	SID   string `json:"sid"`   // the session's name, the first part of its directory's name ([A-Za-z0-9_-], at most 200)
+	Nonce string `json:"nonce"` // 32 hex digits drawn for the incarnation: the directory is Base/SID-Nonce
 	Known string `json:"known"` // the directory set up before, "" for none: a restarted kernel gets it again
+	// Reap is how many seconds without a heartbeat make a sibling directory
+	// abandoned (removed when a new directory is made). Zero means an hour.
+	Reap float64 `json:"reap,omitempty"`
 }
 
 // SetupAnswer is the kernel's answer to Setup.
@@ -37,12 +41,17 @@ type SetupAnswer struct {
 	Dir    string `json:"dir"`    // the session directory, absolute
 	Cwd0   string `json:"cwd0"`   // the kernel's starting directory
 	New    bool   `json:"new"`    // the kernel process was not set up before
+	Made   bool   `json:"made"`   // the directory was made empty (a new one, or a known one that had been reaped)
 	Parent bool   `json:"parent"` // payloads can ride in the request's content
 }
 
 // Setup makes sure the kernel process has the module and works in the session's
 // directory, creating its inputs/ and outputs/, and removes leftover temporary
-// files. It learns whether payloads can ride in the request (see Literal).
+// files. A new directory is made empty, mode 0700, and refused if it exists; its
+// abandoned siblings are removed in the background (see kernelsync.py). The
+// kernel keeps the directory's heartbeat and removes it when it is shut down, not
+// when it is restarted. Setup learns whether payloads can ride in the request
+// (see Literal).
 func (k *Kernel) Setup(ctx context.Context, conn *jupyter.Conn, req SetupRequest) (SetupAnswer, error) {
 	k.literal.Store(false) // try the payload route; the answer says whether it works
 	var ans SetupAnswer

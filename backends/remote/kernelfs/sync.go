@@ -2,6 +2,8 @@ package kernelfs
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"path"
@@ -28,6 +30,7 @@ const (
 	DefaultPullChunkBytes = 2 << 20
 	DefaultWindow         = 3
 	DefaultAbortTimeout   = 5 * time.Second
+	DefaultReapAfter      = time.Hour
 )
 
 // Uploader saves a file through the Contents API (jupyter.Client does). chunk is 0
@@ -39,8 +42,16 @@ type Uploader interface {
 // Options configures a Syncer. Every zero value means the documented default.
 type Options struct {
 	// RemoteDir is where the session's working directory is made on the remote
-	// side, <RemoteDir>/<session dir name>. Defaults to "kernelbox-sessions".
+	// side, <RemoteDir>/<session dir name>-<128 random bits in hex>, new for each
+	// Syncer. Defaults to "kernelbox-sessions".
 	RemoteDir string
+	// ReapAfter is how long a session directory under RemoteDir may go without
+	// its kernel's heartbeat (refreshed every minute, or a quarter of ReapAfter
+	// when that is shorter, while the kernel process lives) before the setup of
+	// another session removes it as abandoned: its kernel crashed or its server
+	// was killed. A kernel that is shut down removes its directory itself.
+	// Defaults to an hour; at least a second.
+	ReapAfter time.Duration
 	// MaxFileBytes caps each file moved either way. Defaults to 1 GiB.
 	MaxFileBytes int64
 	// MaxOutputFiles caps the entries of outputs/ examined per pull. Defaults to
@@ -89,6 +100,10 @@ func (o *Options) setDefaults() {
 	if o.AbortTimeout <= 0 {
 		o.AbortTimeout = DefaultAbortTimeout
 	}
+	if o.ReapAfter <= 0 {
+		o.ReapAfter = DefaultReapAfter
+	}
+	o.ReapAfter = max(o.ReapAfter, time.Second)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -103,8 +118,9 @@ type Syncer struct {
 	log *slog.Logger
 	k   Kernel
 
-	dir  string // the session's working directory on the remote side
-	cwd0 string // the kernel's starting directory
+	nonce string // names this incarnation's directory, unguessable by other clients
+	dir   string // the session's working directory on the remote side
+	cwd0  string // the kernel's starting directory
 
 	pushed map[string]pushedFile // by path below the session directory
 	hashed map[string]hostHash   // host files' SHA-256 by path, while their stamp holds
@@ -134,9 +150,12 @@ type seenFile struct {
 // New returns a Syncer for one session.
 func New(o Options) *Syncer {
 	o.setDefaults()
+	var nonce [16]byte
+	_, _ = rand.Read(nonce[:]) // never fails (crypto/rand)
 	return &Syncer{
 		o:      o,
 		log:    o.Logger,
+		nonce:  hex.EncodeToString(nonce[:]),
 		pushed: map[string]pushedFile{},
 		hashed: map[string]hostHash{},
 		seen:   map[string]seenFile{},
@@ -150,26 +169,36 @@ func (s *Syncer) Kernel() *Kernel { return &s.k }
 func (s *Syncer) Dir() string { return s.dir }
 
 // setup makes sure the kernel process has the file-sync module and works in the
-// session's directory: <RemoteDir>/<session id> the first time, the same directory
-// again for a restarted kernel. It reports whether the kernel process is new to it.
+// session's directory: a new, empty <RemoteDir>/<session id>-<nonce> the first
+// time, the same directory again for a restarted kernel. It reports whether the
+// kernel process is new to it.
 func (s *Syncer) setup(ctx context.Context, conn *jupyter.Conn, hostDir string) (bool, error) {
-	ans, err := s.k.Setup(ctx, conn, SetupRequest{Base: s.o.RemoteDir, SID: dirName(filepath.Base(hostDir)), Known: s.dir})
+	ans, err := s.k.Setup(ctx, conn, SetupRequest{
+		Base: s.o.RemoteDir, SID: dirName(filepath.Base(hostDir)), Nonce: s.nonce, Known: s.dir,
+		Reap: s.o.ReapAfter.Seconds(),
+	})
 	if err != nil {
 		return false, fmt.Errorf("set up the session directory: %w", err)
 	}
 	if !path.IsAbs(ans.Dir) {
 		return false, fmt.Errorf("set up the session directory: the kernel reported %q", ans.Dir)
 	}
-	if ans.New && s.dir == "" {
+	switch {
+	case ans.New && s.dir == "":
 		s.log.Info("remote session directory", "session", filepath.Base(hostDir), "dir", ans.Dir)
+	case ans.Made:
+		s.log.Warn("remote session directory was gone (reaped while its kernel was down?); made it again", "session", filepath.Base(hostDir), "dir", ans.Dir)
 	}
 	s.dir, s.cwd0 = ans.Dir, ans.Cwd0
 	return ans.New, nil
 }
 
-// dirName makes a session id safe as one remote path element.
+// dirName makes a session id safe as the first part of a remote path element.
 func dirName(id string) string {
 	b := []byte(id)
+	if len(b) > 200 {
+		b = b[:200]
+	}
 	for i, c := range b {
 		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
 			b[i] = '_'

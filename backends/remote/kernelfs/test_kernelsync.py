@@ -8,7 +8,9 @@ import importlib.util
 import json
 import os
 import socket
+import stat
 import tempfile
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -20,6 +22,9 @@ def load():
     m = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(m)
     return m
+
+
+NONCE = "0123456789abcdef0123456789abcdef"
 
 
 def sha(b):
@@ -35,6 +40,10 @@ class SyncTest(unittest.TestCase):
         self.seq = 0
 
     def tearDown(self):
+        if self.m._state["beat"] is not None:
+            self.m._state["beat"].set()
+        if self.m._state["reaper"] is not None:
+            self.m._state["reaper"].join(10)
         os.chdir(self.cwd)
         self.tmp.cleanup()
 
@@ -53,8 +62,10 @@ class SyncTest(unittest.TestCase):
         except ValueError:
             return text  # a raw answer (rread)
 
-    def setup_dir(self):
-        ans = self.call("setup", {"base": self.base, "sid": "s1", "known": ""}, b"")
+    def setup_dir(self, **extra):
+        args = {"base": self.base, "sid": "s1", "nonce": NONCE, "known": ""}
+        args.update(extra)
+        ans = self.call("setup", args, b"")
         self.dir = ans["dir"]
         return ans
 
@@ -67,13 +78,25 @@ class SyncTest(unittest.TestCase):
         with open(p, "wb") as f:
             f.write(data)
 
+    def mark(self, d, age=0, text=None):
+        """Gives d a marker whose heartbeat is age seconds old (text: its content)."""
+        p = os.path.join(d, self.m.MARK)
+        with open(p, "w") as f:
+            f.write(json.dumps({"kernelbox": 1, "pid": 1, "time": 0}) if text is None else text)
+        t = time.time() - age
+        os.utime(p, (t, t))
+
 
 class SetupTest(SyncTest):
     def test_setup_makes_and_enters_the_session_directory(self):
         ans = self.setup_dir()
-        self.assertEqual(ans["dir"], os.path.join(self.base, "s1"))
+        self.assertEqual(ans["dir"], os.path.join(self.base, "s1-" + NONCE))
         self.assertEqual(ans["cwd0"], self.cwd)
         self.assertTrue(ans["new"])
+        self.assertTrue(ans["made"])
+        self.assertEqual(stat.S_IMODE(os.lstat(ans["dir"]).st_mode), 0o700)
+        self.assertEqual(sorted(os.listdir(ans["dir"])), [self.m.MARK, "inputs", "outputs"])
+        self.assertIsNotNone(self.m._marked(ans["dir"]))
         self.assertFalse(ans["parent"], "no kernel: the payload came as a literal")
         self.assertTrue(os.path.isdir(self.path("inputs")))
         self.assertTrue(os.path.isdir(self.path("outputs")))
@@ -86,10 +109,70 @@ class SetupTest(SyncTest):
         for name in (self.m.TMP + "1-2", self.m.UPLOAD + "x", "keep.txt"):
             self.write("inputs/" + name, b"x")
         self.m._state["dir"] = None  # a restarted kernel process
-        ans = self.call("setup", {"base": self.base, "sid": "other", "known": self.dir}, b"")
+        ans = self.call("setup", {"base": self.base, "sid": "other", "nonce": "f" * 32, "known": self.dir}, b"")
         self.assertTrue(ans["new"])
+        self.assertFalse(ans["made"])
         self.assertEqual(ans["dir"], self.dir, "a known directory is reused")
         self.assertEqual(os.listdir(self.path("inputs")), ["keep.txt"])
+
+    def test_a_new_directory_is_never_an_existing_one(self):
+        # Whoever made it first (an earlier incarnation, someone who guessed),
+        # its files are not taken for the session's.
+        d = os.path.join(self.base, "s1-" + NONCE)
+        os.makedirs(os.path.join(d, "inputs"))
+        with open(os.path.join(d, "inputs", "in.csv"), "w") as f:
+            f.write("old")
+        with self.assertRaisesRegex(self.m.SyncError, "exists already"):
+            self.setup_dir()
+        self.assertIsNone(self.m._state["dir"])
+        self.assertEqual(os.listdir(os.path.join(d, "inputs")), ["in.csv"])
+
+    def test_bad_names_are_refused(self):
+        for sid, nonce in (("s1", ""), ("s1", "0123"), ("s1", NONCE.upper()), ("s1", "../" + NONCE[3:]),
+                           ("", NONCE), ("a/b", NONCE), ("..", NONCE)):
+            with self.assertRaisesRegex(self.m.SyncError, "bad session directory name"):
+                self.setup_dir(sid=sid, nonce=nonce)
+        self.assertFalse(os.path.exists(self.base))
+
+    def test_a_reaped_known_directory_is_made_again_empty(self):
+        self.setup_dir()
+        self.write("inputs/in.csv", b"x")
+        self.m.remove()
+        ans = self.setup_dir(known=self.dir)
+        self.assertTrue(ans["new"])
+        self.assertTrue(ans["made"])
+        self.assertEqual(os.listdir(self.path("inputs")), [])
+
+    def test_remove_takes_the_directory_and_its_heartbeat(self):
+        self.setup_dir(reap=0.8)
+        beat = self.m._state["beat"]
+        self.write("outputs/deep/o.txt", b"o")
+        self.m.remove()
+        self.assertEqual(os.listdir(self.base), [])
+        self.assertEqual(os.getcwd(), self.cwd)
+        self.assertTrue(beat.is_set())
+        with self.assertRaises(self.m.NotSetUp):
+            self.call("stat", {"rels": ["inputs/x"]})
+
+    def test_heartbeat_keeps_an_idle_directory(self):
+        self.setup_dir(reap=0.8)  # a beat every 0.2 s
+        mark = os.path.join(self.dir, self.m.MARK)
+        os.utime(mark, (time.time() - 100, time.time() - 100))
+        deadline = time.time() + 5
+        while os.stat(mark).st_mtime < time.time() - 50 and time.time() < deadline:
+            time.sleep(0.05)
+        self.assertGreater(os.stat(mark).st_mtime, time.time() - 50, "the heartbeat did not refresh the marker")
+        self.assertEqual(self.m.reap(self.base, 0.8), [])
+        self.assertTrue(os.path.isdir(self.dir))
+
+    def test_setup_reaps_abandoned_siblings(self):
+        old = os.path.join(self.base, "s1-" + "a" * 32)
+        os.makedirs(os.path.join(old, "outputs"))
+        self.mark(old, age=7200)
+        ans = self.setup_dir()
+        self.m._state["reaper"].join(10)
+        self.assertEqual(sorted(os.listdir(self.base)), [os.path.basename(ans["dir"])])
+
 
     def test_operations_before_setup_say_not_set_up(self):
         for op, args in (("stat", {"rels": ["a"]}), ("probe", {"fp": "", "max": 10, "depth": 2, "inline": 10})):
@@ -196,7 +279,7 @@ class PayloadRouteTest(SyncTest):
 
     def test_setup_reports_the_parent_route(self):
         self.m._parent = lambda: {"content": {"kernelbox": {"seq": 1, "data": ""}}}
-        enc = base64.b64encode(json.dumps({"op": "setup", "seq": 1, "args": {"base": self.base, "sid": "s", "known": ""}}).encode()).decode()
+        enc = base64.b64encode(json.dumps({"op": "setup", "seq": 1, "args": {"base": self.base, "sid": "s", "nonce": NONCE, "known": ""}}).encode()).decode()
         self.assertTrue(json.loads(repr(self.m.call(enc)))["parent"])
 
     def test_no_ipython_means_no_parent(self):
@@ -310,6 +393,95 @@ class ReadTest(SyncTest):
         os.symlink("/etc/passwd", self.path("outputs/l"))
         with self.assertRaises(OSError):
             self.call("ropen", {"rel": "outputs/l"})
+
+
+class ReapTest(SyncTest):
+    """reap() removes only abandoned session directories: kernelbox's names, a
+    valid marker, a heartbeat older than the bound (or a removal cut short)."""
+
+    def entry(self, name, marker="ok", age=0, kind="dir"):
+        d = os.path.join(self.base, name)
+        if kind == "file":
+            with open(d, "w") as f:
+                f.write("x")
+            return d
+        os.makedirs(os.path.join(d, "outputs", "sub"))
+        with open(os.path.join(d, "outputs", "sub", "o.txt"), "w") as f:
+            f.write("o")
+        if marker == "ok":
+            self.mark(d, age)
+        elif marker == "symlink":
+            real = os.path.join(self.tmp.name, "real-mark-" + name)
+            with open(real, "w") as f:
+                f.write(json.dumps({"kernelbox": 1}))
+            os.utime(real, (time.time() - age, time.time() - age))
+            os.symlink(real, os.path.join(d, self.m.MARK))
+        elif marker is not None:
+            self.mark(d, age, text=marker)
+        return d
+
+    def test_rule(self):
+        os.makedirs(self.base)
+        hex32 = "0123456789abcdef" * 2
+        cases = [
+            # name, marker, heartbeat age (s), reaped
+            ("stale-" + hex32, "ok", 7200, True),
+            ("fresh-" + hex32, "ok", 10, False),
+            ("nomark-" + hex32, None, 7200, False),
+            ("badjson-" + hex32, "{not json", 7200, False),
+            ("othermark-" + hex32, json.dumps({"kernelbox": 2}), 7200, False),
+            ("listmark-" + hex32, "[1]", 7200, False),
+            ("linkmark-" + hex32, "symlink", 7200, False),
+            ("bigmark-" + hex32, json.dumps({"kernelbox": 1, "pad": "x" * 5000}), 7200, False),
+            ("shortnonce-0123", "ok", 7200, False),
+            ("UPPER-" + hex32.upper(), "ok", 7200, False),
+            ("user-data", "ok", 7200, False),
+            (".kb-trash-" + hex32, "ok", 0, True),  # a removal cut short, however recent
+            (".kb-trash-" + "1" * 32, None, 0, False),
+            ("keep-" + hex32, "ok", 7200, False),  # the caller's own
+        ]
+        for name, marker, age, _ in cases:
+            self.entry(name, marker, age)
+        self.entry("file-" + hex32, kind="file")
+        target = self.entry("target-dir", "ok", 7200)
+        os.symlink(target, os.path.join(self.base, "link-" + hex32))
+
+        gone = self.m.reap(self.base, 3600, keep=os.path.join(self.base, "keep-" + hex32))
+        self.assertEqual(sorted(gone), sorted(n for n, _, _, r in cases if r))
+        left = set(os.listdir(self.base))
+        for name, _, _, reaped in cases:
+            self.assertEqual(name not in left, reaped, name)
+        self.assertIn("file-" + hex32, left)
+        self.assertIn("link-" + hex32, left)
+        self.assertTrue(os.path.exists(os.path.join(target, "outputs", "sub", "o.txt")), "a link was followed")
+        self.assertFalse([n for n in left if n.startswith(self.m.TRASH) and n != ".kb-trash-" + "1" * 32])
+
+    def test_bound(self):
+        os.makedirs(self.base)
+        d = self.entry("s-" + "a" * 32, "ok", 100)
+        self.assertEqual(self.m.reap(self.base, 101), [])
+        self.assertEqual(self.m.reap(self.base, 99), ["s-" + "a" * 32])
+        self.assertFalse(os.path.exists(d))
+
+    def test_removal_cut_short_keeps_the_marker_to_the_end(self):
+        # _remove_tree deletes the marker last: whatever stops it, what is left
+        # still has the marker a later reap needs.
+        os.makedirs(self.base)
+        d = self.entry(".kb-trash-" + "b" * 32, "ok", 0)
+        seen = []
+        real_rmtree = self.m.shutil.rmtree
+
+        def rmtree(p, **kw):
+            seen.append(os.path.exists(os.path.join(d, self.m.MARK)))
+            real_rmtree(p, **kw)
+
+        self.m.shutil.rmtree = rmtree
+        try:
+            self.m.reap(self.base, 3600)
+        finally:
+            self.m.shutil.rmtree = real_rmtree
+        self.assertEqual(seen, [True])
+        self.assertEqual(os.listdir(self.base), [])
 
 
 if __name__ == "__main__":
