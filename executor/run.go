@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/jupyter"
@@ -59,6 +61,9 @@ func (s *session) execute(j *job) (*Result, error) {
 	}
 	s.checkCount(&f)
 	f.out = col.finish()
+	if strings.ContainsRune(f.out.stdout, utf8.RuneError) || strings.ContainsRune(f.out.stderr, utf8.RuneError) {
+		f.notes = append(f.notes, "stdout/stderr: bytes that are not valid UTF-8 are shown as U+FFFD (the kernel replaced them)")
+	}
 	s.collect(s.ctx, &f, ex)
 	return f.result(s.id, time.Since(j.start)), nil
 }

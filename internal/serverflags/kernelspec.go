@@ -21,6 +21,13 @@ const KernelName = "kernelbox-python3"
 // fell behind a cell's output for a moment (paused, or starved of CPU) lost output,
 // and with the final "idle" status lost the call waited out its whole timeout. The
 // output waits in the kernel instead, as much as the cell printed.
+//
+// And it replaces ipykernel's reader of the kernel's own fds 1 and 2 (what
+// subprocesses and os.write print): that reader decodes each 1000-byte read as
+// UTF-8, so the first undecodable read (or a character split between two reads)
+// raised in its thread and ended it for good; fd output was then dropped silently
+// and a subprocess printing more than a pipe's worth blocked. This one decodes
+// incrementally, with undecodable bytes replaced by U+FFFD.
 const kernelLauncher = `import sys
 if sys.path and sys.path[0] == "":
     del sys.path[0]
@@ -38,6 +45,25 @@ def _unbounded(self, *args, **kwargs):
     _context_init(self, *args, **kwargs)
     self.setsockopt(zmq.SNDHWM, 0)
 zmq.Context.__init__ = _unbounded
+import codecs
+from ipykernel import iostream as _iostream
+def _watch_pipe_fd(self):
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    try:
+        bts = os.read(self._fid, 1000)
+        while bts and self._should_watch:
+            text = decoder.decode(bts)
+            if text:
+                self.write(text)
+            os.write(self._original_stdstream_copy, bts)
+            bts = os.read(self._fid, 1000)
+        text = decoder.decode(b"", True)
+        if text:
+            self.write(text)
+    except Exception:
+        self._exc = sys.exc_info()
+if hasattr(_iostream.OutStream, "_watch_pipe_fd"):
+    _iostream.OutStream._watch_pipe_fd = _watch_pipe_fd
 from ipykernel import kernelapp
 kernelapp.launch_new_instance()
 `
