@@ -16,8 +16,16 @@ type Request struct {
 	// checked against the permission policy for filesystem.read.
 	Inputs []string `json:"inputs,omitempty"`
 
-	// Timeout bounds the execution. Zero means the server's default.
+	// Timeout bounds the execution: the code's run, from when it starts. Time spent
+	// waiting in the session's queue and starting its kernel is not counted. Zero
+	// means the server's default.
 	Timeout time.Duration `json:"-"`
+
+	// MaxWait, when set, bounds the whole call as the caller sees it: queue, kernel
+	// start, staging and execution. A call whose code could not start in time ends
+	// with status timeout and does not run; one that started runs for at most what
+	// is left (and at most Timeout).
+	MaxWait time.Duration `json:"-"`
 }
 
 // ExecuteBody is the JSON body of POST /v1/sessions/{id}/execute.
@@ -25,6 +33,7 @@ type ExecuteBody struct {
 	Code           string   `json:"code"`
 	Inputs         []string `json:"inputs,omitempty"`
 	TimeoutSeconds float64  `json:"timeout_seconds,omitempty"`
+	MaxWaitSeconds float64  `json:"max_wait_seconds,omitempty"`
 	// Detach asks for a 202 DetachedCall at once instead of the Result; the call
 	// runs in the background (see CallInfo).
 	Detach bool `json:"detach,omitempty"`
@@ -32,5 +41,5 @@ type ExecuteBody struct {
 
 // Body returns the wire form of r (the session id travels in the URL).
 func (r Request) Body() ExecuteBody {
-	return ExecuteBody{Code: r.Code, Inputs: r.Inputs, TimeoutSeconds: r.Timeout.Seconds()}
+	return ExecuteBody{Code: r.Code, Inputs: r.Inputs, TimeoutSeconds: r.Timeout.Seconds(), MaxWaitSeconds: r.MaxWait.Seconds()}
 }

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +25,11 @@ type job struct {
 	onEvent func(Event)
 	start   time.Time
 
+	// deadline is start + req.MaxWait (zero: none); cutByWait says the execution's
+	// timeout was shortened to meet it.
+	deadline  time.Time
+	cutByWait bool
+
 	state  atomic.Int32 // jobQueued, jobRunning, jobCanceled
 	done   chan struct{}
 	res    *Result
@@ -38,7 +44,28 @@ const (
 )
 
 func newJob(ctx context.Context, kind jobKind, req Request, inputs []workspace.Input, onEvent func(Event), start time.Time) *job {
-	return &job{ctx: ctx, kind: kind, req: req, inputs: inputs, onEvent: onEvent, start: start, done: make(chan struct{})}
+	j := &job{ctx: ctx, kind: kind, req: req, inputs: inputs, onEvent: onEvent, start: start, done: make(chan struct{})}
+	if req.MaxWait > 0 {
+		j.deadline = start.Add(req.MaxWait)
+	}
+	return j
+}
+
+// expired reports whether the job's max wait has passed.
+func (j *job) expired() bool { return !j.deadline.IsZero() && !time.Now().Before(j.deadline) }
+
+// waitedOut is the Result of a call whose max wait passed before its code could
+// start: it did not run.
+func (j *job) waitedOut(where string) *Result {
+	return &Result{
+		SessionID:  j.req.SessionID,
+		Status:     StatusTimeout,
+		Outputs:    []Output{},
+		Artifacts:  []Artifact{},
+		Error:      &ErrorInfo{Ename: "Timeout", Evalue: fmt.Sprintf("the call's max wait of %s passed %s; its code did not run", j.req.MaxWait, where)},
+		Notes:      []string{"not run: max wait reached " + where},
+		DurationMS: time.Since(j.start).Milliseconds(),
+	}
 }
 
 // begin moves a queued job to running; it fails if the caller gave up meanwhile.
@@ -55,13 +82,23 @@ func (j *job) finish(r *Result, err error) {
 // still queued gets the context's error at once; a running job reacts to the
 // context itself (as a timeout) and wait returns its result.
 func (j *job) wait() (*Result, error) {
+	var expire <-chan time.Time
+	if !j.deadline.IsZero() {
+		t := time.NewTimer(time.Until(j.deadline))
+		defer t.Stop()
+		expire = t.C
+	}
 	select {
 	case <-j.done:
 		return j.res, j.err
 	case <-j.ctx.Done():
-	}
-	if j.state.CompareAndSwap(jobQueued, jobCanceled) {
-		return nil, j.ctx.Err()
+		if j.state.CompareAndSwap(jobQueued, jobCanceled) {
+			return nil, j.ctx.Err()
+		}
+	case <-expire:
+		if j.state.CompareAndSwap(jobQueued, jobCanceled) {
+			return j.waitedOut("while it waited behind the session's other calls"), nil
+		}
 	}
 	<-j.done
 	return j.res, j.err

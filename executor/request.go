@@ -27,6 +27,9 @@ func validateRequest(r *Request, o *Options) error {
 	if r.Timeout < 0 {
 		return invalidf("timeout must not be negative")
 	}
+	if r.MaxWait < 0 {
+		return invalidf("max wait must not be negative")
+	}
 	if len(r.Inputs) > o.MaxInputs {
 		return invalidf("%d inputs; the limit is %d per call", len(r.Inputs), o.MaxInputs)
 	}

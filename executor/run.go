@@ -24,6 +24,9 @@ func (s *session) execute(j *job) (*Result, error) {
 	timeout = min(timeout, o.MaxTimeout)
 
 	if err := s.ensureKernel(j); err != nil {
+		if j.expired() && !errors.Is(err, ErrSessionClosed) {
+			return j.waitedOut("while the session's kernel started (" + err.Error() + ")"), nil
+		}
 		return nil, err
 	}
 	// Starting a kernel left the state at "starting"; the code runs now.
@@ -32,6 +35,15 @@ func (s *session) execute(j *job) (*Result, error) {
 	names, notes, err := s.stage(j.inputs)
 	if err != nil {
 		return nil, err
+	}
+	if !j.deadline.IsZero() {
+		left := time.Until(j.deadline)
+		if left <= 0 {
+			return j.waitedOut("before its code could start (queue, kernel start and staging)"), nil
+		}
+		if left < timeout {
+			timeout, j.cutByWait = left, true
+		}
 	}
 	syncer, _ := s.syncer()
 	if syncer != nil && (len(names) > 0 || s.k.fresh) {
@@ -120,6 +132,9 @@ func (s *session) await(ctx context.Context, j *job, ex *jupyter.Execution, col 
 				return ending{}, fmt.Errorf("%w: %q closed during the call", ErrSessionClosed, s.id)
 			}
 			why := fmt.Sprintf("the call exceeded its %s timeout", timeout)
+			if j.cutByWait {
+				why = fmt.Sprintf("the call reached its max wait of %s (%s of it left when the code started)", j.req.MaxWait, timeout.Round(time.Millisecond))
+			}
 			if j.ctx.Err() != nil {
 				why = "the caller canceled the call"
 			}

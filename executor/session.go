@@ -168,6 +168,11 @@ func (s *session) close(ctx context.Context, removeDir bool) error {
 func (s *session) ensureKernel(j *job) error {
 	ctx, cancel := context.WithTimeout(s.ctx, s.e.opts.StartTimeout)
 	defer cancel()
+	if !j.deadline.IsZero() {
+		var cancelWait context.CancelFunc
+		ctx, cancelWait = context.WithDeadline(ctx, j.deadline)
+		defer cancelWait()
+	}
 	if s.k.alive() && s.k.answers(ctx, time.Since(s.snapshot().LastActivity)) {
 		return nil
 	}

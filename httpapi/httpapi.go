@@ -235,11 +235,15 @@ func (h *handler) request(r *http.Request) (req executor.Request, detach bool, e
 	if b.TimeoutSeconds < 0 || b.TimeoutSeconds > 1e7 {
 		return executor.Request{}, false, fmt.Errorf("%w: timeout_seconds must be between 0 and 1e7", executor.ErrInvalidRequest)
 	}
+	if b.MaxWaitSeconds < 0 || b.MaxWaitSeconds > 1e7 {
+		return executor.Request{}, false, fmt.Errorf("%w: max_wait_seconds must be between 0 and 1e7", executor.ErrInvalidRequest)
+	}
 	return executor.Request{
 		SessionID: r.PathValue("id"),
 		Code:      b.Code,
 		Inputs:    b.Inputs,
 		Timeout:   time.Duration(b.TimeoutSeconds * float64(time.Second)),
+		MaxWait:   time.Duration(b.MaxWaitSeconds * float64(time.Second)),
 	}, b.Detach, nil
 }
 

@@ -23,6 +23,7 @@ type ExecuteArgs struct {
 	SessionID      string   `json:"session_id,omitempty" jsonschema:"The session (kernel) to run in; calls with the same session_id share variables, imports and files. Defaults to \"default\"."`
 	Inputs         []string `json:"inputs,omitempty" jsonschema:"Host file paths (absolute, or relative to the server's working directory) to copy into the session before the code runs; each appears at inputs/<basename> (read it there, not at the host path). Every path is checked against the permission policy: a denied path fails the whole call and nothing runs."`
 	TimeoutSeconds float64  `json:"timeout_seconds,omitempty" jsonschema:"Time limit for this call in seconds. When it passes the code is interrupted and the result has status timeout; variables are kept unless state_lost is true."`
+	MaxWaitSeconds float64  `json:"max_wait_seconds,omitempty" jsonschema:"Optional bound on the whole call in seconds: waiting behind other calls of the session, starting its kernel and running. If the code cannot start in time it does not run (status timeout); timeout_seconds alone counts only the run."`
 }
 
 // ExecuteResult is execute_code's structured result: the fields of the HTTP API's
@@ -82,11 +83,15 @@ func (a ExecuteArgs) request() (executor.Request, error) {
 	if a.TimeoutSeconds < 0 || a.TimeoutSeconds > 1e7 {
 		return executor.Request{}, errors.New("invalid request: timeout_seconds must be between 0 and 10,000,000; nothing was run")
 	}
+	if a.MaxWaitSeconds < 0 || a.MaxWaitSeconds > 1e7 {
+		return executor.Request{}, errors.New("invalid request: max_wait_seconds must be between 0 and 10,000,000; nothing was run")
+	}
 	return executor.Request{
 		SessionID: a.SessionID,
 		Code:      a.Code,
 		Inputs:    a.Inputs,
 		Timeout:   time.Duration(a.TimeoutSeconds * float64(time.Second)),
+		MaxWait:   time.Duration(a.MaxWaitSeconds * float64(time.Second)),
 	}, nil
 }
 

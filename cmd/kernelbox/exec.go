@@ -36,7 +36,8 @@ func execCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cf.register(fs)
 	session := fs.String("session", "default", "session id (calls with the same id share state)")
 	code := fs.String("c", "", "code to run (else read from FILE, or from stdin with -)")
-	timeout := fs.Duration("timeout", 0, "call timeout (default: the server's)")
+	timeout := fs.Duration("timeout", 0, "call timeout: the code's run only (default: the server's)")
+	maxWait := fs.Duration("max-wait", 0, "bound on the whole call (queue, kernel start, run); a call that cannot start in time does not run")
 	asJSON := fs.Bool("json", false, "print the final Result as JSON instead of streaming output")
 	detach := fs.Bool("detach", false, "start the call and print its id at once (JSON with --json); follow it with `kernelbox attach ID`")
 	var inputs multiFlag
@@ -62,7 +63,7 @@ func execCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return exitCode{2, err.Error()}
 	}
-	req := executor.Request{SessionID: *session, Code: src, Inputs: inputs, Timeout: *timeout}
+	req := executor.Request{SessionID: *session, Code: src, Inputs: inputs, Timeout: *timeout, MaxWait: *maxWait}
 	if *detach {
 		return startDetached(ctx, c, req, *asJSON, stdout)
 	}
