@@ -100,6 +100,7 @@ func TestServeSecondUID(t *testing.T) {
 			assert.NotEqual(t, 0, code)
 			assert.Contains(t, out, "unauthorized (401)")
 			assert.NotContains(t, out, "ran as 42")
+			assert.NotContains(t, out, "kernelbox: kernelbox:", "the error is prefixed twice")
 		})
 	}
 
