@@ -19,7 +19,8 @@ import (
 // A session without artifacts has an empty list. SHA256 is left empty: hashing
 // every file on each listing would make listing as slow as the files are big.
 // Symlinks and other non-regular files, which this package never creates there,
-// are left out.
+// are left out, and so are names OpenArtifact would not serve back (temporary
+// files, names that are not valid UTF-8): whatever is listed can be opened.
 func (m *Manager) Artifacts(id string) ([]Artifact, error) {
 	if err := checkSessionID(id); err != nil {
 		return nil, fmt.Errorf("list artifacts: %w", err)
@@ -56,8 +57,8 @@ func (m *Manager) listDir(dir *os.Root, id, prefix string, depth int, arts *[]Ar
 	for {
 		entries, rerr := d.ReadDir(256)
 		for _, e := range entries {
-			if strings.HasPrefix(e.Name(), tempPrefix) {
-				continue
+			if unservable(e.Name()) != "" {
+				continue // a temporary file, or a name no client could ask for
 			}
 			rel := path.Join(prefix, e.Name())
 			switch {

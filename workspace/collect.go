@@ -16,8 +16,11 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 )
 
 // maxDepth is how many directory levels below outputs/ Collect descends.
@@ -80,8 +83,11 @@ type collector struct {
 // mtime and inode stay the same; when they change it is hashed, and a file
 // rewritten with identical content is not reported again. Only regular files are
 // collected: symlinks, FIFOs, devices and sockets are skipped (and logged), never
-// followed or opened. Each artifact is written to a temporary file and renamed
-// into place. A file deleted from outputs/ keeps its artifact.
+// followed or opened. Every artifact reported can be downloaded by its Name: a
+// file or directory whose name starts with ".kb-tmp-" (kernelbox's temporary
+// files) or is not valid UTF-8 is left out (ErrSkippedName, reported once). Each
+// artifact is written to a temporary file and renamed into place. A file deleted
+// from outputs/ keeps its artifact.
 //
 // Collect returns the artifacts it copied even when it also returns an error. The
 // error joins what it could not collect: files over MaxArtifactBytes (ErrTooLarge,
@@ -162,6 +168,10 @@ func (c *collector) walk(dir *os.Root, prefix string, depth int) {
 			}
 			c.entries++
 			rel := path.Join(prefix, e.Name())
+			if why := unservable(e.Name()); why != "" {
+				c.skipName(e, rel, why)
+				continue
+			}
 			switch t := e.Type(); {
 			case t.IsDir():
 				if depth+1 > maxDepth {
@@ -196,6 +206,42 @@ func (c *collector) walk(dir *os.Root, prefix string, depth int) {
 			return
 		}
 	}
+}
+
+// unservable says why an entry of outputs/ named name could not be downloaded by
+// the name Collect would report, or "" when it can. Each artifact reported must be
+// one a client can fetch back.
+func unservable(name string) string {
+	switch {
+	case strings.HasPrefix(name, tempPrefix):
+		return "names starting with " + strconv.Quote(tempPrefix) + " are kernelbox's temporary files"
+	case !utf8.ValidString(name):
+		return "the name is not valid UTF-8"
+	}
+	return ""
+}
+
+// skipName leaves the entry e (rel below outputs/) out, saying why once: once per
+// version of a file, once for a directory (its contents are not looked at).
+func (c *collector) skipName(e fs.DirEntry, rel, why string) {
+	key := rel
+	if e.IsDir() {
+		key += "/" // a directory's key; no file's name ends in "/"
+	}
+	fi, err := e.Info()
+	if err != nil {
+		return // gone since readdir
+	}
+	st := statOf(fi)
+	c.seen[key] = true
+	prev, known := c.s.seen[key]
+	if known && (e.IsDir() || prev.sameStat(st)) {
+		return
+	}
+	st.skipped = true
+	c.s.seen[key] = st
+	c.s.log.Info("skipped output whose name cannot be served", "name", rel, "why", why)
+	c.errs = append(c.errs, fmt.Errorf("collect %q: %s: %w", rel, why, ErrSkippedName))
 }
 
 // file examines the regular file e in dir (rel below outputs/) and copies it if

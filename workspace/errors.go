@@ -33,6 +33,12 @@ var (
 	// Collect copied only from the first ones it found.
 	ErrTooManyFiles = errors.New("too many files")
 
+	// ErrSkippedName means Collect left a file or directory of outputs/ out because
+	// no client could download it by the name a listing gives: the name starts
+	// with kernelbox's temporary prefix ".kb-tmp-" (never listed nor served), or it
+	// is not valid UTF-8 (JSON shows it with U+FFFD, which names nothing).
+	ErrSkippedName = errors.New("not collected")
+
 	// ErrTooDeep means a directory in outputs/ is nested deeper than Collect descends.
 	ErrTooDeep = errors.New("directory nested too deep")
 

@@ -1,10 +1,17 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"flag"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strings"
 
+	"github.com/kernelbox/kernelbox/client"
 	"github.com/kernelbox/kernelbox/dashboard"
 )
 
@@ -32,4 +39,47 @@ func mountDashboard(mux *http.ServeMux, d *dashboardFlags, log *slog.Logger) {
 	h := dashboard.New(dashboard.Options{Logger: log})
 	mux.Handle("GET /{$}", h)
 	mux.Handle("GET "+dashboard.AssetPrefix, h)
+}
+
+// dashboardCmd prints the dashboard's URL with the token in its fragment
+// (http://HOST:PORT/#token=...), which logs a browser in: the page takes the token
+// into the tab's sessionStorage and removes the fragment. A fragment is never sent
+// to the server, so the token is in no request line or access log. The token is
+// --token (KERNELBOX_TOKEN) or the one a `kernelbox serve` run by this user keeps in
+// its runtime file; serve itself never prints it (its output ends up in logs).
+func dashboardCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("dashboard", stderr)
+	var cf clientFlags
+	cf.register(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return exitCode{2, "dashboard takes no arguments: " + strings.Join(fs.Args(), " ")}
+	}
+	if strings.HasPrefix(cf.server, "unix:") {
+		return exitCode{2, "the dashboard is for a browser: give --server the http:// URL of a TCP listener"}
+	}
+	token := cf.token
+	if token == "" {
+		token = client.TokenFor(cf.server)
+	}
+	c, err := client.New(cf.server, &client.Options{Token: token})
+	if err != nil {
+		return exitCode{2, err.Error()}
+	}
+	// Check the token before handing it out, so that the link works.
+	if _, err := c.Sessions(ctx); err != nil {
+		var ae *client.APIError
+		if errors.As(err, &ae) && ae.StatusCode == http.StatusUnauthorized && token == "" {
+			return exitCode{1, fmt.Sprintf("no token for %s: no `kernelbox serve` of this user keeps one for that URL (give --token, or the URL serve printed)", cf.server)}
+		}
+		return exitCode{1, err.Error()}
+	}
+	u := strings.TrimSuffix(cf.server, "/") + "/"
+	if token != "" {
+		u += "#token=" + url.QueryEscape(token)
+	}
+	fmt.Fprintln(stdout, u)
+	return nil
 }

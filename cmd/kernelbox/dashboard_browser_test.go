@@ -30,8 +30,9 @@ type browser struct {
 	problems []string // uncaught exceptions and CSP violations the page reported
 }
 
-// newBrowser starts Debian's Chromium headless for the length of the test.
-func newBrowser(t testing.TB) *browser {
+// newBrowser starts Debian's Chromium headless for the length of the test, with
+// extra options (flags) if given.
+func newBrowser(t testing.TB, extra ...chromedp.ExecAllocatorOption) *browser {
 	t.Helper()
 	path := testenv.Browser(t)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
@@ -45,6 +46,7 @@ func newBrowser(t testing.TB) *browser {
 		// browser only ever loads the test's own loopback server.
 		opts = append(opts, chromedp.NoSandbox)
 	}
+	opts = append(opts, extra...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	t.Cleanup(cancelAlloc)
 	ctx, cancelTab := chromedp.NewContext(actx)

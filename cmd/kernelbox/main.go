@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -22,13 +23,19 @@ func main() {
 		var ec exitCode
 		if errors.As(err, &ec) {
 			if ec.msg != "" {
-				fmt.Fprintln(os.Stderr, "kernelbox:", ec.msg)
+				fmt.Fprintln(os.Stderr, "kernelbox:", unprefixed(ec.msg))
 			}
 			os.Exit(ec.code)
 		}
-		fmt.Fprintln(os.Stderr, "kernelbox:", err)
+		fmt.Fprintln(os.Stderr, "kernelbox:", unprefixed(err.Error()))
 		os.Exit(2)
 	}
+}
+
+// unprefixed drops the "kernelbox: " the client's errors start with, which main
+// prints itself.
+func unprefixed(msg string) string {
+	return strings.TrimPrefix(msg, "kernelbox: ")
 }
 
 // exitCode ends the process with a code, printing msg when it is not empty.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -95,10 +96,25 @@ type server struct {
 	log   *lockedBuffer
 }
 
+// serveOpts says how startServeWith runs `kernelbox serve`.
+type serveOpts struct {
+	// token is given as --token; "" starts serve without one, as the quick start
+	// does, with XDG_RUNTIME_DIR set to runtimeDir so the test finds the token it
+	// makes (server.Token, "" when serve kept none).
+	token      string
+	runtimeDir string
+}
+
 // startServe runs `kernelbox serve --backend local` with a token and waits until it
 // answers /healthz. The process is stopped with SIGTERM at cleanup and must exit
 // cleanly.
 func startServe(t testing.TB) *server {
+	t.Helper()
+	return startServeWith(t, serveOpts{token: "test-token-123"})
+}
+
+// startServeWith is startServe as o says.
+func startServeWith(t testing.TB, o serveOpts) *server {
 	t.Helper()
 	py := testenv.Jupyter(t)
 	bin := kernelboxBin(t)
@@ -107,9 +123,16 @@ func startServe(t testing.TB) *server {
 	require.NoError(t, err)
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close())
-	s := &server{URL: "http://" + addr, Token: "test-token-123", Data: data, log: &lockedBuffer{}}
-	cmd := exec.Command(bin, "serve", "--backend", "local", "--python", py, "--workspace", ws, "--workdir", data,
-		"--listen", addr, "--token", s.Token, "--log-level", "debug")
+	s := &server{URL: "http://" + addr, Token: o.token, Data: data, log: &lockedBuffer{}}
+	args := []string{"serve", "--backend", "local", "--python", py, "--workspace", ws, "--workdir", data,
+		"--listen", addr, "--log-level", "debug"}
+	if o.token != "" {
+		args = append(args, "--token", o.token)
+	}
+	cmd := exec.Command(bin, args...)
+	if o.runtimeDir != "" {
+		cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+o.runtimeDir)
+	}
 	cmd.Stdout, cmd.Stderr = s.log, s.log
 	require.NoError(t, cmd.Start())
 	exited := make(chan error, 1)
@@ -136,6 +159,9 @@ func startServe(t testing.TB) *server {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
+				if o.token == "" && o.runtimeDir != "" {
+					s.Token = runtimeToken(t, o.runtimeDir, s.URL)
+				}
 				return s
 			}
 		}
@@ -149,6 +175,25 @@ func startServe(t testing.TB) *server {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// runtimeToken reads the token a tokenless serve recorded for url under the
+// runtime dir dir, or "" when it recorded none. It reads the files itself rather
+// than through the client, so that it works on any version of serve.
+func runtimeToken(t testing.TB, dir, url string) string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "kernelbox", "server-*.json"))
+	require.NoError(t, err)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		var info struct{ URL, Token string }
+		require.NoError(t, json.Unmarshal(b, &info), "%s", f)
+		if info.URL == url {
+			return info.Token
+		}
+	}
+	return ""
 }
 
 // get fetches path with the server's token (or none) and returns status and body.

@@ -24,6 +24,7 @@ func commands() []command {
 		{"attach", "print a call's output from its start and its result (calls outlive connections)", attachCmd},
 		{"run", "run a notebook's cells in a local kernel and write the executed .ipynb (papermill-style -p parameters)", runNotebookCmd},
 		{"sessions", "list a server's sessions", sessionsCmd},
+		{"dashboard", "print the dashboard's URL with a login token in its #fragment (for this user's serve)", dashboardCmd},
 		{"reset", "give a session a fresh kernel (variables gone, files kept)", resetCmd},
 		{"close", "close a session (kernel stopped, files deleted, artifacts kept)", closeCmd},
 		{"doctor", "check Python, Jupyter, Docker and the kernel image; say what to install", doctorCmd},

@@ -102,7 +102,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		// The token itself is never printed: stdout often ends up in a log.
 		where := "the --token you gave"
 		if dir, err := runtimefile.Dir(); err == nil && generated {
-			where = "the token in " + dir
+			where = "the token in " + dir + "; `kernelbox dashboard` prints a link that logs in"
 		}
 		fmt.Fprintf(stdout, "dashboard: http://%s/ (log in with %s)\n", ln.Addr(), where)
 	}

@@ -199,9 +199,13 @@ async function login(event) {
   const input = $("token");
   const token = input.value.trim();
   input.value = "";
-  if (!token) {
-    return;
+  if (token) {
+    await useToken(token);
   }
+}
+
+/** useToken logs in with token (pasted, or handed over in the URL fragment). */
+async function useToken(token) {
   api.setToken(token);
   try {
     await api.getJSON("/v1/sessions");
@@ -212,8 +216,25 @@ async function login(event) {
       : "Cannot reach the server: " + err.message);
     return;
   }
+  state.tokenless = false;
   showMain();
   startPolling();
+}
+
+/**
+ * fragmentToken takes a token handed over as #token=... (the URL `kernelbox
+ * dashboard` prints) and removes the fragment from the address bar and the tab's
+ * history at once, so that it does not linger where it can be read over a
+ * shoulder or copied along with the URL. A fragment is never sent to the server
+ * nor in a Referer. Returns "" when the URL carries none.
+ */
+function fragmentToken() {
+  const params = new URLSearchParams(location.hash.replace(/^#/, ""));
+  if (!params.has("token")) {
+    return "";
+  }
+  history.replaceState(null, "", location.pathname + location.search);
+  return (params.get("token") || "").trim();
 }
 
 async function run(event) {
@@ -262,6 +283,19 @@ function wire() {
 /** boot decides between the login form and the dashboard. */
 async function boot() {
   wire();
+  // A #token=... URL opened in a tab that is already showing the page changes
+  // only the fragment: no reload, so listen for it.
+  window.addEventListener("hashchange", () => {
+    const token = fragmentToken();
+    if (token) {
+      useToken(token);
+    }
+  });
+  const handed = fragmentToken();
+  if (handed) {
+    await useToken(handed);
+    return;
+  }
   if (!api.getToken()) {
     try {
       await api.getJSON("/v1/sessions");
