@@ -40,3 +40,18 @@ func TestLocalDeathBetweenCalls(t *testing.T) {
 		require.False(t, r.StateLost, "gap %s: told once", gap)
 	}
 }
+
+// Output a cell's background thread writes after the cell ended belongs to no call:
+// it is dropped, and the next call says so (it used to vanish without a word).
+func TestLocalStrayOutputNoted(t *testing.T) {
+	e := newEnv(t, nil)
+	r := e.run(t, "stray", "import threading\nthreading.Timer(0.5, lambda: print('late ' * 1000, flush=True)).start()")
+	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	time.Sleep(1500 * time.Millisecond)
+	r = e.run(t, "stray", "1")
+	t.Logf("notes %q", r.Notes)
+	require.Equal(t, "1", r.Result)
+	require.Contains(t, strings.Join(r.Notes, "\n"), "arrived after earlier calls had ended")
+	r = e.run(t, "stray", "2")
+	require.Empty(t, r.Notes, "told once")
+}

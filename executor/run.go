@@ -105,6 +105,9 @@ func (s *session) call(ctx context.Context, j *job, col *collector, syncer FileS
 			req.UserExpressions = map[string]string{probeKey: expr}
 		}
 	}
+	if n, size := s.k.conn.TakeStray(); n > 0 {
+		f.notes = append(f.notes, fmt.Sprintf("%d output messages (%d bytes) arrived after earlier calls had ended (from their background threads or processes) and were dropped", n, size))
+	}
 	stopWatch := s.k.closeOnLost()
 	defer stopWatch()
 	ex, err := s.k.conn.Execute(ctx, req)

@@ -65,6 +65,9 @@ type Conn struct {
 	pending map[string]*call
 	err     error // terminal error, set once
 
+	strayMsgs  atomic.Int64 // output messages for calls already ended (see TakeStray)
+	strayBytes atomic.Int64
+
 	closing   atomic.Bool // set by Close and on kernel death: a read error is not a drop
 	closeOnce sync.Once
 	stop      chan struct{} // closed by Close

@@ -25,6 +25,12 @@ func (c *Conn) dispatch(m *Message) {
 			// stopping, a restart over REST): it is going away.
 			c.kernelDied("shutdown")
 		}
+		if m.Channel == ChannelIOPub && isOutput(m.Header.MsgType) {
+			// Output of a call that has ended: a background thread or process
+			// of it still writing. Nobody waits for it; it is counted.
+			c.strayMsgs.Add(1)
+			c.strayBytes.Add(m.size())
+		}
 		return // a message for someone else, or for a call already finished
 	}
 	switch {
@@ -87,4 +93,20 @@ func (m *Message) size() int64 {
 		n += len(b)
 	}
 	return int64(n)
+}
+
+// isOutput reports whether an iopub message type is output a cell produces.
+func isOutput(msgType string) bool {
+	switch msgType {
+	case "stream", "display_data", "update_display_data", "execute_result", "error":
+		return true
+	}
+	return false
+}
+
+// TakeStray returns how many output messages (and their bytes) arrived for calls
+// that had already ended since the last TakeStray, and resets the count. They come
+// from background threads or processes of an earlier cell; they were dropped.
+func (c *Conn) TakeStray() (msgs, bytes int64) {
+	return c.strayMsgs.Swap(0), c.strayBytes.Swap(0)
 }
