@@ -21,7 +21,8 @@ type Placement struct {
 	id      string // container id
 	name    string // container name
 	session string
-	sockDir string // host path of the container's socket directory
+	sockDir string   // host path of the container's state directory
+	sock    *os.File // the server's socket, pinned (O_PATH); nil until ready
 	server  executor.Server
 	started time.Time // just before the container was created
 
@@ -68,10 +69,16 @@ func (p *Placement) close(ctx context.Context) error {
 	}
 	err := p.b.removeContainer(ctx, p.id)
 	if rmErr := os.RemoveAll(p.sockDir); rmErr != nil {
-		err = errors.Join(err, fmt.Errorf("remove socket dir: %w", rmErr))
+		err = errors.Join(err, fmt.Errorf("remove state dir: %w", rmErr))
 	}
 	if err != nil {
 		return err
+	}
+	if p.sock != nil {
+		// Closed only once the container is gone: the descriptor keeps the
+		// container's /tmp tmpfs alive, and a late dial of a reused descriptor
+		// number would reach another server (which refuses this one's token).
+		_ = p.sock.Close()
 	}
 	p.closed = true
 	p.b.forget(p)
