@@ -37,8 +37,9 @@ type Placement struct {
 
 var _ executor.Placement = (*Placement)(nil)
 var (
-	_ executor.Diagnoser    = (*Placement)(nil)
-	_ executor.KernelLogger = (*Placement)(nil)
+	_ executor.Diagnoser     = (*Placement)(nil)
+	_ executor.KernelLogger  = (*Placement)(nil)
+	_ executor.ResetReplacer = (*Placement)(nil)
 )
 
 // Server returns the container's Jupyter server: its unix socket on the host and its
@@ -85,6 +86,11 @@ func (p *Placement) close(ctx context.Context) error {
 	p.b.cfg.log.Debug("container removed", "session", p.session, "container", shortID(p.id))
 	return nil
 }
+
+// ReplaceOnReset reports true: a kernel restarted in its container would inherit the
+// container's processes, /tmp and home (HOME is /tmp), so a reset is a new container.
+// Only /workspace, the session directory, carries over.
+func (p *Placement) ReplaceOnReset() bool { return true }
 
 // KernelLog returns the container's last log lines that concern the kernel (the
 // container's Jupyter Server logs to its stdout and stderr).
