@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -123,5 +124,29 @@ print('replaced')`)
 	k2 := dialKernel(t, srv, startKernel(t, srv))
 	if got := k2.run("print(6 * 7)"); got != "42\n" {
 		t.Errorf("a new kernel after the swap printed %q", got)
+	}
+}
+
+// TestDaemonMemory checks that the daemon's memory is read, and that it is this
+// machine's (the daemon must run here): within a few percent of /proc/meminfo.
+func TestDaemonMemory(t *testing.T) {
+	requireDocker(t)
+	got, err := DaemonMemory(t.Context(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kb int64
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "MemTotal:" {
+			kb, _ = strconv.ParseInt(f[1], 10, 64)
+		}
+	}
+	host := kb << 10
+	if got < host*9/10 || got > host*11/10 {
+		t.Errorf("DaemonMemory = %d, host MemTotal %d", got, host)
 	}
 }
