@@ -53,7 +53,9 @@ func TestDockerResetIsCleanSlate(t *testing.T) {
 	require.Eventually(t, func() bool { fi, err := os.Stat(loop); return err == nil && fi.Size() > 0 },
 		10*time.Second, 100*time.Millisecond, "the shell loop writes outputs/loop.txt")
 
+	t0 := time.Now()
 	require.NoError(t, e.ResetSession(context.Background(), "rs"))
+	t.Logf("reset (a new container) took %s", time.Since(t0).Round(time.Millisecond))
 
 	r = e.run(t, "rs", inspectCode)
 	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)

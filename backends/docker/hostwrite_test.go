@@ -60,6 +60,7 @@ func TestKernelCannotWriteHost(t *testing.T) {
 	k := dialKernel(t, srv, startKernel(t, srv))
 
 	got := strings.Fields(k.run(plantCode))
+	t.Logf("writes tried from the kernel: %s", strings.Join(got, " "))
 	var sawRun bool
 	for _, w := range got {
 		path, outcome, _ := strings.Cut(w, ":")
