@@ -42,8 +42,10 @@ var (
 	_ executor.ResetReplacer = (*Placement)(nil)
 )
 
-// Server returns the container's Jupyter server: its unix socket on the host and its
-// token. The session directory is the server's root, so KernelPath is "".
+// Server returns the container's Jupyter server: its unix socket and its token. The
+// socket's path is /proc/self/fd/N, the descriptor that pins the server's socket
+// (see pinServerSocket): it reaches the server from this process only, and only
+// until Close. The session directory is the server's root, so KernelPath is "".
 func (p *Placement) Server() executor.Server { return p.server }
 
 // ContainerID returns the id of the session's container.
