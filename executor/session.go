@@ -260,6 +260,7 @@ func (s *session) restartKernel(ctx context.Context) error {
 		s.log.Warn("replacing kernel: shutting down the old one", "err", err)
 	}
 	s.setKernel(nil)
+	s.setState(api.StateStarting)
 	k, err := s.e.acquireKernel(ctx, s)
 	if err != nil {
 		return err
