@@ -149,3 +149,15 @@ type FileSyncer interface {
 type LossReporter interface {
 	Lost() <-chan struct{}
 }
+
+// ResetReplacer is implemented by placements on which restarting a kernel in place
+// is not a clean slate: a container keeps its processes, /tmp and home directory
+// across a kernel restart, so what one kernel left there (a detached process, an
+// IPython startup file) would live on in the next. When ReplaceOnReset reports true,
+// a reset, and a restart after a call the kernel would not let go of, shut the kernel
+// down with its placement and start a new kernel on a new placement instead; the
+// session's files stay. Such a replacement is not reported as lost state beyond what
+// a restart already reports.
+type ResetReplacer interface {
+	ReplaceOnReset() bool
+}

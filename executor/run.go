@@ -248,7 +248,7 @@ func (s *session) timedOut(ctx context.Context, ex *jupyter.Execution, col *coll
 		verdict: &ErrorInfo{Ename: "Timeout", Evalue: fmt.Sprintf("%s; the kernel did not stop within %s of an interrupt and was restarted, so the session's state is lost", why, o.InterruptGrace)}}
 	rctx, rcancel := context.WithTimeout(ctx, min(o.StartTimeout, restartBound))
 	defer rcancel()
-	if err := s.k.restart(rctx, s.e); err != nil {
+	if err := s.restartKernel(rctx); err != nil {
 		s.log.Warn("restart after timeout failed; the next call starts a new kernel", "err", err)
 		s.abandonKernel()
 	}

@@ -245,13 +245,36 @@ func (s *session) reset(j *job) error {
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, s.e.opts.StartTimeout)
 	defer cancel()
-	if err := s.k.restart(ctx, s.e); err != nil {
+	if err := s.restartKernel(ctx); err != nil {
 		s.log.Warn("reset: restart failed; starting a new kernel", "err", err)
-		_ = s.k.shutdown(ctx, s.e.opts.ShutdownTimeout)
-		s.setKernel(nil)
+		if s.k != nil {
+			_ = s.k.shutdown(ctx, s.e.opts.ShutdownTimeout)
+			s.setKernel(nil)
+		}
 		return s.ensureKernel(j)
 	}
 	s.setKernel(s.k)
+	return nil
+}
+
+// restartKernel gives the session's kernel a fresh interpreter: a restart in place,
+// or, for a ResetReplacer placement, a new kernel on a new placement once the old
+// one is shut down. It reports no lost state of its own: its callers say what the
+// restart means. After an error the session may have no kernel.
+func (s *session) restartKernel(ctx context.Context) error {
+	if r, ok := s.k.placement.(ResetReplacer); !ok || !r.ReplaceOnReset() {
+		return s.k.restart(ctx, s.e)
+	}
+	if err := s.k.shutdown(ctx, s.e.opts.ShutdownTimeout); err != nil {
+		s.log.Warn("replacing kernel: shutting down the old one", "err", err)
+	}
+	s.setKernel(nil)
+	s.setState(api.StateStarting)
+	k, err := s.e.acquireKernel(ctx, s)
+	if err != nil {
+		return err
+	}
+	s.setKernel(k)
 	return nil
 }
 

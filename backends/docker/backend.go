@@ -86,7 +86,7 @@ func newBackend(ctx context.Context, cfg config, api dockerAPI) (*Backend, error
 	if err != nil {
 		return nil, fmt.Errorf("identify this process for container labels: %w", err)
 	}
-	if err := os.MkdirAll(cfg.socketRoot, 0o755); err != nil {
+	if err := os.MkdirAll(cfg.socketRoot, 0o700); err != nil {
 		return nil, fmt.Errorf("socket root: %w", err)
 	}
 	sockRoot, err := os.MkdirTemp(cfg.socketRoot, socketRootPrefix)
@@ -213,26 +213,6 @@ func (b *Backend) removeContainer(ctx context.Context, id string) error {
 	_, err := b.api.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 	if err != nil && !isNotFound(err) {
 		return fmt.Errorf("remove container %s: %w", shortID(id), err)
-	}
-	return nil
-}
-
-// pinSocket hands the server's socket to root, in its root-owned sticky directory,
-// so that code in the container cannot swap it for a symlink to another socket on
-// the host: kernelbox dials the socket by path, and connect(2) follows symlinks. It
-// runs when the server is ready and before any kernel - any untrusted code - exists.
-// When kernelbox is not root the kernel runs as kernelbox's own user and owns the
-// directory, so this protection is not available.
-func pinSocket(sock string) error {
-	fi, err := os.Lstat(sock)
-	if err != nil {
-		return fmt.Errorf("pin socket: %w", err)
-	}
-	if fi.Mode().Type() != os.ModeSocket {
-		return fmt.Errorf("pin socket: %s is not a socket (%s)", sock, fi.Mode().Type())
-	}
-	if err := os.Lchown(sock, os.Geteuid(), os.Getegid()); err != nil {
-		return fmt.Errorf("pin socket: %w", err)
 	}
 	return nil
 }

@@ -19,7 +19,7 @@ type containerSpec struct {
 	name    string // container name
 	session string // session id, for the label
 	dir     string // host path of the session directory, mounted at /workspace
-	sockDir string // host path of the socket directory, mounted at /run/kernelbox
+	sockDir string // host path of the state directory, mounted read-only at /run/kernelbox
 	data    []executor.DataMount
 }
 
@@ -40,7 +40,7 @@ func serverCommand(c config) []string {
 	// The token is read from JUPYTER_CONFIG_DIR (writeTokenConfig); Args needs a
 	// non-empty one, which withoutToken then drops.
 	return append(cmd, withoutToken(serverflags.Args(serverflags.Config{
-		Socket:        path.Join(containerSocketDir, socketName),
+		Socket:        containerSocket,
 		Token:         "from-config-file",
 		RootDir:       workspaceDir,
 		DefaultKernel: serverflags.KernelName,
@@ -72,11 +72,12 @@ func containerEnv(c config) []string {
 }
 
 // createOptions builds the create request for one container: every hardening setting
-// of c, the session and socket bind mounts, and the labels.
+// of c, the session and (read-only) state bind mounts, and the labels.
 func createOptions(c config, labels map[string]string, s containerSpec) client.ContainerCreateOptions {
 	mounts := []mount.Mount{
 		{Type: mount.TypeBind, Source: s.dir, Target: workspaceDir},
-		{Type: mount.TypeBind, Source: s.sockDir, Target: containerSocketDir},
+		// Read-only: nothing the kernel writes here could reach the host.
+		{Type: mount.TypeBind, Source: s.sockDir, Target: containerSocketDir, ReadOnly: true},
 	}
 	for _, d := range s.data {
 		mounts = append(mounts, mount.Mount{

@@ -26,7 +26,7 @@ func TestCreateOptions(t *testing.T) {
 	cmd := strings.Join(cfg.Entrypoint, " ")
 	for _, want := range []string{
 		"timeout -k 10 5401 python3 -Xfrozen_modules=off /run/kernelbox/kernelbox_server.py ",
-		"--ServerApp.sock=/run/kernelbox/j.sock",
+		"--ServerApp.sock=/tmp/.kernelbox-server.sock",
 		"--ServerApp.root_dir=/workspace",
 	} {
 		if !strings.Contains(cmd, want) {
@@ -55,7 +55,7 @@ func TestCreateOptions(t *testing.T) {
 
 	wantMounts := []mount.Mount{
 		{Type: mount.TypeBind, Source: "/srv/sess", Target: "/workspace"},
-		{Type: mount.TypeBind, Source: "/tmp/kernelbox-sock-1/0123abcd", Target: "/run/kernelbox"},
+		{Type: mount.TypeBind, Source: "/tmp/kernelbox-sock-1/0123abcd", Target: "/run/kernelbox", ReadOnly: true},
 		{Type: mount.TypeBind, Source: "/data/ref", Target: "/workspace/data/ref", ReadOnly: true},
 	}
 	if !slices.EqualFunc(hc.Mounts, wantMounts, func(a, b mount.Mount) bool {

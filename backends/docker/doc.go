@@ -13,5 +13,11 @@
 // the kernel image from Debian packages without a registry.
 //
 // The Docker daemon must run on the same machine as kernelbox: session directories and
-// the server's socket directory are bind-mounted by host path.
+// each server's state directory are bind-mounted by host path, and kernelbox reaches
+// the server's socket through /proc/<pid>/root of the container's main process.
+//
+// Nothing a kernel writes outside /workspace reaches the host: the state directory
+// (launcher, kernelspec, token) is mounted read-only at /run/kernelbox, data mounts
+// are read-only, and the server's socket is on the container's own /tmp tmpfs,
+// pinned by descriptor before any kernel runs (see pinServerSocket in ready.go).
 package docker

@@ -17,6 +17,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/internal/serverflags"
 )
 
 // openPlacement opens a placement and closes it when the test ends.
@@ -117,9 +118,9 @@ except OSError as e:
 		{"tmp is exec", "print('noexec' in [l.split()[5] for l in open('/proc/self/mountinfo') if l.split()[4] == '/tmp'][0].split(','))", "False\n"},
 		{"write output", "open('outputs/x.txt', 'w').write('hello'); print('ok')", "ok\n"},
 	}
-	if os.Geteuid() == 0 {
-		// The kernel cannot redirect kernelbox's connections by swapping the socket.
-		checks = append(checks, struct{ name, code, want string }{"socket pinned", `
+	// The kernel cannot redirect kernelbox's connections by swapping the socket:
+	// its directory is read-only, and the server's own socket is pinned.
+	checks = append(checks, struct{ name, code, want string }{"state dir read-only", `
 import errno, os
 def try_(f):
     try:
@@ -127,11 +128,10 @@ def try_(f):
         return 'done'
     except OSError as e:
         return errno.errorcode[e.errno]
-print(try_(lambda: os.unlink('/run/kernelbox/j.sock')),
-      try_(lambda: os.rename('/run/kernelbox/j.sock', '/run/kernelbox/old')),
+print(try_(lambda: os.unlink('/run/kernelbox/` + serverflags.LauncherName + `')),
+      try_(lambda: os.rename('/run/kernelbox/config', '/run/kernelbox/old')),
       try_(lambda: os.symlink('/etc/passwd', '/run/kernelbox/j.sock')),
-      try_(lambda: os.chmod('/run/kernelbox', 0o777)))`, "EPERM EPERM EEXIST EPERM\n"})
-	}
+      try_(lambda: os.chmod('/run/kernelbox', 0o777)))`, "EROFS EROFS EROFS EROFS\n"})
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {
 			if got := k.run(c.code); got != c.want {

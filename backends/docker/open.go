@@ -52,8 +52,7 @@ type launch struct {
 	log     *slog.Logger
 	name    string // container name, kernelbox-<key>
 	token   string // the server's token
-	sockDir string // host path of the socket directory
-	sock    string // host path of the server's socket in it
+	sockDir string // host path of the state directory, mounted read-only
 	undo    undo
 
 	t0, tCreated, tStarted time.Time // before create, before start, after start
@@ -94,7 +93,7 @@ func (b *Backend) open(ctx context.Context, spec executor.SessionSpec) (_ *Place
 }
 
 // prepareDirs picks the container's key and token and prepares the host side: the
-// socket directory with the server's launcher and kernelspec, and the session
+// state directory with the server's launcher, kernelspec and token, and the session
 // directory with the ownership and modes the container's user needs.
 func (b *Backend) prepareDirs(l *launch) error {
 	key, err := randomHex(4)
@@ -106,22 +105,20 @@ func (b *Backend) prepareDirs(l *launch) error {
 	}
 	l.name = "kernelbox-" + key
 	l.sockDir = filepath.Join(b.sockRoot, key)
-	l.sock = filepath.Join(l.sockDir, socketName)
 	if err := os.Mkdir(l.sockDir, 0o700); err != nil {
-		return fmt.Errorf("socket dir: %w", err)
+		return fmt.Errorf("state dir: %w", err)
 	}
-	l.undo.add("remove socket dir", func(context.Context) error { return os.RemoveAll(l.sockDir) })
+	l.undo.add("remove state dir", func(context.Context) error { return os.RemoveAll(l.sockDir) })
 	if b.cfg.chown {
-		// Root-owned and sticky: the server may create its socket here, and once
-		// the socket is handed to root (pinSocket) the kernel can neither remove
-		// nor replace it. Nothing outside the container can reach it: the
-		// backend's socket root is 0700.
-		if err := os.Chmod(l.sockDir, 0o777|os.ModeSticky); err != nil {
-			return fmt.Errorf("socket dir: %w", err)
+		// The kernel's user reads the launcher, kernelspec and token config
+		// here; the mount is read-only, so nobody in the container writes.
+		// Nothing outside the container reaches it: the backend's root is 0700.
+		if err := os.Chmod(l.sockDir, 0o755); err != nil {
+			return fmt.Errorf("state dir: %w", err)
 		}
 	}
-	// The server's launcher, read-only: root-owned when kernelbox is root, so the
-	// kernel cannot replace what the next server start would run.
+	// The server's launcher, read-only, like the whole mount, so that the kernel
+	// cannot replace what the next server start would run.
 	if _, err := serverflags.WriteLauncher(l.sockDir); err != nil {
 		return err
 	}
@@ -169,7 +166,8 @@ func (b *Backend) createContainer(ctx context.Context, l *launch) (*Placement, e
 	p := &Placement{
 		b: b, id: created.ID, name: l.name, session: l.spec.ID, sockDir: l.sockDir, started: l.t0,
 		server: executor.Server{
-			Endpoint:   jupyter.Endpoint{URL: "http://localhost", Token: l.token, Socket: l.sock},
+			// Socket is set once the server's socket is pinned (awaitReady).
+			Endpoint:   jupyter.Endpoint{URL: "http://localhost", Token: l.token},
 			KernelName: serverflags.KernelName,
 			// The session directory is the server's root directory.
 			KernelPath: "",
@@ -197,21 +195,19 @@ func (b *Backend) startContainer(ctx context.Context, l *launch, p *Placement) e
 	return nil
 }
 
-// awaitReady waits until the container's server answers on its socket, then pins
-// the socket and finds the container's OOM-kill counter.
+// awaitReady waits until the container's server answers on its socket, which it
+// pins (see pinServerSocket), then finds the container's OOM-kill counter.
 func (b *Backend) awaitReady(ctx context.Context, l *launch, p *Placement) error {
-	pid, err := b.waitReady(ctx, p.id, l.sock, l.token)
+	pid, sock, err := b.waitReady(ctx, p.id, l.token)
 	if err != nil {
 		if ctx.Err() != nil && !errors.Is(err, errExited) {
 			return err
 		}
 		return b.startError(p.id, l.name, err)
 	}
-	if b.cfg.chown {
-		if err := pinSocket(l.sock); err != nil {
-			return b.startError(p.id, l.name, err)
-		}
-	}
+	// Placement.close closes the pinned socket after removing the container.
+	p.sock = sock
+	p.server.Endpoint.Socket = fdPath(sock)
 	if f, err := oomCounterFile(pid, p.id); err != nil {
 		l.log.Info("OOM kills will be counted from docker events", "reason", err)
 	} else if n, err := readOOMKills(f); err == nil {

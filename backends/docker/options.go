@@ -86,7 +86,7 @@ type Options struct {
 	AllowNewPrivileges bool
 
 	// WritableRootFS makes the container's root file system writable. Defaults to
-	// false: only /tmp, /workspace and the socket directory are writable.
+	// false: only /tmp (a tmpfs) and /workspace are writable.
 	WritableRootFS bool
 
 	// NoInit runs the server as pid 1 instead of under Docker's init (tini), which
@@ -106,8 +106,10 @@ type Options struct {
 	Env []string
 
 	// SocketRoot is the directory in which the backend makes its private directory of
-	// per-container socket directories. Keep it short: a unix socket path is limited
-	// to about 100 bytes. Defaults to os.TempDir().
+	// per-container state directories (each server's launcher, kernelspec and token,
+	// mounted read-only into its container). It is created 0700 when missing.
+	// Defaults to [DefaultSocketRoot]: kernelbox's private state, never a shared
+	// temporary directory.
 	SocketRoot string
 }
 
@@ -135,20 +137,41 @@ type config struct {
 	socketRoot   string
 }
 
-// maxSocketPath is the longest socket path accepted: sun_path holds 108 bytes on
-// Linux and 104 on macOS, including the terminating NUL.
+// maxSocketPath is the longest socket path that works: sun_path holds 108 bytes on
+// Linux and 104 on macOS, including the terminating NUL. The paths kernelbox dials
+// (/proc/self/fd/N) and the server binds (containerSocket) are far shorter.
 const maxSocketPath = 103
 
-// socketName is the socket's file name inside each container's socket directory, and
-// containerSocketDir where that directory is mounted in the container.
+// containerSocketDir is where each container's state directory is mounted,
+// read-only; containerSocket is where the server makes its socket: on the
+// container's own /tmp tmpfs, which no host directory backs and which counts against
+// the session's tmpfs size. The host reaches the socket through the container's root
+// (pinServerSocket), never through a directory the kernel can write.
 const (
-	socketName         = "j.sock"
 	containerSocketDir = "/run/kernelbox"
+	containerSocket    = "/tmp/.kernelbox-server.sock"
 	// kernelSpecDir, below the socket directory, is the Jupyter data dir that holds
 	// kernelbox's kernelspec.
 	kernelSpecDir = "jupyter"
 	workspaceDir  = "/workspace"
 )
+
+// DefaultSocketRoot is where the backend keeps its per-container state directories
+// when [Options.SocketRoot] is empty, for a process running as euid: /run/kernelbox
+// for root, else $XDG_RUNTIME_DIR/kernelbox, else ~/.local/share/kernelbox/run.
+func DefaultSocketRoot(euid int) (string, error) {
+	if euid == 0 {
+		return "/run/kernelbox", nil
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "kernelbox"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("socket root: %w", err)
+	}
+	return filepath.Join(home, ".local", "share", "kernelbox", "run"), nil
+}
 
 // resolve applies defaults and validates o for a process running as euid:egid.
 func (o Options) resolve(euid, egid int) (config, error) {
@@ -187,7 +210,11 @@ func (o Options) resolve(euid, egid int) (config, error) {
 		c.python = DefaultPython
 	}
 	if c.socketRoot == "" {
-		c.socketRoot = os.TempDir()
+		root, err := DefaultSocketRoot(euid)
+		if err != nil {
+			return config{}, err
+		}
+		c.socketRoot = root
 	}
 	c.memory = limit(o.Memory, DefaultMemory)
 	c.pidsLimit = limit(o.PidsLimit, DefaultPidsLimit)
@@ -211,11 +238,6 @@ func (o Options) resolve(euid, egid int) (config, error) {
 	}
 	if !filepath.IsAbs(c.socketRoot) {
 		return config{}, fmt.Errorf("socket root %q is not an absolute path", c.socketRoot)
-	}
-	// <root>/kernelbox-sock-<10 random>/<8 hex>/j.sock
-	if n := len(filepath.Clean(c.socketRoot)) + len("/kernelbox-sock-0123456789/01234567/") + len(socketName); n > maxSocketPath {
-		return config{}, fmt.Errorf("socket root %q is too long: socket paths would be %d bytes, the limit is %d; set Options.SocketRoot to a shorter directory",
-			c.socketRoot, n, maxSocketPath)
 	}
 	return c, nil
 }

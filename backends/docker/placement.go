@@ -21,7 +21,8 @@ type Placement struct {
 	id      string // container id
 	name    string // container name
 	session string
-	sockDir string // host path of the container's socket directory
+	sockDir string   // host path of the container's state directory
+	sock    *os.File // the server's socket, pinned (O_PATH); nil until ready
 	server  executor.Server
 	started time.Time // just before the container was created
 
@@ -36,12 +37,15 @@ type Placement struct {
 
 var _ executor.Placement = (*Placement)(nil)
 var (
-	_ executor.Diagnoser    = (*Placement)(nil)
-	_ executor.KernelLogger = (*Placement)(nil)
+	_ executor.Diagnoser     = (*Placement)(nil)
+	_ executor.KernelLogger  = (*Placement)(nil)
+	_ executor.ResetReplacer = (*Placement)(nil)
 )
 
-// Server returns the container's Jupyter server: its unix socket on the host and its
-// token. The session directory is the server's root, so KernelPath is "".
+// Server returns the container's Jupyter server: its unix socket and its token. The
+// socket's path is /proc/self/fd/N, the descriptor that pins the server's socket
+// (see pinServerSocket): it reaches the server from this process only, and only
+// until Close. The session directory is the server's root, so KernelPath is "".
 func (p *Placement) Server() executor.Server { return p.server }
 
 // ContainerID returns the id of the session's container.
@@ -68,16 +72,27 @@ func (p *Placement) close(ctx context.Context) error {
 	}
 	err := p.b.removeContainer(ctx, p.id)
 	if rmErr := os.RemoveAll(p.sockDir); rmErr != nil {
-		err = errors.Join(err, fmt.Errorf("remove socket dir: %w", rmErr))
+		err = errors.Join(err, fmt.Errorf("remove state dir: %w", rmErr))
 	}
 	if err != nil {
 		return err
+	}
+	if p.sock != nil {
+		// Closed only once the container is gone: the descriptor keeps the
+		// container's /tmp tmpfs alive, and a late dial of a reused descriptor
+		// number would reach another server (which refuses this one's token).
+		_ = p.sock.Close()
 	}
 	p.closed = true
 	p.b.forget(p)
 	p.b.cfg.log.Debug("container removed", "session", p.session, "container", shortID(p.id))
 	return nil
 }
+
+// ReplaceOnReset reports true: a kernel restarted in its container would inherit the
+// container's processes, /tmp and home (HOME is /tmp), so a reset is a new container.
+// Only /workspace, the session directory, carries over.
+func (p *Placement) ReplaceOnReset() bool { return true }
 
 // KernelLog returns the container's last log lines that concern the kernel (the
 // container's Jupyter Server logs to its stdout and stderr).

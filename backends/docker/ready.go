@@ -10,11 +10,13 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
+	"golang.org/x/sys/unix"
 )
 
 // How the readiness wait polls: the socket file often, the container's state less
@@ -67,15 +69,13 @@ func probe(ctx context.Context, hc *http.Client, token string) error {
 	return nil
 }
 
-// waitReady waits until the server in container id answers on sock, the container
-// stops, or the ready timeout (or ctx) ends. It returns the container's main pid,
-// which locates its cgroup. The container is inspected and the socket probed at least
-// once however short the timeout.
-func (b *Backend) waitReady(ctx context.Context, id, sock, token string) (pid int, err error) {
+// waitReady waits until the server in container id answers on its socket, the
+// container stops, or the ready timeout (or ctx) ends. It returns the container's
+// main pid, which locates its cgroup, and the server's socket pinned by
+// pinServerSocket. The container is inspected and the socket probed at least once
+// however short the timeout.
+func (b *Backend) waitReady(ctx context.Context, id, token string) (pid int, sock *os.File, err error) {
 	deadline := time.Now().Add(b.cfg.readyTimeout)
-	hc := socketHTTPClient(sock)
-	defer hc.CloseIdleConnections()
-
 	tick := time.NewTicker(pollSocket)
 	defer tick.Stop()
 	var (
@@ -86,30 +86,67 @@ func (b *Backend) waitReady(ctx context.Context, id, sock, token string) (pid in
 		if now := time.Now(); !now.Before(nextInspect) {
 			r, err := b.api.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 			if err != nil {
-				return 0, fmt.Errorf("inspect container: %w", err)
+				return 0, nil, fmt.Errorf("inspect container: %w", err)
 			}
 			st := r.Container.State
 			if st == nil || !st.Running {
-				return 0, errExited
+				return 0, nil, errExited
 			}
 			pid = st.Pid
 			nextInspect = now.Add(pollContainer)
 		}
-		if _, err := os.Stat(sock); err == nil {
-			if lastErr = probe(ctx, hc, token); lastErr == nil {
-				return pid, nil
+		if pid > 0 {
+			var f *os.File
+			if f, lastErr = pinServerSocket(pid); lastErr == nil {
+				hc := socketHTTPClient(fdPath(f))
+				lastErr = probe(ctx, hc, token)
+				hc.CloseIdleConnections()
+				if lastErr == nil {
+					return pid, f, nil
+				}
+				_ = f.Close()
 			}
 		}
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("jupyter server not ready after %s: %v", b.cfg.readyTimeout, lastErr)
+			return 0, nil, fmt.Errorf("jupyter server not ready after %s: %v", b.cfg.readyTimeout, lastErr)
 		}
 		select {
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return 0, nil, ctx.Err()
 		case <-tick.C:
 		}
 	}
 }
+
+// pinServerSocket opens (O_PATH) the server's socket inside the container whose
+// main process is pid, through that process's root directory. The socket lives on
+// the container's /tmp tmpfs, so no host directory that the kernel could write
+// backs it; and kernelbox dials the open file (fdPath), not a path, so code in the
+// container can neither remove the socket from under kernelbox nor swap it for a
+// symlink to another socket: connect(2) on the descriptor reaches the inode the
+// server bound. It is called before any kernel - any untrusted code - exists, when
+// only the image's own server has run in the container.
+func pinServerSocket(pid int) (*os.File, error) {
+	p := "/proc/" + strconv.Itoa(pid) + "/root" + containerSocket
+	fd, err := unix.Open(p, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("pin socket: %w", &os.PathError{Op: "open", Path: p, Err: err})
+	}
+	f := os.NewFile(uintptr(fd), p)
+	fi, err := f.Stat()
+	if err == nil && fi.Mode().Type() != os.ModeSocket {
+		err = fmt.Errorf("%s is not a socket (%s)", containerSocket, fi.Mode().Type())
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("pin socket: %w", err)
+	}
+	return f, nil
+}
+
+// fdPath is the path that connects to the socket pinned as f: the process's own
+// descriptor link, which connect(2) follows to the socket's inode.
+func fdPath(f *os.File) string { return "/proc/self/fd/" + strconv.Itoa(int(f.Fd())) }
 
 // startError describes a container whose server did not become ready: its state and
 // last log lines, read under a fresh context because ctx may be what ended the wait.

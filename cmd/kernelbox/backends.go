@@ -25,7 +25,7 @@ func newBackend(ctx context.Context, f *engineFlags, log *slog.Logger) (executor
 		log.Warn("backend local: code runs UNSANDBOXED with this user's rights; use --backend docker for untrusted code")
 		return b, nil
 	case "docker":
-		return docker.New(ctx, docker.Options{Image: f.image, Logger: log})
+		return docker.New(ctx, docker.Options{Image: f.image, Memory: f.sessionMemory, Logger: log})
 	case "remote":
 		return f.remote.newRemote(ctx, log) // remote.go
 	default:

@@ -16,6 +16,9 @@ func doctorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := newFlags("doctor", stderr)
 	python := fs.String("python", "", "Python to check (default: KERNELBOX_PYTHON, /usr/bin/python3, python3)")
 	image := fs.String("image", docker.DefaultImage, "kernel image to check")
+	var memory sizeFlag
+	fs.Var(&memory, "memory", "per-session memory limit to check against the docker daemon's memory (as for serve)")
+	maxSessions := fs.Int("max-sessions", 0, "session cap to check against the docker daemon's memory (as for serve)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -54,6 +57,13 @@ func doctorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			report(false, "kernel image", *image+" is missing", "kernelbox image build  (or: bash backends/docker/kernel-image/build.sh)")
 		default:
 			report(true, "kernel image", *image, "")
+		}
+		// What serve would promise docker sessions with these flags.
+		plan, err := dockerCapacity(cctx, memory, *maxSessions)
+		if err != nil {
+			report(false, "docker capacity", err.Error(), "")
+		} else {
+			report(!plan.Overcommitted(), "docker capacity", plan.String(), plan.Warning("--memory", "--max-sessions"))
 		}
 	}
 	if _, err := exec.LookPath("debootstrap"); err != nil {

@@ -39,6 +39,10 @@ type engineFlags struct {
 	mcp         mcpFlags    // mcp.go
 	remote      remoteFlags // remote.go
 	calls       callFlags   // attach.go
+
+	// capacity.go
+	memory        sizeFlag // --memory as given; 0 = derive
+	sessionMemory int64    // the docker per-session limit planCapacity settled on
 }
 
 func (f *engineFlags) register(fs *flag.FlagSet, defaultBackend string) {
@@ -51,7 +55,8 @@ func (f *engineFlags) register(fs *flag.FlagSet, defaultBackend string) {
 	fs.StringVar(&f.image, "image", "", "kernel image for --backend docker (default kernelbox/kernel:latest)")
 	fs.Var(&f.data, "data", "NAME=HOSTDIR: expose a host dir read-only at data/NAME in every session (repeatable)")
 	fs.IntVar(&f.warm, "warm", 0, "kernels (or containers) kept started ahead of need")
-	fs.IntVar(&f.maxSessions, "max-sessions", 0, "maximum live sessions (default: one per 384 MiB of RAM, 4 to 64)")
+	fs.IntVar(&f.maxSessions, "max-sessions", 0, "maximum live sessions, warm ones included (default: for docker, as many --memory sessions as fit in the daemon's memory less a 10% (at least 1 GiB) reserve, 1 to 64; otherwise one per 384 MiB of RAM, 4 to 64)")
+	fs.Var(&f.memory, "memory", "per-session memory limit for --backend docker, e.g. 2g or 512m, none for no limit; swap is limited to the same (default 2 GiB, or the whole budget when less)")
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", 30*time.Minute, "close sessions idle this long (0 = never)")
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Minute, "default per-call timeout")
 	fs.IntVar(&f.maxOutput, "max-output-bytes", 0, "stdout+stderr kept per call (default 8 MiB)")
@@ -108,6 +113,7 @@ func (f *engineFlags) build(ctx context.Context, log *slog.Logger, approver perm
 		ws.Close()
 		return nil, err
 	}
+	f.planCapacity(ctx, log) // capacity.go
 	backend, err := newBackend(ctx, f, log)
 	if err != nil {
 		ws.Close()
