@@ -120,14 +120,26 @@ func start(ctx context.Context, o Options, runtimeDir string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string{"-Xfrozen_modules=off", script}, serverflags.Args(cfg)...)
+	// The token goes in a 0600 config file, never on the command line, which every
+	// user of the host can read in /proc/PID/cmdline.
+	configDir := filepath.Join(runtimeDir, "config")
+	if err := writeTokenConfig(configDir, token); err != nil {
+		return nil, err
+	}
+	args := append([]string{"-Xfrozen_modules=off", script}, serverflags.WithoutToken(serverflags.Args(cfg))...)
 	args = append(args, tcpArgs...)
+	// The kernels' channels are unix sockets next to their connection files, in
+	// runtimeDir/runtime: with the default TCP transport they listen on loopback
+	// ports that any local user can connect to (an iopub subscriber sees every
+	// cell's code and output). jupyter_client names them after the connection file
+	// (an absolute path here), so they stay inside the 0700 runtime directory.
+	args = append(args, "--KernelManager.transport=ipc")
 	cmd := exec.Command(o.Python, args...)
 	cmd.Dir = o.RootDir
 	cmd.Env = append(os.Environ(),
 		"JUPYTER_RUNTIME_DIR="+filepath.Join(runtimeDir, "runtime"),
 		"JUPYTER_DATA_DIR="+dataDir,
-		"JUPYTER_CONFIG_DIR="+filepath.Join(runtimeDir, "config"),
+		"JUPYTER_CONFIG_DIR="+configDir,
 		"JUPYTER_PATH="+dataDir,
 		"JUPYTER_PLATFORM_DIRS=1",
 		"IPYTHONDIR="+filepath.Join(runtimeDir, "ipython"),
@@ -201,6 +213,9 @@ func (s *Server) Endpoint() jupyter.Endpoint { return s.endpoint }
 // Pid returns the server's process id (also its process group id).
 func (s *Server) Pid() int { return s.cmd.Process.Pid }
 
+// RuntimeDir returns the server's private 0700 directory, removed by Stop.
+func (s *Server) RuntimeDir() string { return s.runtimeDir }
+
 // Done is closed when the server process has exited.
 func (s *Server) Done() <-chan struct{} { return s.done }
 
@@ -231,6 +246,21 @@ func (s *Server) Stop(ctx context.Context) error {
 		<-s.done
 		os.RemoveAll(s.runtimeDir)
 	})
+	return nil
+}
+
+// writeTokenConfig writes dir/jupyter_server_config.json (0600) with the token.
+func writeTokenConfig(dir, token string) error {
+	body, err := serverflags.TokenConfig(token)
+	if err == nil {
+		err = os.Mkdir(dir, 0o700)
+	}
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "jupyter_server_config.json"), body, 0o600)
+	}
+	if err != nil {
+		return fmt.Errorf("jupyter server: config: %w", err)
+	}
 	return nil
 }
 

@@ -21,6 +21,11 @@ const KernelName = "kernelbox-python3"
 // fell behind a cell's output for a moment (paused, or starved of CPU) lost output,
 // and with the final "idle" status lost the call waited out its whole timeout. The
 // output waits in the kernel instead, as much as the cell printed.
+//
+// When the kernel's channels are unix sockets (transport "ipc", as the local backend
+// runs them), the pipe that carries output of forked children (multiprocessing) to the
+// iopub thread is one too, next to them: ipykernel binds it to a random loopback TCP
+// port, which every user of the host can connect to.
 const kernelLauncher = `import sys
 if sys.path and sys.path[0] == "":
     del sys.path[0]
@@ -38,6 +43,35 @@ def _unbounded(self, *args, **kwargs):
     _context_init(self, *args, **kwargs)
     self.setsockopt(zmq.SNDHWM, 0)
 zmq.Context.__init__ = _unbounded
+def _ipc_pipe():
+    try:
+        import json
+        with open(sys.argv[sys.argv.index("-f") + 1]) as f:
+            info = json.load(f)
+    except Exception:
+        return None
+    if info.get("transport") != "ipc" or not info.get("ip", "").startswith("/"):
+        return None
+    return "ipc://" + info["ip"] + "-pipe"
+_pipe = _ipc_pipe()
+from ipykernel import iostream
+if _pipe and hasattr(iostream.IOPubThread, "_setup_pipe_in"):
+    def _setup_pipe_in(self):
+        self._pipe_uuid = os.urandom(16)
+        pipe_in = self.socket.context.socket(zmq.PULL)
+        pipe_in.linger = 0
+        pipe_in.bind(_pipe)
+        self._pipe_port = 0
+        self._pipe_in = iostream.ZMQStream(pipe_in, self.io_loop)
+        self._pipe_in.on_recv(self._handle_pipe_msg)
+    def _setup_pipe_out(self):
+        ctx = zmq.Context()
+        pipe_out = ctx.socket(zmq.PUSH)
+        pipe_out.linger = 3000
+        pipe_out.connect(_pipe)
+        return ctx, pipe_out
+    iostream.IOPubThread._setup_pipe_in = _setup_pipe_in
+    iostream.IOPubThread._setup_pipe_out = _setup_pipe_out
 from ipykernel import kernelapp
 kernelapp.launch_new_instance()
 `
