@@ -7,9 +7,12 @@
 // can read and write that user's files and reach the network. Use the docker backend
 // for untrusted code.
 //
-// The server runs in its own process group with PR_SET_PDEATHSIG, and its kernels are
-// started with PR_SET_PDEATHSIG too, so neither outlives kernelbox, even when
-// kernelbox is killed with SIGKILL. Start reading at [New].
+// The kernels' channels are unix sockets in that directory (no TCP port), and the
+// token is in a 0600 config file there (not on a command line). The server runs under
+// a supervisor process, a child subreaper that kills every process of the tree (the
+// server, its kernels and all they started, setsid daemons included) when kernelbox
+// exits, even when it is killed with SIGKILL; the next start removes the runtime
+// directory such a kernelbox left. Start reading at [New].
 package local
 
 import (

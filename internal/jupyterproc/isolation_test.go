@@ -57,7 +57,7 @@ func TestServerPrivate(t *testing.T) {
 			}
 		}
 	}
-	require.Len(t, tree, 2, "server and one kernel: %v", tree)
+	require.Len(t, tree, 3, "supervisor, server and one kernel: %v", tree)
 	assert.Empty(t, listeners, "TCP listeners (pid, hex address:port)")
 	assert.Empty(t, cmdlines, "command lines with the token")
 	assert.GreaterOrEqual(t, kernelSockets, 5, "the kernel's five channels are unix sockets")

@@ -1,8 +1,14 @@
 // Package jupyterproc starts and stops a Jupyter Server child process the way kernelbox
 // runs it: in a private 0700 runtime directory, on a unix socket (or a loopback TCP
-// port, for tests of TCP gateways), with a random token, the iopub rate limits off, a
-// kernelspec whose kernels die with the server, and the server itself in its own
-// process group with PR_SET_PDEATHSIG so that it dies with kernelbox.
+// port, for tests of TCP gateways), with a random token kept in a 0600 config file,
+// the iopub rate limits off, and a kernelspec whose kernels' channels are unix sockets
+// in the runtime directory.
+//
+// The server runs under a supervisor (supervisor.py), its parent and a child
+// subreaper, which kills every process of the tree (kernels, and whatever they
+// started, setsid or not) when kernelbox exits, even by SIGKILL: it notices by its
+// stdin pipe from kernelbox reaching EOF. Each runtime directory names its owner, and
+// Start removes those whose owner died without cleaning up ([RemoveStale]).
 //
 // Start reading at [Start].
 package jupyterproc
@@ -11,6 +17,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	_ "embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -28,6 +35,11 @@ import (
 	"github.com/kernelbox/kernelbox/internal/serverflags"
 	"github.com/kernelbox/kernelbox/jupyter"
 )
+
+// supervisorPy is the server's parent process; see supervisor.py.
+//
+//go:embed supervisor.py
+var supervisorPy []byte
 
 // Options configures one server. Python and RootDir are required.
 type Options struct {
@@ -50,6 +62,7 @@ type Options struct {
 // concurrent use.
 type Server struct {
 	cmd        *exec.Cmd
+	lifeline   *os.File // the supervisor's stdin; closing it kills the tree
 	runtimeDir string
 	endpoint   jupyter.Endpoint
 	log        *slog.Logger
@@ -71,12 +84,19 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	for _, d := range RemoveStale("") {
+		o.Logger.Info("removed the runtime directory of a dead kernelbox", "dir", d)
+	}
 	// Short and private: a unix socket path must fit in 107 bytes.
-	runtimeDir, err := os.MkdirTemp("", "kernelbox-")
+	runtimeDir, err := os.MkdirTemp("", runtimePrefix)
 	if err != nil {
 		return nil, fmt.Errorf("jupyter server: runtime dir: %w", err)
 	}
 	if err := os.Chmod(runtimeDir, 0o700); err != nil {
+		os.RemoveAll(runtimeDir)
+		return nil, err
+	}
+	if err := writeOwner(runtimeDir); err != nil {
 		os.RemoveAll(runtimeDir)
 		return nil, err
 	}
@@ -126,7 +146,11 @@ func start(ctx context.Context, o Options, runtimeDir string) (*Server, error) {
 	if err := writeTokenConfig(configDir, token); err != nil {
 		return nil, err
 	}
-	args := append([]string{"-Xfrozen_modules=off", script}, serverflags.WithoutToken(serverflags.Args(cfg))...)
+	supervisor := filepath.Join(runtimeDir, "supervisor.py")
+	if err := os.WriteFile(supervisor, supervisorPy, 0o444); err != nil {
+		return nil, fmt.Errorf("jupyter server: %w", err)
+	}
+	args := append([]string{"-Xfrozen_modules=off", supervisor, o.Python, "-Xfrozen_modules=off", script}, serverflags.WithoutToken(serverflags.Args(cfg))...)
 	args = append(args, tcpArgs...)
 	// The kernels' channels are unix sockets next to their connection files, in
 	// runtimeDir/runtime: with the default TCP transport they listen on loopback
@@ -154,14 +178,23 @@ func start(ctx context.Context, o Options, runtimeDir string) (*Server, error) {
 	cmd.Env = append(cmd.Env, o.Env...)
 	out := newTailBuffer(64 << 10)
 	cmd.Stdout, cmd.Stderr = out, out
-	// Own process group, so Stop reaches the server and whatever it spawned that
-	// stayed in its group; Pdeathsig, so it dies with us even if we are SIGKILLed.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// The supervisor kills the whole tree when this pipe's write end closes, which
+	// it does however kernelbox exits.
+	lifeline, keep, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("jupyter server: %w", err)
+	}
+	defer lifeline.Close()
+	cmd.Stdin = lifeline
+	// Own process group, so Stop reaches the supervisor and the server.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
+		keep.Close()
 		return nil, fmt.Errorf("jupyter server: start %s: %w", o.Python, err)
 	}
 	s := &Server{
 		cmd:        cmd,
+		lifeline:   keep,
 		runtimeDir: runtimeDir,
 		endpoint:   ep,
 		log:        o.Logger.With("pid", cmd.Process.Pid),
@@ -170,6 +203,7 @@ func start(ctx context.Context, o Options, runtimeDir string) (*Server, error) {
 	}
 	go func() {
 		s.waitErr = cmd.Wait()
+		keep.Close()
 		close(s.done)
 	}()
 	if err := s.waitReady(ctx, o.ReadyTimeout); err != nil {
@@ -210,7 +244,8 @@ func (s *Server) waitReady(ctx context.Context, timeout time.Duration) error {
 // Endpoint returns how to reach the server.
 func (s *Server) Endpoint() jupyter.Endpoint { return s.endpoint }
 
-// Pid returns the server's process id (also its process group id).
+// Pid returns the process id of the server's supervisor, its parent (also their
+// process group id). Killing it kills the server.
 func (s *Server) Pid() int { return s.cmd.Process.Pid }
 
 // RuntimeDir returns the server's private 0700 directory, removed by Stop.
@@ -228,8 +263,10 @@ func (s *Server) ExitErr() error {
 // LogTail returns the last lines the server wrote to stdout and stderr.
 func (s *Server) LogTail() string { return s.out.String() }
 
-// Stop asks the server to shut down (SIGTERM: it stops its kernels), waits until ctx
-// is done or 10 seconds pass, then kills its process group, and removes its runtime
+// Stop asks the server to shut down (SIGTERM: it stops its kernels, and its
+// supervisor kills what they left running after 8 seconds), waits until ctx is done
+// or 10 seconds pass, then has the supervisor kill the tree at once, kills the
+// process group if that did not end it within 5 seconds, and removes the runtime
 // directory.
 func (s *Server) Stop(ctx context.Context) error {
 	s.stop.Do(func() {
@@ -241,6 +278,11 @@ func (s *Server) Stop(ctx context.Context) error {
 		case <-s.done:
 		case <-ctx.Done():
 		case <-t.C:
+		}
+		s.lifeline.Close()
+		select {
+		case <-s.done:
+		case <-time.After(5 * time.Second):
 		}
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		<-s.done
