@@ -22,6 +22,11 @@ const KernelName = "kernelbox-python3"
 // and with the final "idle" status lost the call waited out its whole timeout. The
 // output waits in the kernel instead, as much as the cell printed.
 //
+// It tags what the kernel starts: KERNELBOX_KERNEL, named after the connection file
+// (kernel-ID), is in the environment of every process the kernel starts, which
+// survives setsid and reparenting; the server launcher kills the tagged processes
+// when the kernel is shut down or restarted (see launcher.py).
+//
 // When the kernel's channels are unix sockets (transport "ipc", as the local backend
 // runs them), the pipe that carries output of forked children (multiprocessing) to the
 // iopub thread is one too, next to them: ipykernel binds it to a random loopback TCP
@@ -30,6 +35,10 @@ const kernelLauncher = `import sys
 if sys.path and sys.path[0] == "":
     del sys.path[0]
 import ctypes, os, signal
+try:
+    os.environ["KERNELBOX_KERNEL"] = os.path.splitext(os.path.basename(sys.argv[sys.argv.index("-f") + 1]))[0]
+except (ValueError, IndexError):
+    pass
 try:
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
 except Exception:
