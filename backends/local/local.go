@@ -134,7 +134,8 @@ func (b *Backend) Open(ctx context.Context, spec executor.SessionSpec) (executor
 	return &placement{srv: srv, path: strings.TrimPrefix(filepath.Clean(spec.Dir), "/")}, nil
 }
 
-// ServerPID returns the process id of the running Jupyter Server, or 0 when none is
+// ServerPID returns the process id of the running Jupyter Server's supervisor (its
+// parent, which kills the server's whole tree when it exits), or 0 when none is
 // running.
 func (b *Backend) ServerPID() int {
 	b.mu.Lock()

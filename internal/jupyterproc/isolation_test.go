@@ -3,6 +3,7 @@ package jupyterproc_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -85,4 +86,18 @@ func TestServerForkedOutput(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "ok", r.Status)
 	require.Contains(t, out.String(), "from-child")
+}
+
+// A temp dir too long for the kernels' unix sockets is refused at start, with the
+// remedy, instead of every kernel failing to bind.
+func TestServerTempDirTooLong(t *testing.T) {
+	py := testenv.Jupyter(t)
+	long := filepath.Join(t.TempDir(), strings.Repeat("d", 60))
+	require.NoError(t, os.Mkdir(long, 0o700))
+	t.Setenv("TMPDIR", long)
+	_, err := jupyterproc.Start(context.Background(), jupyterproc.Options{Python: py, RootDir: t.TempDir()})
+	require.ErrorContains(t, err, "set TMPDIR to a shorter directory")
+	entries, err := os.ReadDir(long)
+	require.NoError(t, err)
+	require.Empty(t, entries, "the runtime dir is removed")
 }

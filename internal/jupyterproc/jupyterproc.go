@@ -41,6 +41,14 @@ import (
 //go:embed supervisor.py
 var supervisorPy []byte
 
+const (
+	// maxSocketPath is the longest path a unix socket can be bound to on Linux.
+	maxSocketPath = 107
+	// longestSocket is the longest socket path below the runtime dir: a kernel's
+	// output pipe, next to its connection file (see serverflags' kernel launcher).
+	longestSocket = "/runtime/kernel-01234567-89ab-cdef-0123-456789abcdef-ipc-pipe"
+)
+
 // Options configures one server. Python and RootDir are required.
 type Options struct {
 	// Python is an interpreter that can import jupyter_server and ipykernel.
@@ -95,6 +103,10 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err := os.Chmod(runtimeDir, 0o700); err != nil {
 		os.RemoveAll(runtimeDir)
 		return nil, err
+	}
+	if len(runtimeDir)+len(longestSocket) > maxSocketPath {
+		os.RemoveAll(runtimeDir)
+		return nil, fmt.Errorf("jupyter server: runtime dir %s is too long for the kernels' unix sockets (at most %d bytes); set TMPDIR to a shorter directory", runtimeDir, maxSocketPath-len(longestSocket))
 	}
 	if err := writeOwner(runtimeDir); err != nil {
 		os.RemoveAll(runtimeDir)
