@@ -283,7 +283,7 @@ func (s *Server) LogTail() string { return s.out.String() }
 func (s *Server) Stop(ctx context.Context) error {
 	s.stop.Do(func() {
 		pgid := s.cmd.Process.Pid
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		_ = syscall.Kill(pgid, syscall.SIGTERM) // the supervisor passes it on
 		t := time.NewTimer(10 * time.Second)
 		defer t.Stop()
 		select {
