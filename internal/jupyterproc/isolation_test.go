@@ -80,7 +80,7 @@ func TestServerForkedOutput(t *testing.T) {
 	require.NoError(t, err)
 	defer conn.Close()
 	var out strings.Builder
-	r, err := conn.Run(ctx, "import multiprocessing as mp\nctx = mp.get_context('fork')\np = ctx.Process(target=print, args=('from-child',))\np.start(); p.join()", func(m *jupyter.Message) {
+	r, err := conn.Run(ctx, "import multiprocessing as mp\nctx = mp.get_context('fork')\np = ctx.Process(target=print, args=('from-child',))\np.start(); p.join()\nimport time; time.sleep(0.5)", func(m *jupyter.Message) {
 		out.Write(m.Content)
 	})
 	require.NoError(t, err)
