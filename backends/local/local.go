@@ -65,7 +65,8 @@ var (
 	_ executor.HealthChecker = (*Backend)(nil)
 )
 
-// New returns a local backend. It checks for a usable Python but starts nothing.
+// New returns a local backend. It checks for a usable Python and removes the runtime
+// directories that killed kernelbox processes left behind, but starts nothing.
 func New(opts Options) (*Backend, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -75,6 +76,9 @@ func New(opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("local backend: %w", err)
 	}
 	opts.Python = py
+	for _, d := range jupyterproc.RemoveStale("") {
+		opts.Logger.Info("removed the runtime directory of a dead kernelbox", "dir", d)
+	}
 	return &Backend{opts: opts, log: opts.Logger}, nil
 }
 
