@@ -7,9 +7,12 @@
 // can read and write that user's files and reach the network. Use the docker backend
 // for untrusted code.
 //
-// The server runs in its own process group with PR_SET_PDEATHSIG, and its kernels are
-// started with PR_SET_PDEATHSIG too, so neither outlives kernelbox, even when
-// kernelbox is killed with SIGKILL. Start reading at [New].
+// The kernels' channels are unix sockets in that directory (no TCP port), and the
+// token is in a 0600 config file there (not on a command line). The server runs under
+// a supervisor process, a child subreaper that kills every process of the tree (the
+// server, its kernels and all they started, setsid daemons included) when kernelbox
+// exits, even when it is killed with SIGKILL; the next start removes the runtime
+// directory such a kernelbox left. Start reading at [New].
 package local
 
 import (
@@ -65,7 +68,8 @@ var (
 	_ executor.HealthChecker = (*Backend)(nil)
 )
 
-// New returns a local backend. It checks for a usable Python but starts nothing.
+// New returns a local backend. It checks for a usable Python and removes the runtime
+// directories that killed kernelbox processes left behind, but starts nothing.
 func New(opts Options) (*Backend, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -75,6 +79,9 @@ func New(opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("local backend: %w", err)
 	}
 	opts.Python = py
+	for _, d := range jupyterproc.RemoveStale("") {
+		opts.Logger.Info("removed the runtime directory of a dead kernelbox", "dir", d)
+	}
 	return &Backend{opts: opts, log: opts.Logger, stop: make(chan struct{})}, nil
 }
 
@@ -136,7 +143,8 @@ func (b *Backend) Open(ctx context.Context, spec executor.SessionSpec) (executor
 	return &placement{srv: srv, path: strings.TrimPrefix(filepath.Clean(spec.Dir), "/")}, nil
 }
 
-// ServerPID returns the process id of the running Jupyter Server, or 0 when none is
+// ServerPID returns the process id of the running Jupyter Server's supervisor (its
+// parent, which kills the server's whole tree when it exits), or 0 when none is
 // running.
 func (b *Backend) ServerPID() int {
 	b.mu.Lock()

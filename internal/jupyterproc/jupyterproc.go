@@ -1,8 +1,14 @@
 // Package jupyterproc starts and stops a Jupyter Server child process the way kernelbox
 // runs it: in a private 0700 runtime directory, on a unix socket (or a loopback TCP
-// port, for tests of TCP gateways), with a random token, the iopub rate limits off, a
-// kernelspec whose kernels die with the server, and the server itself in its own
-// process group with PR_SET_PDEATHSIG so that it dies with kernelbox.
+// port, for tests of TCP gateways), with a random token kept in a 0600 config file,
+// the iopub rate limits off, and a kernelspec whose kernels' channels are unix sockets
+// in the runtime directory.
+//
+// The server runs under a supervisor (supervisor.py), its parent and a child
+// subreaper, which kills every process of the tree (kernels, and whatever they
+// started, setsid or not) when kernelbox exits, even by SIGKILL: it notices by its
+// stdin pipe from kernelbox reaching EOF. Each runtime directory names its owner, and
+// Start removes those whose owner died without cleaning up ([RemoveStale]).
 //
 // Start reading at [Start].
 package jupyterproc
@@ -11,6 +17,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	_ "embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -27,6 +34,19 @@ import (
 	"github.com/kernelbox/kernelbox/internal/procs"
 	"github.com/kernelbox/kernelbox/internal/serverflags"
 	"github.com/kernelbox/kernelbox/jupyter"
+)
+
+// supervisorPy is the server's parent process; see supervisor.py.
+//
+//go:embed supervisor.py
+var supervisorPy []byte
+
+const (
+	// maxSocketPath is the longest path a unix socket can be bound to on Linux.
+	maxSocketPath = 107
+	// longestSocket is the longest socket path below the runtime dir: a kernel's
+	// output pipe, next to its connection file (see serverflags' kernel launcher).
+	longestSocket = "/runtime/kernel-01234567-89ab-cdef-0123-456789abcdef-ipc-pipe"
 )
 
 // Options configures one server. Python and RootDir are required.
@@ -50,6 +70,7 @@ type Options struct {
 // concurrent use.
 type Server struct {
 	cmd        *exec.Cmd
+	lifeline   *os.File // the supervisor's stdin; closing it kills the tree
 	runtimeDir string
 	endpoint   jupyter.Endpoint
 	log        *slog.Logger
@@ -71,12 +92,23 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	for _, d := range RemoveStale("") {
+		o.Logger.Info("removed the runtime directory of a dead kernelbox", "dir", d)
+	}
 	// Short and private: a unix socket path must fit in 107 bytes.
-	runtimeDir, err := os.MkdirTemp("", "kernelbox-")
+	runtimeDir, err := os.MkdirTemp("", runtimePrefix)
 	if err != nil {
 		return nil, fmt.Errorf("jupyter server: runtime dir: %w", err)
 	}
 	if err := os.Chmod(runtimeDir, 0o700); err != nil {
+		os.RemoveAll(runtimeDir)
+		return nil, err
+	}
+	if len(runtimeDir)+len(longestSocket) > maxSocketPath {
+		os.RemoveAll(runtimeDir)
+		return nil, fmt.Errorf("jupyter server: runtime dir %s is too long for the kernels' unix sockets (at most %d bytes); set TMPDIR to a shorter directory", runtimeDir, maxSocketPath-len(longestSocket))
+	}
+	if err := writeOwner(runtimeDir); err != nil {
 		os.RemoveAll(runtimeDir)
 		return nil, err
 	}
@@ -120,14 +152,30 @@ func start(ctx context.Context, o Options, runtimeDir string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string{"-Xfrozen_modules=off", script}, serverflags.Args(cfg)...)
+	// The token goes in a 0600 config file, never on the command line, which every
+	// user of the host can read in /proc/PID/cmdline.
+	configDir := filepath.Join(runtimeDir, "config")
+	if err := writeTokenConfig(configDir, token); err != nil {
+		return nil, err
+	}
+	supervisor := filepath.Join(runtimeDir, "supervisor.py")
+	if err := os.WriteFile(supervisor, supervisorPy, 0o444); err != nil {
+		return nil, fmt.Errorf("jupyter server: %w", err)
+	}
+	args := append([]string{"-Xfrozen_modules=off", supervisor, o.Python, "-Xfrozen_modules=off", script}, serverflags.WithoutToken(serverflags.Args(cfg))...)
 	args = append(args, tcpArgs...)
+	// The kernels' channels are unix sockets next to their connection files, in
+	// runtimeDir/runtime: with the default TCP transport they listen on loopback
+	// ports that any local user can connect to (an iopub subscriber sees every
+	// cell's code and output). jupyter_client names them after the connection file
+	// (an absolute path here), so they stay inside the 0700 runtime directory.
+	args = append(args, "--KernelManager.transport=ipc")
 	cmd := exec.Command(o.Python, args...)
 	cmd.Dir = o.RootDir
 	cmd.Env = append(os.Environ(),
 		"JUPYTER_RUNTIME_DIR="+filepath.Join(runtimeDir, "runtime"),
 		"JUPYTER_DATA_DIR="+dataDir,
-		"JUPYTER_CONFIG_DIR="+filepath.Join(runtimeDir, "config"),
+		"JUPYTER_CONFIG_DIR="+configDir,
 		"JUPYTER_PATH="+dataDir,
 		"JUPYTER_PLATFORM_DIRS=1",
 		"IPYTHONDIR="+filepath.Join(runtimeDir, "ipython"),
@@ -142,14 +190,23 @@ func start(ctx context.Context, o Options, runtimeDir string) (*Server, error) {
 	cmd.Env = append(cmd.Env, o.Env...)
 	out := newTailBuffer(64 << 10)
 	cmd.Stdout, cmd.Stderr = out, out
-	// Own process group, so Stop reaches the server and whatever it spawned that
-	// stayed in its group; Pdeathsig, so it dies with us even if we are SIGKILLed.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// The supervisor kills the whole tree when this pipe's write end closes, which
+	// it does however kernelbox exits.
+	lifeline, keep, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("jupyter server: %w", err)
+	}
+	defer lifeline.Close()
+	cmd.Stdin = lifeline
+	// Own process group, so Stop reaches the supervisor and the server.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
+		keep.Close()
 		return nil, fmt.Errorf("jupyter server: start %s: %w", o.Python, err)
 	}
 	s := &Server{
 		cmd:        cmd,
+		lifeline:   keep,
 		runtimeDir: runtimeDir,
 		endpoint:   ep,
 		log:        o.Logger.With("pid", cmd.Process.Pid),
@@ -158,6 +215,7 @@ func start(ctx context.Context, o Options, runtimeDir string) (*Server, error) {
 	}
 	go func() {
 		s.waitErr = cmd.Wait()
+		keep.Close()
 		close(s.done)
 	}()
 	if err := s.waitReady(ctx, o.ReadyTimeout); err != nil {
@@ -198,8 +256,12 @@ func (s *Server) waitReady(ctx context.Context, timeout time.Duration) error {
 // Endpoint returns how to reach the server.
 func (s *Server) Endpoint() jupyter.Endpoint { return s.endpoint }
 
-// Pid returns the server's process id (also its process group id).
+// Pid returns the process id of the server's supervisor, its parent (also their
+// process group id). Killing it kills the server.
 func (s *Server) Pid() int { return s.cmd.Process.Pid }
+
+// RuntimeDir returns the server's private 0700 directory, removed by Stop.
+func (s *Server) RuntimeDir() string { return s.runtimeDir }
 
 // Done is closed when the server process has exited.
 func (s *Server) Done() <-chan struct{} { return s.done }
@@ -213,13 +275,15 @@ func (s *Server) ExitErr() error {
 // LogTail returns the last lines the server wrote to stdout and stderr.
 func (s *Server) LogTail() string { return s.out.String() }
 
-// Stop asks the server to shut down (SIGTERM: it stops its kernels), waits until ctx
-// is done or 10 seconds pass, then kills its process group, and removes its runtime
+// Stop asks the server to shut down (SIGTERM: it stops its kernels, and its
+// supervisor kills what they left running after 8 seconds), waits until ctx is done
+// or 10 seconds pass, then has the supervisor kill the tree at once, kills the
+// process group if that did not end it within 5 seconds, and removes the runtime
 // directory.
 func (s *Server) Stop(ctx context.Context) error {
 	s.stop.Do(func() {
 		pgid := s.cmd.Process.Pid
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		_ = syscall.Kill(pgid, syscall.SIGTERM) // the supervisor passes it on
 		t := time.NewTimer(10 * time.Second)
 		defer t.Stop()
 		select {
@@ -227,10 +291,30 @@ func (s *Server) Stop(ctx context.Context) error {
 		case <-ctx.Done():
 		case <-t.C:
 		}
+		s.lifeline.Close()
+		select {
+		case <-s.done:
+		case <-time.After(5 * time.Second):
+		}
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		<-s.done
 		os.RemoveAll(s.runtimeDir)
 	})
+	return nil
+}
+
+// writeTokenConfig writes dir/jupyter_server_config.json (0600) with the token.
+func writeTokenConfig(dir, token string) error {
+	body, err := serverflags.TokenConfig(token)
+	if err == nil {
+		err = os.Mkdir(dir, 0o700)
+	}
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "jupyter_server_config.json"), body, 0o600)
+	}
+	if err != nil {
+		return fmt.Errorf("jupyter server: config: %w", err)
+	}
 	return nil
 }
 

@@ -114,3 +114,61 @@ func zombie(pid int) bool {
 	f := stat(pid)
 	return len(f) > 0 && f[0] == "Z"
 }
+
+// socketInodes returns the inodes of the sockets a process holds open.
+func socketInodes(pid int) map[string]bool {
+	dir := filepath.Join("/proc", strconv.Itoa(pid), "fd")
+	entries, _ := os.ReadDir(dir)
+	out := map[string]bool{}
+	for _, e := range entries {
+		l, err := os.Readlink(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		if ino, ok := strings.CutPrefix(l, "socket:["); ok {
+			out[strings.TrimSuffix(ino, "]")] = true
+		}
+	}
+	return out
+}
+
+// TCPListeners returns the local addresses (as /proc/net/tcp writes them, hex
+// address:port) of the TCP sockets in state LISTEN that a process holds open, IPv4
+// and IPv6.
+func TCPListeners(pid int) []string {
+	inodes := socketInodes(pid)
+	var out []string
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(table)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(line)
+			// sl local rem st tx:rx tr:when retrnsmt uid timeout inode
+			if len(f) >= 10 && f[3] == "0A" && inodes[f[9]] {
+				out = append(out, f[1])
+			}
+		}
+	}
+	return out
+}
+
+// UnixSockets returns the filesystem paths of the bound unix sockets a process holds
+// open (abstract and unnamed sockets are left out).
+func UnixSockets(pid int) []string {
+	inodes := socketInodes(pid)
+	b, err := os.ReadFile("/proc/net/unix")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		// Num RefCount Protocol Flags Type St Inode Path
+		f := strings.Fields(line)
+		if len(f) >= 8 && inodes[f[6]] && strings.HasPrefix(f[7], "/") {
+			out = append(out, f[7])
+		}
+	}
+	return out
+}

@@ -28,10 +28,24 @@ const KernelName = "kernelbox-python3"
 // raised in its thread and ended it for good; fd output was then dropped silently
 // and a subprocess printing more than a pipe's worth blocked. This one decodes
 // incrementally, with undecodable bytes replaced by U+FFFD.
+//
+// It tags what the kernel starts: KERNELBOX_KERNEL, named after the connection file
+// (kernel-ID), is in the environment of every process the kernel starts, which
+// survives setsid and reparenting; the server launcher kills the tagged processes
+// when the kernel is shut down or restarted (see launcher.py).
+//
+// When the kernel's channels are unix sockets (transport "ipc", as the local backend
+// runs them), the pipe that carries output of forked children (multiprocessing) to the
+// iopub thread is one too, next to them: ipykernel binds it to a random loopback TCP
+// port, which every user of the host can connect to.
 const kernelLauncher = `import sys
 if sys.path and sys.path[0] == "":
     del sys.path[0]
 import ctypes, os, signal
+try:
+    os.environ["KERNELBOX_KERNEL"] = os.path.splitext(os.path.basename(sys.argv[sys.argv.index("-f") + 1]))[0]
+except (ValueError, IndexError):
+    pass
 try:
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
 except Exception:
@@ -64,6 +78,35 @@ def _watch_pipe_fd(self):
         self._exc = sys.exc_info()
 if hasattr(_iostream.OutStream, "_watch_pipe_fd"):
     _iostream.OutStream._watch_pipe_fd = _watch_pipe_fd
+def _ipc_pipe():
+    try:
+        import json
+        with open(sys.argv[sys.argv.index("-f") + 1]) as f:
+            info = json.load(f)
+    except Exception:
+        return None
+    if info.get("transport") != "ipc" or not info.get("ip", "").startswith("/"):
+        return None
+    return "ipc://" + info["ip"] + "-pipe"
+_pipe = _ipc_pipe()
+from ipykernel import iostream
+if _pipe and hasattr(iostream.IOPubThread, "_setup_pipe_in"):
+    def _setup_pipe_in(self):
+        self._pipe_uuid = os.urandom(16)
+        pipe_in = self.socket.context.socket(zmq.PULL)
+        pipe_in.linger = 0
+        pipe_in.bind(_pipe)
+        self._pipe_port = 0
+        self._pipe_in = iostream.ZMQStream(pipe_in, self.io_loop)
+        self._pipe_in.on_recv(self._handle_pipe_msg)
+    def _setup_pipe_out(self):
+        ctx = zmq.Context()
+        pipe_out = ctx.socket(zmq.PUSH)
+        pipe_out.linger = 3000
+        pipe_out.connect(_pipe)
+        return ctx, pipe_out
+    iostream.IOPubThread._setup_pipe_in = _setup_pipe_in
+    iostream.IOPubThread._setup_pipe_out = _setup_pipe_out
 from ipykernel import kernelapp
 kernelapp.launch_new_instance()
 `

@@ -5,6 +5,11 @@
 // executor caps output itself and says so).
 package serverflags
 
+import (
+	"encoding/json"
+	"strings"
+)
+
 // Config describes one Jupyter Server to start.
 type Config struct {
 	// Socket is the unix socket path the server listens on (as the server sees it).
@@ -61,4 +66,24 @@ func Args(c Config) []string {
 		args = append(args, "--allow-root")
 	}
 	return args
+}
+
+// TokenConfig returns the body of a jupyter_server_config.json that sets the server's
+// token, for a server whose token must stay off its command line (world-readable in
+// /proc/PID/cmdline and ps): pass WithoutToken(Args(c)) and put the file in the
+// server's JUPYTER_CONFIG_DIR.
+func TokenConfig(token string) ([]byte, error) {
+	return json.Marshal(map[string]any{"ServerApp": map[string]any{"token": token}})
+}
+
+// WithoutToken drops the token flag from a server command line: the token comes from
+// the config file instead (a flag would override it, even an empty one).
+func WithoutToken(args []string) []string {
+	out := args[:0:0]
+	for _, a := range args {
+		if !strings.HasPrefix(a, "--ServerApp.token=") {
+			out = append(out, a)
+		}
+	}
+	return out
 }
