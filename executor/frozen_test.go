@@ -20,8 +20,8 @@ func TestLocalFrozenServer(t *testing.T) {
 	e := newEnv(t, nil)
 	e.run(t, "victim", "x = 1")
 	e.run(t, "bystander", "y = 2")
-	pid := e.Backend.ServerPID()
-	require.NotZero(t, pid)
+	pid := e.jupyterPID(t)
+	supervisor := e.Backend.ServerPID()
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
 
 	type answer struct {
@@ -70,7 +70,7 @@ func TestLocalFrozenServer(t *testing.T) {
 			require.True(t, r.StateLost, "%s must be told its state is gone", id)
 		}
 	}
-	require.NotEqual(t, pid, e.Backend.ServerPID(), "the frozen server was replaced")
+	require.NotEqual(t, supervisor, e.Backend.ServerPID(), "the frozen server was replaced")
 	require.NoError(t, e.Health(context.Background()))
 }
 
@@ -80,7 +80,7 @@ func TestLocalFrozenServer(t *testing.T) {
 func TestLocalServerStoppedMidCall(t *testing.T) {
 	e := newEnv(t, nil)
 	e.run(t, "s", "x = 1")
-	pid := e.Backend.ServerPID()
+	pid := e.jupyterPID(t)
 	done := make(chan *executor.Result, 1)
 	go func() {
 		r, err := e.Execute(context.Background(), executor.Request{SessionID: "s", Code: "import time\nfor i in range(300):\n    print(i, flush=True)\n    time.sleep(0.1)"})

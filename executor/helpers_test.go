@@ -2,6 +2,10 @@ package executor_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -40,4 +44,19 @@ func (e *env) run(t testing.TB, session, code string) *executor.Result {
 	r, err := e.Execute(context.Background(), executor.Request{SessionID: session, Code: code})
 	require.NoError(t, err)
 	return r
+}
+
+// jupyterPID returns the pid of the local backend's Jupyter Server itself: ServerPID
+// is its supervisor's, which only waits and kills; stopping that one freezes nothing.
+func (e *env) jupyterPID(t testing.TB) int {
+	t.Helper()
+	sup := e.Backend.ServerPID()
+	require.NotZero(t, sup)
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", sup, sup))
+	require.NoError(t, err)
+	kids := strings.Fields(string(b))
+	require.Len(t, kids, 1, "the supervisor has one child, the server")
+	pid, err := strconv.Atoi(kids[0])
+	require.NoError(t, err)
+	return pid
 }

@@ -74,7 +74,7 @@ func TestLocalNoOutputLostWhileServerStalls(t *testing.T) {
 		t.Skip("long")
 	}
 	e := newEnv(t, func(o *executor.Options) { o.MaxStreamBytes = 16 << 20 })
-	requireNoOutputLostWhileServerStalls(t, e, e.Backend.ServerPID)
+	requireNoOutputLostWhileServerStalls(t, e, func() int { return e.jupyterPID(t) })
 }
 
 func TestDockerNoOutputLostWhileServerStalls(t *testing.T) {
