@@ -77,7 +77,7 @@ type Options struct {
 	FileMode fs.FileMode
 
 	// PrivateDirs lists more directories no input may be staged from (ErrPrivate),
-	// besides Root and ArtifactsDir, which are always private: kernelbox's own
+	// besides Root/sessions and ArtifactsDir, which are always private: kernelbox's own
 	// state, such as its runtime directory. Protect adds more after New.
 	PrivateDirs []string
 
@@ -165,7 +165,7 @@ func New(opts Options) (*Manager, error) {
 		root:         root,
 		sessionsDir:  sessionsDir,
 		artifactsDir: artifactsDir,
-		private:      privateDirs(append([]string{root, artifactsDir}, opts.PrivateDirs...)...),
+		private:      privateDirs(append([]string{sessionsDir, artifactsDir}, opts.PrivateDirs...)...),
 	}
 	if m.sessions, err = os.OpenRoot(sessionsDir); err != nil {
 		return nil, fmt.Errorf("workspace: %w", err)

@@ -43,8 +43,8 @@ func OpenNoFollow(path string) (*os.File, error) {
 // errLinkInPath is what the opens return for a link met on the way.
 var errLinkInPath = fmt.Errorf("%w (it changed since it was resolved)", ErrLinkInPath)
 
-// privateDirs are the directories no input may be staged from: the workspace root
-// (every session's directory), the artifacts directory (every session's
+// privateDirs are the directories no input may be staged from: the workspace's
+// sessions/ (every session's directory, warm ones and trash included), the artifacts directory (every session's
 // artifacts) and Options.PrivateDirs, each cleaned and, where it exists, with its
 // symlinks resolved, since sources are canonical paths.
 func privateDirs(dirs ...string) []string {

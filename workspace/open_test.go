@@ -151,7 +151,7 @@ func TestWalkSwapRace(t *testing.T) {
 	require.NotZero(t, opened)
 }
 
-// TestStagePrivate: nothing under the workspace root (other sessions), the
+// TestStagePrivate: nothing under the workspace's sessions/ (other sessions), the
 // artifacts directory or Options.PrivateDirs is stageable, also when named through
 // a symlinked path, whatever policy allowed it.
 func TestStagePrivate(t *testing.T) {
@@ -176,7 +176,7 @@ func TestStagePrivate(t *testing.T) {
 		filepath.Join(arts, "other", "result.csv"),
 		filepath.Join(state, "token"),
 		filepath.Join(late, "sock.cfg"),
-		m.Root(),
+		filepath.Join(m.Root(), "sessions"),
 	} {
 		_, err := s.Stage([]Input{{Name: "x", Source: src}})
 		require.ErrorIs(t, err, ErrPrivate, src)
@@ -187,6 +187,11 @@ func TestStagePrivate(t *testing.T) {
 	require.ErrorIs(t, err, ErrPrivate)
 
 	_, err = s.Stage([]Input{{Name: "x", Source: filepath.Join(base, "ok")}})
+	require.NoError(t, err)
+	// Beside sessions/ the workspace root is the user's (the demo keeps its
+	// project there).
+	writeFile(t, filepath.Join(m.Root(), "project", "data.csv"), "d")
+	_, err = s.Stage([]Input{{Name: "y", Source: filepath.Join(m.Root(), "project", "data.csv")}})
 	require.NoError(t, err)
 	require.Equal(t, "fine", readFile(t, filepath.Join(s.Dir(), "inputs", "x")))
 }
