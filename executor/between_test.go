@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/workspace"
 )
 
 // A kernel that dies between two calls (here os._exit from a timer thread, as an
@@ -54,4 +55,35 @@ func TestLocalStrayOutputNoted(t *testing.T) {
 	require.Contains(t, strings.Join(r.Notes, "\n"), "arrived after earlier calls had ended")
 	r = e.run(t, "stray", "2")
 	require.Empty(t, r.Notes, "told once")
+}
+
+// A session whose directory outlived its kernel across a restart of kernelbox keeps
+// its files, by design, but its first call says its variables are gone, and no call
+// reports the earlier incarnation's outputs as its own artifacts (issue 20 item 9:
+// the first call ran on a fresh kernel with state_lost false and reported the old
+// outputs/o.txt).
+func TestLocalSessionAcrossRestart(t *testing.T) {
+	e1 := newEnv(t, nil)
+	r := e1.run(t, "s1", "x = 1\nopen('outputs/o.txt', 'w').write('old')")
+	require.Len(t, r.Artifacts, 1)
+	require.NoError(t, e1.Close())
+	require.NoError(t, e1.WS.Close())
+
+	e2 := newEnv(t, func(o *executor.Options) {
+		ws, err := workspace.New(workspace.Options{Root: e1.WS.Root()})
+		require.NoError(t, err)
+		t.Cleanup(func() { ws.Close() })
+		o.Workspace = ws
+	})
+	r = e2.run(t, "s1", "import os\nprint('x' in dir(), sorted(os.listdir('outputs')))")
+	t.Logf("first call after the restart: stdout %q state_lost %v notes %q artifacts %d", r.Stdout, r.StateLost, r.Notes, len(r.Artifacts))
+	require.Equal(t, "False ['o.txt']\n", r.Stdout, "the files are kept")
+	require.True(t, r.StateLost)
+	require.Contains(t, strings.Join(r.Notes, "\n"), "earlier kernel")
+	require.Empty(t, r.Artifacts, "o.txt was written by the earlier incarnation")
+
+	r = e2.run(t, "s1", "open('outputs/new.txt', 'w').write('new')")
+	require.False(t, r.StateLost)
+	require.Len(t, r.Artifacts, 1)
+	require.Equal(t, "new.txt", r.Artifacts[0].Name)
 }

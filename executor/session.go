@@ -235,6 +235,11 @@ func (s *session) openWorkspace() error {
 		return fmt.Errorf("open session directory: %w", err)
 	}
 	s.ws = ws
+	if reused, n := ws.Reused(); reused && !s.everAlive {
+		// The files outlived an earlier kernel of this id (a kernelbox restart):
+		// kept by design, but its variables are gone.
+		s.markLost(fmt.Sprintf("the session's directory is from an earlier kernel of this session (before a restart of kernelbox, or a close for being idle): its files are kept (%d in outputs/, not reported as this call's artifacts), its variables are gone", n))
+	}
 	return nil
 }
 

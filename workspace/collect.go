@@ -69,6 +69,10 @@ type collector struct {
 	arts      []Artifact
 	errs      []error
 
+	// baseline: record what is there without copying or reporting it (see
+	// Session.baseline).
+	baseline bool
+
 	// watch is the Manager's watcher (nil without inotify); watched stays set while
 	// every directory walked got a watch and nothing needs a second look.
 	watch   *watcher
@@ -261,6 +265,10 @@ func (c *collector) file(dir *os.Root, e fs.DirEntry, rel string) {
 	}
 	c.seen[rel] = true
 	st := statOf(fi)
+	if c.baseline {
+		s.seen[rel] = st
+		return
+	}
 	prev, known := s.seen[rel]
 	if known && !prev.racy && prev.sameStat(st) {
 		return
@@ -472,4 +480,28 @@ func detectMIME(name string, head []byte) string {
 		return t
 	}
 	return http.DetectContentType(head)
+}
+
+// baseline records the files outputs/ already holds when a session directory is
+// opened again (a kernelbox restart, a session closed by idle culling): they were
+// written by an earlier incarnation, so no later call reports them as its own unless
+// it changes them. It returns how many files it found.
+func (s *Session) baseline() int {
+	out, err := openDir(s.root, "outputs")
+	if err != nil {
+		return 0
+	}
+	defer out.Close()
+	c := &collector{s: s, start: time.Now(), seen: map[string]bool{}, baseline: true}
+	c.walk(out, "", 0)
+	for _, r := range c.dirs {
+		r.Close()
+	}
+	n := 0
+	for name := range c.seen {
+		if st, ok := s.seen[name]; ok && !st.skipped {
+			n++
+		}
+	}
+	return n
 }

@@ -280,6 +280,9 @@ func (m *Manager) openSession(name string, exclusive bool) (*Session, error) {
 		s.root.Close()
 		return nil, err
 	}
+	if s.reused {
+		s.leftover = s.baseline()
+	}
 	return s, nil
 }
 
@@ -291,6 +294,7 @@ func (m *Manager) openSessionDir(name string, exclusive bool) (*Session, error) 
 		return nil, ErrClosed
 	}
 	_, err := m.sessions.Lstat(name)
+	existed := err == nil
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if err := m.sessions.Mkdir(name, m.opts.DirMode); err != nil {
@@ -317,6 +321,7 @@ func (m *Manager) openSessionDir(name string, exclusive bool) (*Session, error) 
 		staged:   map[string]int64{},
 		restaged: map[string]restage{},
 		seen:     map[string]fileState{},
+		reused:   existed,
 	}
 	return s, nil
 }

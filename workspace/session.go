@@ -43,6 +43,11 @@ type Session struct {
 	// seen is what the last Collect saw of each file in outputs/, by slash path.
 	seen map[string]fileState
 
+	// reused: the directory was there before Open (an earlier incarnation's);
+	// leftover is how many files its outputs/ held then (see baseline).
+	reused   bool
+	leftover int
+
 	// watched is set when the last walk put an inotify watch on every directory of
 	// outputs/; dirty when an event arrived for one since (watch.go).
 	watched  bool
@@ -158,3 +163,9 @@ func (s *Session) artifactsRoot() (*os.Root, error) {
 	s.art = art
 	return art, nil
 }
+
+// Reused reports whether Open found the session directory already there (left by an
+// earlier incarnation of the session: a previous kernelbox run, or a session closed
+// as idle) and how many files its outputs/ held. Those files are kept, and no call
+// reports them as its artifacts unless it changes them.
+func (s *Session) Reused() (bool, int) { return s.reused, s.leftover }
