@@ -67,11 +67,7 @@ func (m *Manager) setupDisks() {
 		m.log.Warn("disk quota is only checked after each call: sessions get no disk of their own", "reason", d.off)
 		return
 	}
-	for _, mp := range mountsBelow(m.sessionsDir) {
-		if err := detach(mp); err != nil {
-			m.log.Warn("could not unmount a session disk left by an earlier run", "dir", mp, "err", err)
-		}
-	}
+	m.unmountAll()
 	names, _ := readNames(d.dir)
 	for _, n := range names {
 		id, ok := strings.CutSuffix(n, ".img")
@@ -83,6 +79,19 @@ func (m *Manager) setupDisks() {
 		}
 		if err := os.Remove(filepath.Join(d.dir, n)); err != nil {
 			m.log.Warn("could not remove a session disk left by an earlier run", "image", n, "err", err)
+		}
+	}
+}
+
+// unmountAll unmounts every session disk below sessions/: what a crashed run
+// left (from setupDisks), or this Manager's own (from Close).
+func (m *Manager) unmountAll() {
+	if m.disks == nil || m.disks.off != "" {
+		return
+	}
+	for _, mp := range mountsBelow(m.sessionsDir) {
+		if err := detach(mp); err != nil {
+			m.log.Warn("could not unmount a session disk", "dir", mp, "err", err)
 		}
 	}
 }

@@ -157,8 +157,8 @@ func TestDiskQuotaSurvivesRestart(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "kb")
 	m1, err := New(Options{Root: root, DiskQuota: 16 << 20})
 	require.NoError(t, err)
+	t.Cleanup(func() { m1.Close() })
 	if !requireDisks(t, m1) {
-		m1.Close()
 		return
 	}
 	s, err := m1.Open("kept")
@@ -168,7 +168,8 @@ func TestDiskQuotaSurvivesRestart(t *testing.T) {
 	require.NoError(t, err)
 	s.Close()
 	w.Close()
-	m1.Close() // a crash: nothing unmounted
+	// m1 is not closed: a crash leaves its disks mounted.
+	require.Len(t, mountsBelow(filepath.Join(root, "sessions")), 2)
 
 	m2 := newManager(t, func(o *Options) { o.Root = root; o.DiskQuota = 16 << 20 })
 	// The old mounts are gone, and the warm disk with them.
@@ -181,6 +182,24 @@ func TestDiskQuotaSurvivesRestart(t *testing.T) {
 	_, err = fill(filepath.Join(s2.Dir(), "big"), 32<<20)
 	require.ErrorIs(t, err, syscall.ENOSPC)
 	require.NoError(t, os.RemoveAll(filepath.Join(root, "sessions", w.ID())))
+}
+
+func TestDiskQuotaCloseUnmounts(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "kb")
+	m, err := New(Options{Root: root, DiskQuota: 16 << 20})
+	require.NoError(t, err)
+	if !requireDisks(t, m) {
+		require.NoError(t, m.Close())
+		return
+	}
+	s, err := m.Open("s")
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	require.Len(t, mountsBelow(filepath.Join(root, "sessions")), 1)
+	require.NoError(t, m.Close())
+	// Nothing is left mounted, so the directory can be deleted as any other.
+	assert.Empty(t, mountsBelow(filepath.Join(root, "sessions")))
+	require.NoError(t, os.RemoveAll(root))
 }
 
 func TestEnforceDiskQuotaDeletesNewestFirst(t *testing.T) {

@@ -512,7 +512,9 @@ func isWarmID(id string) bool {
 	return true
 }
 
-// Close releases the Manager's directory handles. Close the Manager's Sessions
+// Close releases the Manager's directory handles and unmounts the session disks
+// (Options.DiskQuota); their images stay, and a later Manager on the same Root
+// mounts each again when its session is opened. Close the Manager's Sessions
 // first: a Session of a closed Manager cannot be adopted or start writing
 // artifacts.
 func (m *Manager) Close() error {
@@ -521,6 +523,7 @@ func (m *Manager) Close() error {
 	if m.sessions == nil {
 		return nil
 	}
+	m.unmountAll()
 	m.artMu.Lock()
 	err := errors.Join(m.sessions.Close(), m.artifacts.Close())
 	for _, r := range m.stale {
