@@ -98,6 +98,10 @@ type Options struct {
 	// to it. Defaults to 0: no limit.
 	DiskQuota int64
 
+	// DiskQuotaCheckOnly holds sessions to DiskQuota with EnforceDiskQuota
+	// alone, without disks of their own, as when not running as root.
+	DiskQuotaCheckOnly bool
+
 	// MaxArtifactsTotalBytes limits the total size of the artifacts directory,
 	// all sessions together. An artifact that would take it over the limit is
 	// refused (not collected or saved) with ErrArtifactsFull in Collect's or
