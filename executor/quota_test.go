@@ -147,3 +147,23 @@ func TestDockerDiskQuotaWarm(t *testing.T) {
 	assert.FileExists(t, filepath.Join(ws.Root(), "sessions", "w1", "big"))
 	assert.FileExists(t, filepath.Join(ws.Root(), "disks", "w1.img"))
 }
+
+func TestLocalArtifactsBudgetAndClose(t *testing.T) {
+	ws, err := workspace.New(workspace.Options{Root: filepath.Join(t.TempDir(), "ws"),
+		MaxArtifactsTotalBytes: 250 << 10, RemoveArtifacts: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { ws.Close() })
+	e := newEnv(t, func(o *executor.Options) { o.Workspace = ws })
+	r := e.run(t, "a", "for n in '123':\n    open('outputs/' + n, 'wb').write(n.encode() * (100 << 10))")
+	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	assert.Len(t, r.Artifacts, 2)
+	notes := strings.Join(r.Notes, "\n")
+	assert.Contains(t, notes, "artifacts: ")
+	assert.Contains(t, notes, "over its 256000-byte total limit; not collected")
+	assert.Contains(t, notes, workspace.ErrArtifactsFull.Error())
+	require.DirExists(t, filepath.Join(ws.ArtifactsDir(), "a"))
+	require.NoError(t, e.CloseSession(context.Background(), "a"))
+	assert.NoDirExists(t, filepath.Join(ws.ArtifactsDir(), "a"), "deleted on close")
+	used, _ := ws.ArtifactsUsage()
+	assert.Zero(t, used)
+}

@@ -143,7 +143,7 @@ type fullError struct {
 }
 
 func (e *fullError) Error() string {
-	return fmt.Sprintf("%d bytes would take the artifacts directory (%d bytes used) over its %d-byte total limit; not collected",
+	return fmt.Sprintf("%s: %d bytes would take the artifacts directory (%d bytes used) over its %d-byte total limit; not collected", ErrArtifactsFull,
 		e.need, e.used, e.limit)
 }
 
