@@ -66,11 +66,15 @@ func (m *Manager) setupDisks() {
 			d.sessionsDev = devOf(fi)
 		}
 	}
+	if err == nil {
+		err = d.probe()
+	}
 	if err != nil {
 		d.off = err.Error()
 		m.log.Warn("disk quota is only checked after each call: sessions get no disk of their own", "reason", d.off)
 		return
 	}
+	m.log.Info("disk quota: each session directory is a loop-mounted ext4 of its own", "bytes", d.size, "images", d.dir)
 	m.unmountAll()
 	names, _ := readNames(d.dir)
 	for _, n := range names {
@@ -85,6 +89,26 @@ func (m *Manager) setupDisks() {
 			m.log.Warn("could not remove a session disk left by an earlier run", "image", n, "err", err)
 		}
 	}
+}
+
+// probe makes and mounts a small disk, to learn whether session disks can be
+// made here at all: root in a container without CAP_SYS_ADMIN, or without
+// access to the loop devices, has the tools but cannot mount.
+func (d *disks) probe() error {
+	img, dir := filepath.Join(d.dir, ".probe.img"), filepath.Join(d.dir, ".probe")
+	_ = os.Remove(img)
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	defer os.Remove(dir)
+	if err := d.makeDisk(img, 8<<20); err != nil {
+		return err
+	}
+	defer os.Remove(img)
+	if err := d.attach(img, dir); err != nil {
+		return err
+	}
+	return detach(dir)
 }
 
 // unmountAll unmounts every session disk below sessions/: what a crashed run
