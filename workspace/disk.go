@@ -181,6 +181,10 @@ func (m *Manager) mountDisk(name string) error {
 	}
 	if fresh {
 		_ = m.sessions.Remove(name + "/lost+found")
+		// The disk's root is the session directory now: give it DirMode.
+		if err := chmodDir(m.sessions, name, m.opts.DirMode); err != nil {
+			return errors.Join(fmt.Errorf("mount session disk: %w", err), detach(dir))
+		}
 	}
 	return nil
 }

@@ -60,8 +60,12 @@ func requireDisks(tb testing.TB, m *Manager) bool {
 
 func TestDiskQuotaRefusesWritesPastIt(t *testing.T) {
 	const quota = 64 << 20
-	m := newManager(t, func(o *Options) { o.DiskQuota = quota })
+	m := newManager(t, func(o *Options) { o.DiskQuota = quota; o.DirMode = 0o750 })
 	s := openSession(t, m, "s1")
+	fi, err := os.Stat(s.Dir())
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o750), fi.Mode().Perm())
+	assert.NoDirExists(t, filepath.Join(s.Dir(), "lost+found"))
 	if !requireDisks(t, m) {
 		// Without root the call-end check is the limit: it deletes the excess.
 		n, err := fill(filepath.Join(s.Dir(), "outputs", "big"), 100<<20)
