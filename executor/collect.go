@@ -60,6 +60,7 @@ func (s *session) collect(ctx context.Context, f *callFacts, ex *jupyter.Executi
 			f.notes = append(f.notes, "outputs: pulling files from the kernel failed: "+err.Error())
 		}
 	}
+	s.enforceDiskQuota(f)
 	arts, err := s.ws.Collect()
 	f.artifacts = append(f.artifacts, arts...)
 	if err != nil {
@@ -72,6 +73,22 @@ func (s *session) collect(ctx context.Context, f *callFacts, ex *jupyter.Executi
 	}
 	if len(f.artifacts) > 0 {
 		s.e.opts.Observer.ArtifactsCollected(len(f.artifacts), total)
+	}
+}
+
+// enforceDiskQuota ends the call with a DiskQuotaExceeded error when the
+// session directory went over the disk quota (which the workspace then brought
+// back under it by deleting the newest files). Sessions with a disk of their own
+// never do: their code got ENOSPC instead.
+func (s *session) enforceDiskQuota(f *callFacts) {
+	err := s.ws.EnforceDiskQuota()
+	if err == nil {
+		return
+	}
+	f.notes = append(f.notes, "quota: "+err.Error())
+	if errors.Is(err, workspace.ErrDiskQuota) && f.end.status == StatusOK {
+		f.end.status = StatusError
+		f.end.verdict = &ErrorInfo{Ename: "DiskQuotaExceeded", Evalue: err.Error()}
 	}
 }
 

@@ -309,6 +309,13 @@ func (c *collector) file(dir *os.Root, e fs.DirEntry, rel string) {
 		}
 	}
 	a, changed, err := c.copyArtifact(f, rel, ofi.Size(), prev.sum)
+	if errors.Is(err, ErrArtifactsFull) {
+		// Not remembered: tried again (and reported again) by the next Collect,
+		// when space may have been freed.
+		c.errs = append(c.errs, fmt.Errorf("collect %q: %w", rel, err))
+		c.watched = false
+		return
+	}
 	if errors.Is(err, errOverLimit) {
 		st.skipped = true
 		s.seen[rel] = st
@@ -339,13 +346,22 @@ func (c *collector) copyArtifact(src *os.File, rel string, size int64, prevSum s
 	if err != nil {
 		return Artifact{}, false, err
 	}
+	// Counted against the budget before the copy, net of the artifact it
+	// replaces (for a moment both exist: one file's worth of overshoot).
+	old := replacedSize(dir, path.Base(rel))
+	if err := s.m.reserve(size - old); err != nil {
+		return Artifact{}, false, err
+	}
+	reserved := size - old
 	f, tmp, err := createTemp(dir, "", s.m.opts.FileMode)
 	if err != nil {
+		s.m.release(reserved)
 		return Artifact{}, false, err
 	}
 	defer func() {
 		if tmp != "" {
 			_ = dir.Remove(tmp)
+			s.m.release(reserved)
 		}
 	}()
 	cp, err := copyFile(f, src, s.m.opts.MaxArtifactBytes, size, true)
@@ -355,6 +371,9 @@ func (c *collector) copyArtifact(src *os.File, rel string, size int64, prevSum s
 	if err != nil {
 		return Artifact{}, false, err
 	}
+	// A file that grew or shrank while it was copied is counted as copied.
+	s.m.release(size - cp.n)
+	reserved = cp.n - old
 	if cp.sum == prevSum {
 		return Artifact{SHA256: cp.sum}, false, nil
 	}
@@ -445,8 +464,13 @@ func (s *Session) SaveDisplay(name string, data []byte, mimeType string) (Artifa
 	if err := mkdirs(art, dir, s.m.opts.DirMode); err != nil {
 		return Artifact{}, fmt.Errorf("save display %q: %w", name, err)
 	}
+	need := int64(len(data)) - replacedSize(art, rel)
+	if err := s.m.reserve(need); err != nil {
+		return Artifact{}, fmt.Errorf("save display %q: %w", name, err)
+	}
 	f, tmp, err := createTemp(art, dir, s.m.opts.FileMode)
 	if err != nil {
+		s.m.release(need)
 		return Artifact{}, fmt.Errorf("save display %q: %w", name, err)
 	}
 	_, err = f.Write(data)
@@ -458,6 +482,7 @@ func (s *Session) SaveDisplay(name string, data []byte, mimeType string) (Artifa
 	}
 	if err != nil {
 		_ = art.Remove(tmp)
+		s.m.release(need)
 		return Artifact{}, fmt.Errorf("save display %q: %w", name, err)
 	}
 	sum := sha256.Sum256(data)

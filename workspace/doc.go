@@ -4,12 +4,14 @@
 //
 // Start reading at Manager (manager.go) and Session (session.go); then Stage
 // (stage.go), Collect (collect.go), the artifact lookups (artifacts.go) and AddData
-// (data.go). files.go holds the low-level file operations they share; open.go
+// (data.go); disk.go gives each session a disk of its own for Options.DiskQuota and
+// budget.go holds the artifacts directory to Options.MaxArtifactsTotalBytes. files.go holds the low-level file operations they share; open.go
 // opens host sources (inputs, data directories) without following a link at any
 // component, and keeps kernelbox's own directories out of staging (ErrPrivate).
 //
 // Layout:
 //
+//	<Root>/disks/<id>.img       session disk images (Options.DiskQuota), 0700
 //	<Root>/sessions/            0700, the privacy boundary
 //	<Root>/sessions/<id>/       the kernel's working directory
 //	    inputs/<name>           staged files

@@ -39,6 +39,16 @@ var (
 	// is not valid UTF-8 (JSON shows it with U+FFFD, which names nothing).
 	ErrSkippedName = errors.New("not collected")
 
+	// ErrArtifactsFull means an artifact was refused because it would take the
+	// artifacts directory over Options.MaxArtifactsTotalBytes.
+	ErrArtifactsFull = errors.New("artifacts budget exceeded")
+
+	// ErrDiskQuota means a session directory held more than Options.DiskQuota
+	// after a call, on a system where the quota is not enforced by a file system
+	// of the session's own; EnforceDiskQuota deleted the newest files to bring it
+	// back under the limit.
+	ErrDiskQuota = errors.New("disk quota exceeded")
+
 	// ErrTooDeep means a directory in outputs/ is nested deeper than Collect descends.
 	ErrTooDeep = errors.New("directory nested too deep")
 

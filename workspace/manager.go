@@ -88,6 +88,32 @@ type Options struct {
 	// against 25 ms for the copy).
 	HashInputs bool
 
+	// DiskQuota limits the disk space of each session directory (inputs,
+	// outputs, anything the code writes). Running as root with loop devices,
+	// mkfs.ext4 and mount(8), each session directory is an ext4 file system of
+	// its own, a sparse image of this size under <Root>/disks loop-mounted on
+	// it, so the code gets ENOSPC at the limit and the host never loses more
+	// than that per session. Otherwise (DiskQuota reports why) only
+	// EnforceDiskQuota, which the executor runs after each call, holds a session
+	// to it. Defaults to 0: no limit.
+	DiskQuota int64
+
+	// DiskQuotaCheckOnly holds sessions to DiskQuota with EnforceDiskQuota
+	// alone, without disks of their own, as when not running as root.
+	DiskQuotaCheckOnly bool
+
+	// MaxArtifactsTotalBytes limits the total size of the artifacts directory,
+	// all sessions together. An artifact that would take it over the limit is
+	// refused (not collected or saved) with ErrArtifactsFull in Collect's or
+	// SaveDisplay's error; nothing already collected is evicted. Defaults to 0:
+	// no limit.
+	MaxArtifactsTotalBytes int64
+
+	// RemoveArtifacts makes Remove delete the session's artifacts along with its
+	// directory. Defaults to false: artifacts stay after their session is
+	// removed, until the operator deletes them.
+	RemoveArtifacts bool
+
 	// Logger receives the manager's logs (skipped symlinks and special files,
 	// cleanup failures) with a "session" attribute. Defaults to discarding them.
 	Logger *slog.Logger
@@ -126,6 +152,13 @@ type Manager struct {
 	// inotify.
 	watchOnce sync.Once
 	watch     atomic.Pointer[watcher]
+
+	// disks are the per-session disks (disk.go); nil without DiskQuota.
+	disks *disks
+
+	// budget counts the artifacts directory against MaxArtifactsTotalBytes
+	// (budget.go); nil without it.
+	budget *budget
 }
 
 // New creates Root/sessions (mode 0700) and the artifacts directory (DirMode, 0755 by
@@ -175,6 +208,8 @@ func New(opts Options) (*Manager, error) {
 		return nil, fmt.Errorf("workspace: %w", err)
 	}
 	m.emptyTrash()
+	m.setupDisks()
+	m.setupBudget()
 	return m, nil
 }
 
@@ -308,6 +343,9 @@ func (m *Manager) openSessionDir(name string, exclusive bool) (*Session, error) 
 	case exclusive:
 		return nil, fs.ErrExist
 	}
+	if err := m.mountDisk(name); err != nil {
+		return nil, err
+	}
 	root, err := openDir(m.sessions, name)
 	if err != nil {
 		return nil, err
@@ -348,11 +386,30 @@ func (m *Manager) Adopt(s *Session, id string) (*Session, error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("adopt warm session %s as %q: %w", s.id, id, err)
 	}
-	if err := m.sessions.Rename(s.id, id); err != nil {
+	moved := m.disks != nil && m.disks.off == "" && m.mounted(s.id)
+	if moved {
+		if err := m.sessions.Mkdir(id, m.opts.DirMode); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				err = ErrExists
+			}
+			return nil, fmt.Errorf("adopt warm session %s as %q: %w", s.id, id, err)
+		}
+		if err := m.moveDisk(s.id, id); err != nil {
+			_ = m.sessions.Remove(id)
+			return nil, fmt.Errorf("adopt warm session %s as %q: %w", s.id, id, err)
+		}
+	} else if err := m.sessions.Rename(s.id, id); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			err = ErrExists
 		}
 		return nil, fmt.Errorf("adopt warm session %s as %q: %w", s.id, id, err)
+	}
+	if moved {
+		// The handle is on the detached warm mount; the same disk is at id now.
+		if root, err := openDir(m.sessions, id); err == nil {
+			s.root.Close()
+			s.root = root
+		}
 	}
 	m.log.Debug("adopted warm session", "session", id, "warm", s.id)
 	// The directory handle follows the rename, so the new Session keeps it and
@@ -375,8 +432,9 @@ func (m *Manager) Adopt(s *Session, id string) (*Session, error) {
 }
 
 // Remove deletes the session directory of id (a session id or a warm ID), with
-// everything in it; the session's artifacts stay. Removing a missing session is
-// not an error. Sessions still open for id stop working.
+// everything in it, and its disk (Options.DiskQuota); the session's artifacts
+// stay unless Options.RemoveArtifacts is set. Removing a missing session is not
+// an error. Sessions still open for id stop working.
 //
 // Under the manager's lock the directory is only renamed out of the way (to a
 // trash name below sessions/); the delete itself, which takes seconds for a
@@ -388,14 +446,20 @@ func (m *Manager) Remove(id string) error {
 	if !api.ValidSessionID(id) && !isWarmID(id) {
 		return fmt.Errorf("remove session: %w", checkSessionID(id))
 	}
+	var errs []error
+	if m.opts.RemoveArtifacts && api.ValidSessionID(id) {
+		if err := m.removeArtifacts(id); err != nil {
+			errs = append(errs, fmt.Errorf("remove session %q: %w", id, err))
+		}
+	}
 	sessions, trash, err := m.detach(id)
 	if err != nil || trash == "" {
-		return err
+		return errors.Join(append(errs, err)...)
 	}
 	if err := removeTree(sessions, trash); err != nil {
-		return fmt.Errorf("remove session %q: %w", id, err)
+		errs = append(errs, fmt.Errorf("remove session %q: %w", id, err))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // trashPrefix starts the names session directories are renamed to while they
@@ -411,7 +475,13 @@ func (m *Manager) detach(id string) (*os.Root, string, error) {
 		return nil, "", ErrClosed
 	}
 	if _, err := m.sessions.Lstat(id); errors.Is(err, fs.ErrNotExist) {
-		return nil, "", nil
+		return nil, "", m.removeImage(id)
+	}
+	if err := m.unmountDisk(id); err != nil {
+		return nil, "", fmt.Errorf("remove session %q: %w", id, err)
+	}
+	if err := m.removeImage(id); err != nil {
+		return nil, "", fmt.Errorf("remove session %q: %w", id, err)
 	}
 	trash := trashPrefix + randomSuffix()
 	if err := m.sessions.Rename(id, trash); err != nil {
@@ -451,7 +521,9 @@ func isWarmID(id string) bool {
 	return true
 }
 
-// Close releases the Manager's directory handles. Close the Manager's Sessions
+// Close releases the Manager's directory handles and unmounts the session disks
+// (Options.DiskQuota); their images stay, and a later Manager on the same Root
+// mounts each again when its session is opened. Close the Manager's Sessions
 // first: a Session of a closed Manager cannot be adopted or start writing
 // artifacts.
 func (m *Manager) Close() error {
@@ -460,6 +532,7 @@ func (m *Manager) Close() error {
 	if m.sessions == nil {
 		return nil
 	}
+	m.unmountAll()
 	m.artMu.Lock()
 	err := errors.Join(m.sessions.Close(), m.artifacts.Close())
 	for _, r := range m.stale {

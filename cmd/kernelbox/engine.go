@@ -39,6 +39,7 @@ type engineFlags struct {
 	mcp         mcpFlags    // mcp.go
 	remote      remoteFlags // remote.go
 	calls       callFlags   // attach.go
+	disk        diskFlags   // disk.go
 
 	// capacity.go
 	memory        sizeFlag // --memory as given; 0 = derive
@@ -64,6 +65,7 @@ func (f *engineFlags) register(fs *flag.FlagSet, defaultBackend string) {
 	f.mcp.register(fs)
 	f.remote.register(fs)
 	f.calls.register(fs)
+	f.disk.register(fs)
 }
 
 // engine is a built executor with what it was built from.
@@ -97,7 +99,11 @@ func (f *engineFlags) build(ctx context.Context, log *slog.Logger, approver perm
 	if dir, err := runtimefile.Dir(); err == nil {
 		private = append(private, dir)
 	}
-	ws, err := workspace.New(workspace.Options{Root: wsRoot, ArtifactsDir: f.artifacts, PrivateDirs: private, Logger: log})
+	wsOpts := workspace.Options{Root: wsRoot, ArtifactsDir: f.artifacts, PrivateDirs: private, Logger: log}
+	if err := f.disk.apply(&wsOpts); err != nil {
+		return nil, err
+	}
+	ws, err := workspace.New(wsOpts)
 	if err != nil {
 		return nil, fmt.Errorf("workspace: %w", err)
 	}

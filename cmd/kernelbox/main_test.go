@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kernelbox/kernelbox/internal/testenv"
+	"github.com/kernelbox/kernelbox/workspace"
 )
 
 // binDir holds the kernelbox binary the tests build once, in TestMain.
@@ -67,6 +68,17 @@ func testDirs(t testing.TB) (ws, data string) {
 	root := t.TempDir()
 	ws, data = filepath.Join(root, "ws"), filepath.Join(root, "data")
 	require.NoError(t, os.MkdirAll(data, 0o755))
+	// A server killed with SIGKILL leaves its session disks mounted, as it
+	// leaves containers; the next start on the workspace unmounts them, and so
+	// does this, before the temporary directory is removed.
+	t.Cleanup(func() {
+		if _, err := os.Stat(ws); err != nil {
+			return
+		}
+		if m, err := workspace.New(workspace.Options{Root: ws, DiskQuota: defaultDiskQuota}); err == nil {
+			m.Close()
+		}
+	})
 	return ws, data
 }
 
