@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/kernelbox/kernelbox/executor"
 )
@@ -16,6 +17,24 @@ func BenchmarkTrivialCell(b *testing.B) {
 	e.run(b, "bench", "x = 0")
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
+		r, err := e.Execute(ctx, executor.Request{SessionID: "bench", Code: fmt.Sprintf("x = %d; x + 1", i)})
+		if err != nil || r.Status != executor.StatusOK {
+			b.Fatal(err, r)
+		}
+	}
+}
+
+// BenchmarkCallAfterIdle is the trivial cell after the kernel sat unused for 300 ms,
+// as an agent's calls usually do: it includes the kernel_info check that a kernel
+// idle for over 200 ms still answers (compare with BenchmarkTrivialCell).
+func BenchmarkCallAfterIdle(b *testing.B) {
+	e := newEnv(b, nil)
+	ctx := context.Background()
+	e.run(b, "bench", "x = 0")
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		time.Sleep(300 * time.Millisecond)
+		b.StartTimer()
 		r, err := e.Execute(ctx, executor.Request{SessionID: "bench", Code: fmt.Sprintf("x = %d; x + 1", i)})
 		if err != nil || r.Status != executor.StatusOK {
 			b.Fatal(err, r)
