@@ -45,6 +45,7 @@ func (b *Backend) watch(srv *jupyterproc.Server, stop <-chan struct{}) {
 		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 		_, err := c.Version(ctx)
 		cancel()
+		c.CloseIdle() // no connection (and its two goroutines) kept between probes
 		if err == nil {
 			silent = time.Time{}
 			b.setSilent(srv, silent)
