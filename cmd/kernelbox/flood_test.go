@@ -35,8 +35,9 @@ const floodConns = 10000
 func TestServeTenThousandIdleConns(t *testing.T) {
 	py := testenv.Jupyter(t)
 	// The test holds floodConns descriptors and so does the serve child, which
-	// inherits the limit; its default --max-conns (the limit less up to 1024,
-	// less the 32 reserved slots) must leave the flood in the ordinary slots.
+	// inherits the hard limit (Go raises its soft limit to it); its default
+	// --max-conns (the limit less up to 1024, less the 32 reserved slots) must
+	// leave the whole flood in the ordinary slots.
 	raiseFileLimit(t, floodConns+2048)
 	for _, tc := range []struct {
 		name string
