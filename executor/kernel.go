@@ -196,6 +196,9 @@ func (k *kernel) watchGone(ctx context.Context) (_ context.Context, stop func())
 			select {
 			case <-wctx.Done():
 				return
+			case <-k.lost: // nil, never ready, unless a LossReporter's
+				cancel(fmt.Errorf("%w: its placement reported its server gone", jupyter.ErrNotFound))
+				return
 			case <-t.C:
 			}
 			_, err := k.client.Kernel(wctx, k.id)
