@@ -114,6 +114,7 @@ threading.Thread(target=hog, daemon=True).start()`)
 			require.Equal(t, executor.StatusOK, r.Status, "gap %s: the call after the kill must run: %+v", gap, r.Error)
 			require.Equal(t, "False", r.Result, "gap %s", gap)
 			require.True(t, r.StateLost, "gap %s", gap)
+			require.Contains(t, strings.Join(r.Notes, "\n"), "container exited with code 137", "gap %s: the note says why", gap)
 			require.Less(t, took, 30*time.Second, "gap %s", gap)
 			require.NotEqual(t, old, sessionContainer(t, "kill"), "gap %s: a new container", gap)
 		}
