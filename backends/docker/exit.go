@@ -18,9 +18,14 @@ import (
 // waited out its 10 s bound. The placement closes Lost (executor.LossReporter) as soon
 // as the daemon says the container no longer runs.
 
-// rewatchDelay is how long the watch waits before asking the daemon again after its
-// wait request failed (the daemon restarting, say).
-const rewatchDelay = time.Second
+// How long the watch waits before asking the daemon again after its wait request
+// failed (the daemon restarting, say): rewatchDelay, doubled after each failure in a
+// row up to rewatchMax, so that a daemon down for long is not asked (and logged)
+// every second.
+const (
+	rewatchDelay = time.Second
+	rewatchMax   = 30 * time.Second
+)
 
 // watchExit starts the goroutine that closes p.lost once the container stops
 // running. stopWatch ends it and waits for it; Placement.close calls it before it
@@ -34,6 +39,7 @@ func (p *Placement) watchExit() {
 	}
 	go func() {
 		defer close(done)
+		delay := rewatchDelay
 		for {
 			res := p.b.api.ContainerWait(ctx, p.id, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
 			select {
@@ -55,8 +61,9 @@ func (p *Placement) watchExit() {
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(rewatchDelay):
+			case <-time.After(delay):
 			}
+			delay = min(2*delay, rewatchMax)
 		}
 	}()
 }
