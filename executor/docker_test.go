@@ -140,11 +140,17 @@ func TestDockerFaults(t *testing.T) {
 	}()
 	time.Sleep(time.Second)
 	require.NoError(t, exec.Command("docker", "kill", ids[0]).Run())
+	killed := time.Now()
 	select {
 	case r := <-done:
+		took := time.Since(killed)
+		t.Logf("docker kill mid-call reported after %s: %s", took.Round(time.Millisecond), r.Error.Evalue)
 		require.NotNil(t, r)
 		require.Equal(t, executor.StatusKernelDied, r.Status, "%+v", r.Error)
 		require.Contains(t, r.Error.Evalue, "container")
+		// Told by the container's watch (Lost), not after the connection's 5 s
+		// reconnect bound.
+		require.Less(t, took, 2*time.Second)
 	case <-time.After(30 * time.Second):
 		t.Fatal("the call did not return after its container was killed")
 	}

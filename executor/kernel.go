@@ -196,6 +196,9 @@ func (k *kernel) watchGone(ctx context.Context) (_ context.Context, stop func())
 			select {
 			case <-wctx.Done():
 				return
+			case <-k.lost: // nil, never ready, unless a LossReporter's
+				cancel(fmt.Errorf("%w: its placement reported its server gone", jupyter.ErrNotFound))
+				return
 			case <-t.C:
 			}
 			_, err := k.client.Kernel(wctx, k.id)
@@ -291,6 +294,14 @@ func (k *kernel) closeOnLost() (stop func()) {
 // a FileSyncer placement is then asked to set it up again (fresh).
 func (k *kernel) recover(ctx context.Context, e *Executor) (ok bool, lostWhy string) {
 	if k.abandoned() {
+		// Its placement said the server is gone for good (a container that
+		// stopped, a gateway that left): say why when the placement knows.
+		// Bounded: an unreachable placement must not hold the call up.
+		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		if cause := k.diagnose(dctx); cause != "" {
+			return false, "the kernel's server went away after the previous call: " + cause
+		}
 		return false, ""
 	}
 	var died *jupyter.KernelDiedError

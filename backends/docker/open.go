@@ -164,7 +164,7 @@ func (b *Backend) createContainer(ctx context.Context, l *launch) (*Placement, e
 		l.log.Warn("docker create warning", "container", shortID(created.ID), "warning", w)
 	}
 	p := &Placement{
-		b: b, id: created.ID, name: l.name, session: l.spec.ID, sockDir: l.sockDir, started: l.t0,
+		b: b, id: created.ID, name: l.name, session: l.spec.ID, sockDir: l.sockDir, started: l.t0, lost: make(chan struct{}),
 		server: executor.Server{
 			// Socket is set once the server's socket is pinned (awaitReady).
 			Endpoint:   jupyter.Endpoint{URL: "http://localhost", Token: l.token},
@@ -208,6 +208,7 @@ func (b *Backend) awaitReady(ctx context.Context, l *launch, p *Placement) error
 	// Placement.close closes the pinned socket after removing the container.
 	p.sock = sock
 	p.server.Endpoint.Socket = fdPath(sock)
+	p.watchExit()
 	if f, err := oomCounterFile(pid, p.id); err != nil {
 		l.log.Info("OOM kills will be counted from docker events", "reason", err)
 	} else if n, err := readOOMKills(f); err == nil {

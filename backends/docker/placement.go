@@ -29,6 +29,10 @@ type Placement struct {
 	closeMu sync.Mutex // held for the whole of close
 	closed  bool       // guarded by closeMu
 
+	lost      chan struct{} // closed by lose once the container stopped (exit.go)
+	loseOnce  sync.Once
+	stopWatch func() // ends watchExit's goroutine; nil until the server is ready
+
 	mu         sync.Mutex // guards the OOM fields
 	oomFile    string     // cgroup file with the OOM-kill counter; "" when unreadable
 	oomSeen    uint64     // OOM kills already reported by Diagnose
@@ -40,6 +44,7 @@ var (
 	_ executor.Diagnoser     = (*Placement)(nil)
 	_ executor.KernelLogger  = (*Placement)(nil)
 	_ executor.ResetReplacer = (*Placement)(nil)
+	_ executor.LossReporter  = (*Placement)(nil)
 )
 
 // Server returns the container's Jupyter server: its unix socket and its token. The
@@ -69,6 +74,10 @@ func (p *Placement) close(ctx context.Context) error {
 	defer p.closeMu.Unlock()
 	if p.closed {
 		return nil
+	}
+	if p.stopWatch != nil {
+		p.stopWatch()
+		p.stopWatch = nil
 	}
 	err := p.b.removeContainer(ctx, p.id)
 	if rmErr := os.RemoveAll(p.sockDir); rmErr != nil {
