@@ -92,6 +92,12 @@ type Artifact struct {
 
 	// MIME is the media type, from the extension or else sniffed from the content.
 	MIME string `json:"mime"`
+
+	// Partial is set when the file was still being written when it was collected
+	// (a process held it open for writing, or it changed while it was copied): the
+	// copy is what it held so far. It is collected, and reported, again once it
+	// changes or is complete.
+	Partial bool `json:"partial,omitempty"`
 }
 
 // Output is one nbformat v4 output. Which fields are set depends on OutputType:

@@ -1,0 +1,170 @@
+//go:build linux
+
+package workspace
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// onlyArtifact runs Collect and requires exactly one artifact, which it returns.
+func onlyArtifact(t *testing.T, s *Session) Artifact {
+	t.Helper()
+	arts, err := s.Collect()
+	require.NoError(t, err)
+	require.Len(t, arts, 1, "artifacts: %v", artifactNames(arts))
+	return arts[0]
+}
+
+// A file some process still holds open for writing is collected as it is, marked
+// partial; once the writer closes it, the next Collect reports it complete, also
+// when closing did not change its size or mtime.
+func TestCollectPartialHeldOpen(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		more int // bytes written after the partial Collect, before closing
+	}{
+		{"grows then closes", 3 << 20},
+		{"closes unchanged", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m := newManager(t, nil)
+			s := openSession(t, m, "p")
+			p := filepath.Join(s.Dir(), "outputs", "big.bin")
+			w, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+			require.NoError(t, err)
+			t.Cleanup(func() { w.Close() })
+			first := bytes.Repeat([]byte("a"), 700<<10)
+			_, err = w.Write(first)
+			require.NoError(t, err)
+
+			a := onlyArtifact(t, s)
+			assert.True(t, a.Partial, "collected while open for writing, at %d bytes", a.Size)
+			assert.Equal(t, int64(len(first)), a.Size)
+			assert.Equal(t, string(first), readFile(t, a.Path), "what it held so far is copied")
+
+			// Still open and unchanged: nothing new to report.
+			arts, err := s.Collect()
+			require.NoError(t, err)
+			assert.Empty(t, artifactNames(arts), "partial and unchanged")
+
+			_, err = w.Write(bytes.Repeat([]byte("b"), tc.more))
+			require.NoError(t, err)
+			require.NoError(t, w.Close())
+			final := readFile(t, p)
+
+			a = onlyArtifact(t, s)
+			assert.False(t, a.Partial, "the writer closed it")
+			assert.Equal(t, int64(len(final)), a.Size)
+			assert.Equal(t, final, readFile(t, a.Path))
+			assert.Empty(t, collect(t, s), "complete and reported: not again")
+		})
+	}
+}
+
+// A file another process keeps appending to while Collect runs is marked partial,
+// and the next Collect after that process exits reports its full size.
+func TestCollectPartialAppending(t *testing.T) {
+	t.Parallel()
+	m := newManager(t, nil)
+	s := openSession(t, m, "p")
+	p := filepath.Join(s.Dir(), "outputs", "log.txt")
+	// The writer appends until its stdin closes, then writes "end" and exits.
+	cmd := exec.Command("/usr/bin/python3", "-c", `
+import sys, threading, time
+stop = threading.Event()
+threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+with open(sys.argv[1], "ab", buffering=0) as f:
+    print("open", flush=True)
+    while not stop.is_set():
+        f.write(b"x" * 4096)
+        time.sleep(0.0002)
+    f.write(b"end")
+`, p)
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { stdin.Close(); _ = cmd.Wait() })
+	line := make([]byte, 5)
+	_, err = io.ReadFull(stdout, line)
+	require.NoError(t, err)
+
+	for i := 0; i < 3; i++ {
+		a := onlyArtifact(t, s)
+		assert.True(t, a.Partial, "collect %d: still being appended to, reported at %d bytes", i, a.Size)
+	}
+	require.NoError(t, stdin.Close())
+	require.NoError(t, cmd.Wait())
+	final := readFile(t, p)
+	require.Contains(t, final[len(final)-3:], "end")
+
+	a := onlyArtifact(t, s)
+	assert.False(t, a.Partial)
+	assert.Equal(t, int64(len(final)), a.Size, "the whole file")
+	assert.Equal(t, final, readFile(t, a.Path))
+	t.Logf("final size %d bytes", len(final))
+}
+
+// Where the writer's descriptors cannot be seen (another user's process, a remote
+// kernel), a file that changes while it is copied is still marked partial.
+func TestCollectPartialStatChanged(t *testing.T) {
+	t.Parallel()
+	m := newManager(t, nil)
+	m.noWriterScan = true
+	s := openSession(t, m, "p")
+	p := filepath.Join(s.Dir(), "outputs", "grow.bin")
+	w, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	require.NoError(t, err)
+	chunk := bytes.Repeat([]byte("z"), 64<<10)
+	for range 64 { // 4 MiB before the first Collect, so that copying takes a while
+		_, err := w.Write(chunk)
+		require.NoError(t, err)
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		defer w.Close()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := w.Write(chunk[:4096]); err != nil {
+				return
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+	}()
+	partial := 0
+	for i := 0; i < 5; i++ {
+		arts, err := s.Collect()
+		require.NoError(t, err)
+		for _, a := range arts {
+			if a.Partial {
+				partial++
+			}
+		}
+	}
+	close(stop)
+	<-done
+	assert.Positive(t, partial, "a file growing during every Collect was never marked partial")
+
+	a := onlyArtifact(t, s)
+	assert.False(t, a.Partial)
+	assert.Equal(t, readFile(t, p), readFile(t, a.Path))
+	t.Log("partial reports: " + strconv.Itoa(partial))
+}
