@@ -168,3 +168,47 @@ func TestCollectPartialStatChanged(t *testing.T) {
 	assert.Equal(t, readFile(t, p), readFile(t, a.Path))
 	t.Log("partial reports: " + strconv.Itoa(partial))
 }
+
+// CollectCall notes the artifacts the call's code may not have written in full:
+// one modified before the call's code started, one still being written, and one
+// complete after an earlier partial report.
+func TestCollectCallNotes(t *testing.T) {
+	t.Parallel()
+	m := newManager(t, nil)
+	s := openSession(t, m, "n")
+	out := filepath.Join(s.Dir(), "outputs")
+	arts, notes, err := s.CollectCall(time.Now())
+	require.NoError(t, err)
+	require.Empty(t, arts)
+	require.Empty(t, notes)
+
+	// Between the calls, something left running writes one file and opens another.
+	writeFile(t, filepath.Join(out, "between.txt"), "from a background thread")
+	w, err := os.Create(filepath.Join(out, "open.log"))
+	require.NoError(t, err)
+	t.Cleanup(func() { w.Close() })
+	_, err = w.WriteString("so far")
+	require.NoError(t, err)
+	time.Sleep(2 * betweenSlack)
+	start := time.Now()
+	writeFile(t, filepath.Join(out, "during.txt"), "by the call")
+
+	arts, notes, err = s.CollectCall(start)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"between.txt", "during.txt", "open.log"}, artifactNames(arts))
+	assert.Equal(t, []string{
+		"outputs/between.txt was written between calls (last modified before this call's code started), not by this call's code",
+		"outputs/open.log was still being written when collected (6 bytes so far); it is collected again when it changes; it was last written before this call's code started",
+	}, notes)
+
+	_, err = w.WriteString(", and the rest")
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	arts, notes, err = s.CollectCall(time.Now())
+	require.NoError(t, err)
+	assert.Equal(t, []string{"open.log"}, artifactNames(arts))
+	assert.False(t, arts[0].Partial)
+	assert.Equal(t, []string{
+		"outputs/open.log is complete now (20 bytes); an earlier call collected it while it was still being written",
+	}, notes)
+}
