@@ -87,3 +87,52 @@ func TestLocalSessionAcrossRestart(t *testing.T) {
 	require.Len(t, r.Artifacts, 1)
 	require.Equal(t, "new.txt", r.Artifacts[0].Name)
 }
+
+// Files a cell's background thread writes after the cell ended are not the next
+// call's own: a file written between the calls is noted as such, and a file still
+// being written is reported partial (with how much it held) until a later call finds
+// it complete (issue 25 item 6: the next call reported both as its artifacts, the
+// growing one at a fraction of its final size).
+func TestLocalBackgroundOutputsNoted(t *testing.T) {
+	e := newEnv(t, nil)
+	const mb = 1 << 20
+	r := e.run(t, "bg", `import threading, time
+def late():
+    time.sleep(0.3)
+    open('outputs/late.txt', 'w').write('late')
+def slow():
+    with open('outputs/big.bin', 'wb') as f:
+        for i in range(40):
+            f.write(b'x' * (1 << 20))
+            f.flush()
+            time.sleep(0.05)
+threading.Thread(target=late).start()
+threading.Thread(target=slow).start()`)
+	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	time.Sleep(time.Second)
+
+	r = e.run(t, "bg", "1")
+	t.Logf("call 2: artifacts %+v notes %q", r.Artifacts, r.Notes)
+	arts := map[string]executor.Artifact{}
+	for _, a := range r.Artifacts {
+		arts[a.Name] = a
+	}
+	notes := strings.Join(r.Notes, "\n")
+	require.Contains(t, arts, "late.txt")
+	require.False(t, arts["late.txt"].Partial)
+	require.Contains(t, notes, "outputs/late.txt was written between calls")
+	require.Contains(t, arts, "big.bin")
+	big := arts["big.bin"]
+	require.True(t, big.Partial, "big.bin reported complete at %d of %d bytes", big.Size, 40*mb)
+	require.Less(t, big.Size, int64(40*mb))
+	require.Contains(t, notes, fmt.Sprintf("outputs/big.bin was still being written when collected (%d bytes so far)", big.Size))
+
+	time.Sleep(2500 * time.Millisecond) // the writer is done
+	r = e.run(t, "bg", "2")
+	t.Logf("call 3: artifacts %+v notes %q", r.Artifacts, r.Notes)
+	require.Len(t, r.Artifacts, 1)
+	require.Equal(t, "big.bin", r.Artifacts[0].Name)
+	require.False(t, r.Artifacts[0].Partial)
+	require.Equal(t, int64(40*mb), r.Artifacts[0].Size)
+	require.Contains(t, strings.Join(r.Notes, "\n"), "outputs/big.bin is complete now")
+}
