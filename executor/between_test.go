@@ -93,8 +93,11 @@ func TestLocalSessionAcrossRestart(t *testing.T) {
 // being written is reported partial (with how much it held) until a later call finds
 // it complete (issue 25 item 6: the next call reported both as its artifacts, the
 // growing one at a fraction of its final size).
-func TestLocalBackgroundOutputsNoted(t *testing.T) {
-	e := newEnv(t, nil)
+func TestLocalBackgroundOutputsNoted(t *testing.T) { backgroundOutputsNoted(t, newEnv(t, nil)) }
+
+// backgroundOutputsNoted runs the check of TestLocalBackgroundOutputsNoted on e.
+func backgroundOutputsNoted(t *testing.T, e *env) {
+	t.Helper()
 	const mb = 1 << 20
 	r := e.run(t, "bg", `import threading, time
 def late():
@@ -102,10 +105,10 @@ def late():
     open('outputs/late.txt', 'w').write('late')
 def slow():
     with open('outputs/big.bin', 'wb') as f:
-        for i in range(40):
-            f.write(b'x' * (1 << 20))
-            f.flush()
-            time.sleep(0.05)
+        f.write(b'x' * (20 << 20))
+        f.flush()
+        time.sleep(2)  # idle but open: only its open descriptor says it is not done
+        f.write(b'y' * (20 << 20))
 threading.Thread(target=late).start()
 threading.Thread(target=slow).start()`)
 	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
@@ -127,7 +130,7 @@ threading.Thread(target=slow).start()`)
 	require.Less(t, big.Size, int64(40*mb))
 	require.Contains(t, notes, fmt.Sprintf("outputs/big.bin was still being written when collected (%d bytes so far)", big.Size))
 
-	time.Sleep(2500 * time.Millisecond) // the writer is done
+	time.Sleep(2 * time.Second) // the writer is done
 	r = e.run(t, "bg", "2")
 	t.Logf("call 3: artifacts %+v notes %q", r.Artifacts, r.Notes)
 	require.Len(t, r.Artifacts, 1)
