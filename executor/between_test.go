@@ -99,11 +99,14 @@ func TestLocalBackgroundOutputsNoted(t *testing.T) { backgroundOutputsNoted(t, n
 func backgroundOutputsNoted(t *testing.T, e *env) {
 	t.Helper()
 	const mb = 1 << 20
+	// Both threads start after the call ended, normally; should the first call's
+	// collection come late, it may catch big.bin, which it must then report partial.
 	r := e.run(t, "bg", `import threading, time
 def late():
-    time.sleep(0.3)
+    time.sleep(0.5)
     open('outputs/late.txt', 'w').write('late')
 def slow():
+    time.sleep(0.3)
     with open('outputs/big.bin', 'wb') as f:
         f.write(b'x' * (20 << 20))
         f.flush()
@@ -112,23 +115,33 @@ def slow():
 threading.Thread(target=late).start()
 threading.Thread(target=slow).start()`)
 	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	first := r
 	time.Sleep(time.Second)
-
 	r = e.run(t, "bg", "1")
-	t.Logf("call 2: artifacts %+v notes %q", r.Artifacts, r.Notes)
-	arts := map[string]executor.Artifact{}
-	for _, a := range r.Artifacts {
-		arts[a.Name] = a
+
+	reported, late := 0, false
+	for i, r := range []*executor.Result{first, r} {
+		t.Logf("call %d: artifacts %+v notes %q", i+1, r.Artifacts, r.Notes)
+		notes := strings.Join(r.Notes, "\n")
+		for _, a := range r.Artifacts {
+			switch a.Name {
+			case "late.txt":
+				require.Equal(t, 1, i, "late.txt was written half a second after call 1 ended")
+				require.False(t, a.Partial)
+				require.Contains(t, notes, "outputs/late.txt was written between calls")
+				late = true
+			case "big.bin":
+				reported++
+				require.True(t, a.Partial, "call %d: big.bin reported complete at %d of %d bytes", i+1, a.Size, 40*mb)
+				require.Less(t, a.Size, int64(40*mb))
+				require.Contains(t, notes, fmt.Sprintf("outputs/big.bin was still being written when collected (%d bytes so far)", a.Size))
+			default:
+				t.Fatalf("call %d: unexpected artifact %s", i+1, a.Name)
+			}
+		}
 	}
-	notes := strings.Join(r.Notes, "\n")
-	require.Contains(t, arts, "late.txt")
-	require.False(t, arts["late.txt"].Partial)
-	require.Contains(t, notes, "outputs/late.txt was written between calls")
-	require.Contains(t, arts, "big.bin")
-	big := arts["big.bin"]
-	require.True(t, big.Partial, "big.bin reported complete at %d of %d bytes", big.Size, 40*mb)
-	require.Less(t, big.Size, int64(40*mb))
-	require.Contains(t, notes, fmt.Sprintf("outputs/big.bin was still being written when collected (%d bytes so far)", big.Size))
+	require.Equal(t, 1, reported, "big.bin, partial and then unchanged, is reported once")
+	require.True(t, late, "call 2 reports late.txt")
 
 	time.Sleep(2 * time.Second) // the writer is done
 	r = e.run(t, "bg", "2")

@@ -41,6 +41,7 @@ type fileState struct {
 	mtime   int64 // UnixNano
 	dev     uint64
 	ino     uint64
+	uid     uint32 // the owner, for the scan for writers (writers_linux.go)
 	sum     string
 	racy    bool // modified close to the Collect that saw it: hash again next time
 	skipped bool // over MaxArtifactBytes, already reported
@@ -50,7 +51,7 @@ type fileState struct {
 func statOf(fi fs.FileInfo) fileState {
 	st := fileState{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
 	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
-		st.dev, st.ino = uint64(sys.Dev), uint64(sys.Ino)
+		st.dev, st.ino, st.uid = uint64(sys.Dev), uint64(sys.Ino), sys.Uid
 	}
 	return st
 }
@@ -400,16 +401,17 @@ func (c *collector) file(dir *os.Root, e fs.DirEntry, rel string) {
 // while it was copied, if a process holds it open for writing, or if it changed
 // between its copy and that scan (a writer that closed it since).
 func (c *collector) settle() {
-	files, names := map[fileID]bool{}, map[string]bool{}
+	files, names, owners := map[fileID]bool{}, map[string]bool{}, map[uint32]bool{}
 	for _, p := range c.pending {
 		if !p.moved {
 			files[fileID{p.st.dev, p.st.ino}] = true
 			names[path.Base(p.rel)] = true
+			owners[p.st.uid] = true
 		}
 	}
 	var writers map[fileID]bool
 	if len(files) > 0 && !c.s.m.noWriterScan {
-		writers = openForWriting(files, names)
+		writers = openForWriting(files, names, owners)
 	}
 	for _, p := range c.pending {
 		partial := p.moved || writers[fileID{p.st.dev, p.st.ino}]
