@@ -41,7 +41,9 @@ type Result struct {
 	// Error describes the exception, timeout or death, for every status but ok.
 	Error *ErrorInfo `json:"error,omitempty"`
 
-	// Artifacts lists files new or changed by this call.
+	// Artifacts lists files new or changed since the previous call. A file still
+	// being written is marked Partial; Notes say which were written between the
+	// calls or are still being written (by a background thread or process).
 	Artifacts []Artifact `json:"artifacts"`
 
 	// Truncated is set when output was dropped to stay within the caps;
