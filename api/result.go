@@ -41,7 +41,9 @@ type Result struct {
 	// Error describes the exception, timeout or death, for every status but ok.
 	Error *ErrorInfo `json:"error,omitempty"`
 
-	// Artifacts lists files new or changed by this call.
+	// Artifacts lists files new or changed since the previous call. A file still
+	// being written is marked Partial; Notes say which were written between the
+	// calls or are still being written (by a background thread or process).
 	Artifacts []Artifact `json:"artifacts"`
 
 	// Truncated is set when output was dropped to stay within the caps;
@@ -92,6 +94,12 @@ type Artifact struct {
 
 	// MIME is the media type, from the extension or else sniffed from the content.
 	MIME string `json:"mime"`
+
+	// Partial is set when the file was still being written when it was collected
+	// (a process held it open for writing, or it changed while it was copied): the
+	// copy is what it held so far. It is collected, and reported, again once it
+	// changes or is complete.
+	Partial bool `json:"partial,omitempty"`
 }
 
 // Output is one nbformat v4 output. Which fields are set depends on OutputType:

@@ -87,3 +87,68 @@ func TestLocalSessionAcrossRestart(t *testing.T) {
 	require.Len(t, r.Artifacts, 1)
 	require.Equal(t, "new.txt", r.Artifacts[0].Name)
 }
+
+// Files a cell's background thread writes after the cell ended are not the next
+// call's own: a file written between the calls is noted as such, and a file still
+// being written is reported partial (with how much it held) until a later call finds
+// it complete (issue 25 item 6: the next call reported both as its artifacts, the
+// growing one at a fraction of its final size).
+func TestLocalBackgroundOutputsNoted(t *testing.T) { backgroundOutputsNoted(t, newEnv(t, nil)) }
+
+// backgroundOutputsNoted runs the check of TestLocalBackgroundOutputsNoted on e.
+func backgroundOutputsNoted(t *testing.T, e *env) {
+	t.Helper()
+	const mb = 1 << 20
+	// Both threads start after the call ended, normally; should the first call's
+	// collection come late, it may catch big.bin, which it must then report partial.
+	r := e.run(t, "bg", `import threading, time
+def late():
+    time.sleep(0.5)
+    open('outputs/late.txt', 'w').write('late')
+def slow():
+    time.sleep(0.3)
+    with open('outputs/big.bin', 'wb') as f:
+        f.write(b'x' * (20 << 20))
+        f.flush()
+        time.sleep(2)  # idle but open: only its open descriptor says it is not done
+        f.write(b'y' * (20 << 20))
+threading.Thread(target=late).start()
+threading.Thread(target=slow).start()`)
+	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	first := r
+	time.Sleep(time.Second)
+	r = e.run(t, "bg", "1")
+
+	reported, late := 0, false
+	for i, r := range []*executor.Result{first, r} {
+		t.Logf("call %d: artifacts %+v notes %q", i+1, r.Artifacts, r.Notes)
+		notes := strings.Join(r.Notes, "\n")
+		for _, a := range r.Artifacts {
+			switch a.Name {
+			case "late.txt":
+				require.Equal(t, 1, i, "late.txt was written half a second after call 1 ended")
+				require.False(t, a.Partial)
+				require.Contains(t, notes, "outputs/late.txt was written between calls")
+				late = true
+			case "big.bin":
+				reported++
+				require.True(t, a.Partial, "call %d: big.bin reported complete at %d of %d bytes", i+1, a.Size, 40*mb)
+				require.Less(t, a.Size, int64(40*mb))
+				require.Contains(t, notes, fmt.Sprintf("outputs/big.bin was still being written when collected (%d bytes so far)", a.Size))
+			default:
+				t.Fatalf("call %d: unexpected artifact %s", i+1, a.Name)
+			}
+		}
+	}
+	require.Equal(t, 1, reported, "big.bin, partial and then unchanged, is reported once")
+	require.True(t, late, "call 2 reports late.txt")
+
+	time.Sleep(2 * time.Second) // the writer is done
+	r = e.run(t, "bg", "2")
+	t.Logf("call 3: artifacts %+v notes %q", r.Artifacts, r.Notes)
+	require.Len(t, r.Artifacts, 1)
+	require.Equal(t, "big.bin", r.Artifacts[0].Name)
+	require.False(t, r.Artifacts[0].Partial)
+	require.Equal(t, int64(40*mb), r.Artifacts[0].Size)
+	require.Contains(t, strings.Join(r.Notes, "\n"), "outputs/big.bin is complete now")
+}

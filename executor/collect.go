@@ -61,8 +61,11 @@ func (s *session) collect(ctx context.Context, f *callFacts, ex *jupyter.Executi
 		}
 	}
 	s.enforceDiskQuota(f)
-	arts, err := s.ws.Collect()
+	// Notes for outputs still being written or last written before the code
+	// started: a background thread or process of an earlier call may be at work.
+	arts, notes, err := s.ws.CollectCall(f.codeStart)
 	f.artifacts = append(f.artifacts, arts...)
+	f.notes = append(f.notes, notes...)
 	if err != nil {
 		f.notes = append(f.notes, "artifacts: "+err.Error())
 	}

@@ -29,6 +29,12 @@ func newDockerEnv(t testing.TB, opts docker.Options, mod func(*executor.Options)
 // dockerContainers lists this test process's kernelbox containers.
 func dockerContainers(t testing.TB) []string { return testenv.Containers(t, os.Getpid()) }
 
+// The container's processes are the host's: a file a background thread in the
+// container still holds open is seen as being written (TestLocalBackgroundOutputsNoted).
+func TestDockerBackgroundOutputsNoted(t *testing.T) {
+	backgroundOutputsNoted(t, newDockerEnv(t, docker.Options{}, nil))
+}
+
 func TestDockerSessions(t *testing.T) {
 	e := newDockerEnv(t, docker.Options{}, nil)
 	start := time.Now()

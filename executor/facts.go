@@ -11,6 +11,7 @@ type callFacts struct {
 	end        ending
 	out        collected
 	artifacts  []Artifact
+	codeStart  time.Time // when the execute_request was sent: outputs older than this are not the call's
 }
 
 // ending is how an execution ended: its execute_reply, or the executor's verdict on a

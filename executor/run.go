@@ -110,6 +110,7 @@ func (s *session) call(ctx context.Context, j *job, col *collector, syncer FileS
 	}
 	stopWatch := s.k.closeOnLost()
 	defer stopWatch()
+	f.codeStart = time.Now()
 	ex, err := s.k.conn.Execute(ctx, req)
 	if err != nil {
 		f.end = s.kernelFailed(s.ctx, nil, err)

@@ -41,15 +41,17 @@ type fileState struct {
 	mtime   int64 // UnixNano
 	dev     uint64
 	ino     uint64
+	uid     uint32 // the owner, for the scan for writers (writers_linux.go)
 	sum     string
 	racy    bool // modified close to the Collect that saw it: hash again next time
 	skipped bool // over MaxArtifactBytes, already reported
+	partial bool // still being written when collected: look again next time
 }
 
 func statOf(fi fs.FileInfo) fileState {
 	st := fileState{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
 	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
-		st.dev, st.ino = uint64(sys.Dev), uint64(sys.Ino)
+		st.dev, st.ino, st.uid = uint64(sys.Dev), uint64(sys.Ino), sys.Uid
 	}
 	return st
 }
@@ -77,7 +79,34 @@ type collector struct {
 	// every directory walked got a watch and nothing needs a second look.
 	watch   *watcher
 	watched bool
+
+	// out is outputs/; pending the files copied, whose completeness settle decides
+	// once the walk is over. since is when the call's code started (zero: unknown);
+	// mtimes (UnixNano) and completed (complete after a partial report) are what
+	// the notes need of the files reported.
+	out       *os.Root
+	pending   []pending
+	since     time.Time
+	mtimes    map[string]int64
+	completed []string
 }
+
+// pending is a file the walk copied (or, collected partial before and unchanged
+// since, found already copied), not yet remembered or reported: whether it was
+// still being written is decided by settle, after one scan for writers covering
+// every such file.
+type pending struct {
+	rel        string
+	st         fileState // the stat taken before copying, which seen remembers
+	art        Artifact
+	changed    bool // the content differs from what was collected before
+	moved      bool // it changed while it was copied
+	wasPartial bool // the previous Collect found it still being written
+}
+
+// betweenSlack allows for file timestamps lagging the clock by up to a timer tick:
+// a file modified less than this before the call's code started may be the call's.
+const betweenSlack = 20 * time.Millisecond
 
 // Collect copies the files in outputs/ that are new or changed since this
 // Session's previous Collect to <artifacts>/<id>/<path>, and returns them sorted by
@@ -103,9 +132,28 @@ type collector struct {
 // If the artifacts directory, or the session's part of it, was removed or
 // replaced since the last Collect, it is created again, and every file in
 // outputs/ is copied (and reported) again.
+//
+// A file that is still being written is copied as it is and reported with
+// Partial set: on Linux, one that a process this one may inspect (the same user,
+// or any as root) holds open for writing; anywhere, one whose size or mtime
+// changed while it was copied. The copy holds a consistent prefix: at most the
+// size the file had when its copy began. Such a file is looked at again by every
+// Collect until it is complete, and reported again when its content changes or it
+// is found complete, even if its stat stayed the same.
 func (s *Session) Collect() ([]Artifact, error) {
+	arts, _, err := s.CollectCall(time.Time{})
+	return arts, err
+}
+
+// CollectCall is Collect after a call whose code started at start. It also
+// returns a note for each artifact the call's code may not have written in full:
+// one still being written, one an earlier call reported partial that is complete
+// now, and one last modified before start (by something still running from an
+// earlier call, since the previous Collect had not seen that version). A zero start
+// notes only the first two.
+func (s *Session) CollectCall(start time.Time) (arts []Artifact, notes []string, err error) {
 	if s.root == nil {
-		return nil, fmt.Errorf("collect: %w", ErrClosed)
+		return nil, nil, fmt.Errorf("collect: %w", ErrClosed)
 	}
 	// Before the inotify shortcut: with the artifacts gone (artifactsRoot notices
 	// and forgets what was collected), an unchanged outputs/ still has everything
@@ -114,7 +162,7 @@ func (s *Session) Collect() ([]Artifact, error) {
 		_, _ = s.artifactsRoot()
 	}
 	if s.unchanged() {
-		return nil, nil
+		return nil, nil, nil
 	}
 	// Cleared before the walk: a change during it marks the session again.
 	s.dirty.Store(false)
@@ -122,14 +170,16 @@ func (s *Session) Collect() ([]Artifact, error) {
 	out, err := openDir(s.root, "outputs")
 	if errors.Is(err, fs.ErrNotExist) {
 		s.log.Info("outputs/ is missing; nothing to collect")
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("collect: outputs/: %w", err)
+		return nil, nil, fmt.Errorf("collect: outputs/: %w", err)
 	}
 	defer out.Close()
-	c := &collector{s: s, start: time.Now(), seen: map[string]bool{}, watch: s.m.watcher(), watched: true}
+	c := &collector{s: s, start: time.Now(), seen: map[string]bool{}, watch: s.m.watcher(), watched: true,
+		out: out, since: start, mtimes: map[string]int64{}}
 	c.walk(out, "", 0)
+	c.settle()
 	s.watched, s.lastWalk = c.watch != nil && c.watched && !c.truncated, walkStart
 	for _, r := range c.dirs {
 		r.Close()
@@ -144,7 +194,10 @@ func (s *Session) Collect() ([]Artifact, error) {
 		}
 	}
 	slices.SortFunc(c.arts, func(a, b Artifact) int { return cmp.Compare(a.Name, b.Name) })
-	return c.arts, errors.Join(c.errs...)
+	for _, a := range c.arts {
+		notes = append(notes, c.note(a)...)
+	}
+	return c.arts, notes, errors.Join(c.errs...)
 }
 
 // walk visits the directory dir, whose slash path below outputs/ is prefix.
@@ -270,7 +323,7 @@ func (c *collector) file(dir *os.Root, e fs.DirEntry, rel string) {
 		return
 	}
 	prev, known := s.seen[rel]
-	if known && !prev.racy && prev.sameStat(st) {
+	if known && !prev.racy && !prev.partial && prev.sameStat(st) {
 		return
 	}
 	limit := s.m.opts.MaxArtifactBytes
@@ -295,7 +348,18 @@ func (c *collector) file(dir *os.Root, e fs.DirEntry, rel string) {
 	// while it is copied, the next Collect sees a different stat and looks again.
 	st = statOf(ofi)
 	racy := !ofi.ModTime().Before(c.start.Add(-racyWindow))
-	if known && prev.racy && prev.sameStat(st) {
+	if known && prev.partial && !prev.racy && prev.sameStat(st) {
+		// Collected while being written and unchanged since: the copy holds it,
+		// and all there is to learn is whether it is complete now.
+		head := make([]byte, 512)
+		n, _ := f.ReadAt(head, 0)
+		st.sum = prev.sum
+		c.pending = append(c.pending, pending{rel: rel, st: st, wasPartial: true, art: Artifact{
+			Path: s.artifactPath(rel), Name: rel, Size: st.size, SHA256: prev.sum, MIME: detectMIME(rel, head[:n]),
+		}})
+		return
+	}
+	if known && prev.racy && !prev.partial && prev.sameStat(st) {
 		// Only the timestamp granularity makes this file suspect, and it has most
 		// likely not changed: hash it without writing a copy.
 		if sum, err := hashFile(f, limit, ofi.Size()); err == nil && sum == prev.sum {
@@ -316,30 +380,86 @@ func (c *collector) file(dir *os.Root, e fs.DirEntry, rel string) {
 		c.watched = false
 		return
 	}
-	if errors.Is(err, errOverLimit) {
-		st.skipped = true
-		s.seen[rel] = st
-		c.errs = append(c.errs, fmt.Errorf("collect %q: grew past the %d-byte artifact limit while being copied: %w", rel, limit, ErrTooLarge))
-		return
-	}
 	if err != nil {
 		c.errs = append(c.errs, fmt.Errorf("collect %q: %w", rel, err))
 		c.watched = false // try again next time, events or not
 		return
 	}
-	st.sum, st.racy = a.SHA256, racy
-	if racy {
-		c.watched = false // look again next time, events or not
+	// Copied were at most the bytes it had when the copy began; a file whose
+	// stat moved meanwhile was being written during the copy.
+	moved := a.Size != ofi.Size()
+	if after, err := f.Stat(); err != nil || !statOf(after).sameStat(st) {
+		moved = true
 	}
-	s.seen[rel] = st
-	if changed {
-		c.arts = append(c.arts, a)
+	st.sum, st.racy = a.SHA256, racy
+	c.pending = append(c.pending, pending{rel: rel, st: st, art: a, changed: changed, moved: moved, wasPartial: known && prev.partial})
+}
+
+// settle decides which of the files the walk copied were still being written,
+// remembers them all, and reports those whose content changed and those that are
+// complete now after an earlier partial report. A file is partial if it changed
+// while it was copied, if a process holds it open for writing, or if it changed
+// between its copy and that scan (a writer that closed it since).
+func (c *collector) settle() {
+	files, names, owners := map[fileID]bool{}, map[string]bool{}, map[uint32]bool{}
+	for _, p := range c.pending {
+		if !p.moved {
+			files[fileID{p.st.dev, p.st.ino}] = true
+			names[path.Base(p.rel)] = true
+			owners[p.st.uid] = true
+		}
+	}
+	var writers map[fileID]bool
+	if len(files) > 0 && !c.s.m.noWriterScan {
+		writers = openForWriting(files, names, owners)
+	}
+	for _, p := range c.pending {
+		partial := p.moved || writers[fileID{p.st.dev, p.st.ino}]
+		if !partial {
+			if fi, err := c.out.Lstat(p.rel); err == nil && !statOf(fi).sameStat(p.st) {
+				partial = true
+			}
+		}
+		p.st.partial = partial
+		if partial || p.st.racy {
+			c.watched = false // look again next time, events or not
+		}
+		c.s.seen[p.rel] = p.st
+		if partial {
+			c.s.log.Info("collected output still being written", "name", p.rel, "bytes", p.art.Size)
+		}
+		if p.changed || (p.wasPartial && !partial) {
+			p.art.Partial = partial
+			c.arts = append(c.arts, p.art)
+			if !partial && p.wasPartial {
+				c.completed = append(c.completed, p.rel)
+			}
+			c.mtimes[p.rel] = p.st.mtime
+		}
 	}
 }
 
-// copyArtifact copies src to the artifact rel, hashing as it goes. If the content
-// hashes to prevSum it discards the copy and returns only the digest, with
-// changed == false.
+// note returns the notes CollectCall gives for the artifact a.
+func (c *collector) note(a Artifact) []string {
+	before := !c.since.IsZero() && c.mtimes[a.Name] < c.since.Add(-betweenSlack).UnixNano()
+	switch {
+	case a.Partial:
+		n := fmt.Sprintf("outputs/%s was still being written when collected (%d bytes so far); it is collected again when it changes", a.Name, a.Size)
+		if before {
+			n += "; it was last written before this call's code started"
+		}
+		return []string{n}
+	case slices.Contains(c.completed, a.Name):
+		return []string{fmt.Sprintf("outputs/%s is complete now (%d bytes); an earlier call collected it while it was still being written", a.Name, a.Size)}
+	case before:
+		return []string{fmt.Sprintf("outputs/%s was written between calls (last modified before this call's code started), not by this call's code", a.Name)}
+	}
+	return nil
+}
+
+// copyArtifact copies the first size bytes of src to the artifact rel, hashing as
+// it goes. If the content hashes to prevSum it discards the copy (the artifact
+// already holds it) and returns changed == false.
 func (c *collector) copyArtifact(src *os.File, rel string, size int64, prevSum string) (a Artifact, changed bool, err error) {
 	s := c.s
 	dir, err := c.artifactDir(path.Dir(rel))
@@ -364,31 +484,35 @@ func (c *collector) copyArtifact(src *os.File, rel string, size int64, prevSum s
 			s.m.release(reserved)
 		}
 	}()
-	cp, err := copyFile(f, src, s.m.opts.MaxArtifactBytes, size, true)
+	// No more than size: a file appended to faster than it is copied would
+	// otherwise be chased up to MaxArtifactBytes. Collect marks the short copy
+	// partial.
+	cp, err := copyFile(f, io.LimitReader(src, size), s.m.opts.MaxArtifactBytes, size, true)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return Artifact{}, false, err
 	}
-	// A file that grew or shrank while it was copied is counted as copied.
+	// A file that shrank while it was copied is counted as copied.
 	s.m.release(size - cp.n)
 	reserved = cp.n - old
+	a = Artifact{
+		Path:   s.artifactPath(rel),
+		Name:   rel,
+		Size:   cp.n,
+		SHA256: cp.sum,
+		MIME:   detectMIME(rel, cp.head),
+	}
 	if cp.sum == prevSum {
-		return Artifact{SHA256: cp.sum}, false, nil
+		return a, false, nil
 	}
 	if err := dir.Rename(tmp, path.Base(rel)); err != nil {
 		return Artifact{}, false, err
 	}
 	tmp = ""
 	s.log.Debug("collected artifact", "name", rel, "bytes", cp.n)
-	return Artifact{
-		Path:   s.artifactPath(rel),
-		Name:   rel,
-		Size:   cp.n,
-		SHA256: cp.sum,
-		MIME:   detectMIME(rel, cp.head),
-	}, true, nil
+	return a, true, nil
 }
 
 // hashFile returns the hex SHA-256 of what is left to read of f, failing with

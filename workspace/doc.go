@@ -3,7 +3,8 @@
 // copies what the code wrote to outputs/ into a shared artifacts directory.
 //
 // Start reading at Manager (manager.go) and Session (session.go); then Stage
-// (stage.go), Collect (collect.go), the artifact lookups (artifacts.go) and AddData
+// (stage.go), Collect (collect.go; writers_linux.go finds the processes that still
+// hold an output open for writing), the artifact lookups (artifacts.go) and AddData
 // (data.go); disk.go gives each session a disk of its own for Options.DiskQuota and
 // budget.go holds the artifacts directory to Options.MaxArtifactsTotalBytes. files.go holds the low-level file operations they share; open.go
 // opens host sources (inputs, data directories) without following a link at any

@@ -114,7 +114,7 @@ var errOverLimit = errors.New("over limit")
 // from the same buffer, so the digest is of exactly the bytes written: hashing the
 // source in a second pass could describe different bytes if the file changed.
 // sizeHint (the fstat size) sizes the buffer so small files do not cost 1 MiB each.
-func copyFile(dst, src *os.File, limit, sizeHint int64, hash bool) (copied, error) {
+func copyFile(dst *os.File, src io.Reader, limit, sizeHint int64, hash bool) (copied, error) {
 	lr := &io.LimitedReader{R: src, N: limit + 1}
 	if !hash {
 		n, err := io.Copy(dst, lr)

@@ -153,6 +153,11 @@ type Manager struct {
 	watchOnce sync.Once
 	watch     atomic.Pointer[watcher]
 
+	// noWriterScan turns off looking for processes that hold an output open for
+	// writing (writers.go), so tests can check what Collect does where it cannot
+	// see them.
+	noWriterScan bool
+
 	// disks are the per-session disks (disk.go); nil without DiskQuota.
 	disks *disks
 
