@@ -20,7 +20,7 @@ const (
 func artifactInfos(res *executor.Result) []ArtifactInfo {
 	arts := make([]ArtifactInfo, len(res.Artifacts))
 	for i, a := range res.Artifacts {
-		arts[i] = ArtifactInfo{Name: a.Name, URI: ArtifactURI(res.SessionID, a.Name), Path: a.Path, Size: a.Size, MIME: a.MIME, SHA256: a.SHA256}
+		arts[i] = ArtifactInfo{Name: a.Name, URI: ArtifactURI(res.SessionID, a.Name), Path: a.Path, Size: a.Size, MIME: a.MIME, SHA256: a.SHA256, Partial: a.Partial}
 	}
 	return arts
 }

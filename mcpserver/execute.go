@@ -56,6 +56,9 @@ type ArtifactInfo struct {
 	Size   int64  `json:"size"`
 	MIME   string `json:"mime"`
 	SHA256 string `json:"sha256,omitempty"`
+	// Partial: the file was still being written when collected; a later call
+	// collects it again.
+	Partial bool `json:"partial,omitempty" jsonschema:"The file was still being written when it was collected (by a background thread or process); a later call collects it again."`
 }
 
 // executeSchema is the input schema of execute_code and start_code.
