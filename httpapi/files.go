@@ -58,6 +58,20 @@ func filesRoute(p string) (id, file, route string, ok bool) {
 	return "", "", "", false
 }
 
+// FilesFirst sends the session files routes to api (the handler New returned)
+// and everything else to next. A server that mounts the API on a ServeMux of
+// its own needs it: that mux would clean a path such as "a/../b" and redirect
+// it, where the files API refuses it as invalid_path.
+func FilesFirst(api, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, _, _, ok := filesRoute(r.URL.Path); ok {
+			api.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // bodyLimit is the body limit of r: uploads are limited by the workspace's file
 // limit as they are written (and stream, whatever their size), batches by
 // MaxBatchBytes, everything else by MaxBodyBytes.
