@@ -213,3 +213,17 @@ func TestFilesBatch(t *testing.T) {
 	assert.NotEmpty(t, res.Uploads[1].Error)
 	assert.Equal(t, "[0, 1, 2, 255]", strings.TrimSpace(run(t, srv, "bt", `print(list(open("inputs/b.bin","rb").read()))`)))
 }
+
+// TestFilesQueueBehindCalls: a file operation is a job on the session's worker,
+// after the calls queued before it: a download asked while a call runs sees
+// what that call wrote.
+func TestFilesQueueBehindCalls(t *testing.T) {
+	srv := callServer(t, nil, calls.Options{})
+	run(t, srv, "q", "1")
+	detach(t, srv, "q", `import time
+time.sleep(1.5)
+open("late.txt", "w").write("written late")`)
+	resp, b := raw(t, srv, http.MethodGet, "/v1/sessions/q/files/late.txt", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
+	assert.Equal(t, "written late", string(b))
+}
