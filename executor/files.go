@@ -15,6 +15,14 @@ import (
 // API, which works on that directory, would not reach it.
 var ErrFilesUnsupported = fmt.Errorf("%w: the files API is not available for this session's backend", ErrInvalidRequest)
 
+// FileSyncingBackend is implemented by backends whose kernels do not see the
+// host session directory, only what a FileSyncer placement copies (the remote
+// backend). The files API refuses their sessions until it goes through the
+// kernel's file sync.
+type FileSyncingBackend interface {
+	SyncsFiles() bool
+}
+
 // Files runs fn with the session's directory, as a job on the session's worker:
 // after the calls queued before it and before those queued after, so an upload
 // followed by an execute is seen by the code, and nothing else touches the
@@ -29,6 +37,9 @@ var ErrFilesUnsupported = fmt.Errorf("%w: the files API is not available for thi
 // not seen (a remote gateway), and with the errors of Execute's session lookup
 // (ErrInvalidRequest, ErrTooManySessions, ErrQueueFull, ErrSessionClosed, ErrClosed).
 func (e *Executor) Files(ctx context.Context, id string, create bool, fn func(ctx context.Context, ws *workspace.Session) error) error {
+	if fb, ok := e.opts.Backend.(FileSyncingBackend); ok && fb.SyncsFiles() {
+		return fmt.Errorf("%w (%s: its kernels see files only through the kernel's file sync)", ErrFilesUnsupported, e.Backend())
+	}
 	if !ValidSessionID(id) {
 		return fmt.Errorf("%w: invalid session id %q (want 1-64 characters of A-Z a-z 0-9 _ -)", ErrInvalidRequest, id)
 	}
