@@ -165,6 +165,9 @@ func (s *Session) Put(ctx context.Context, path string, r io.Reader, o PutOption
 		if err := f.Chmod(s.m.opts.FileMode); err != nil {
 			return undo(errnoError(op, path, err))
 		}
+		if err := inheritOwner(dir, fd); err != nil {
+			return undo(errnoError(op, path, err))
+		}
 		n, err := copyLimited(ctx, f, r, limit)
 		if err != nil {
 			if errors.Is(err, errOverLimit) {
@@ -526,7 +529,32 @@ func (s *Session) makeDir(dir int, name string) (int, error) {
 		unix.Close(fd)
 		return -1, err
 	}
+	if err := inheritOwner(dir, fd); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
 	return fd, nil
+}
+
+// inheritOwner gives fd (a file or directory just made in dir) dir's owner and
+// group, when this process may (it runs as root) and they differ: a backend
+// that runs the kernel as another uid (docker) chowns the session directory
+// to it, and the kernel must be able to change what a client uploaded there.
+func inheritOwner(dir, fd int) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	var d, f unix.Stat_t
+	if err := unix.Fstat(dir, &d); err != nil {
+		return err
+	}
+	if err := unix.Fstat(fd, &f); err != nil {
+		return err
+	}
+	if d.Uid == f.Uid && d.Gid == f.Gid {
+		return nil
+	}
+	return unix.Fchown(fd, int(d.Uid), int(d.Gid))
 }
 
 // explainDirErr says why the directory element name (in dir) of path could not

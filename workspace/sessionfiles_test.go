@@ -224,3 +224,28 @@ func TestSessionFilesQuota(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualValues(t, 16<<20, n)
 }
+
+// TestSessionFilesTakeTheDirectorysOwner: as root, what Put makes in a
+// directory another uid owns (a docker kernel's) belongs to that uid, so the
+// kernel can change it.
+func TestSessionFilesTakeTheDirectorysOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to own files as another uid")
+	}
+	m := newManager(t, nil)
+	s := openSession(t, m, "s1")
+	require.NoError(t, os.Chown(filepath.Join(s.Dir(), "outputs"), 65534, 65534))
+	_, err := s.Put(context.Background(), "outputs/new/dir/f.txt", strings.NewReader("x"), PutOptions{})
+	require.NoError(t, err)
+	for _, p := range []string{"outputs/new", "outputs/new/dir", "outputs/new/dir/f.txt"} {
+		fi, err := os.Lstat(filepath.Join(s.Dir(), p))
+		require.NoError(t, err)
+		st := fi.Sys().(*syscall.Stat_t)
+		assert.Equal(t, [2]uint32{65534, 65534}, [2]uint32{st.Uid, st.Gid}, p)
+	}
+	_, err = s.Put(context.Background(), "mine.txt", strings.NewReader("x"), PutOptions{})
+	require.NoError(t, err)
+	fi, err := os.Lstat(filepath.Join(s.Dir(), "mine.txt"))
+	require.NoError(t, err)
+	assert.EqualValues(t, os.Geteuid(), fi.Sys().(*syscall.Stat_t).Uid)
+}
