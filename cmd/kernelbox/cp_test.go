@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"io"
 	"io/fs"
@@ -20,6 +22,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kernelbox/kernelbox/client"
+	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/internal/testenv"
 )
 
 // kb runs a kernelbox command in process against s and returns its exit code,
@@ -193,4 +197,58 @@ func TestServeUploadRSSBounded(t *testing.T) {
 	t.Logf("256 MiB: upload %.0f MB/s, download %.0f MB/s; serve RSS %d kB before, peak %d kB (growth %d kB)",
 		size/1e6/up.Seconds(), size/1e6/down.Seconds(), before, peak, growth)
 	assert.Less(t, growth, int64(32<<10), "the server's RSS grew by %d kB", growth)
+}
+
+// TestCpRoundTripDocker: `kernelbox cp` of a directory tree into a docker
+// session and back is byte-identical, and the kernel (another uid) can write
+// into a directory the upload made.
+func TestCpRoundTripDocker(t *testing.T) {
+	testenv.Image(t, "kernelbox/kernel")
+	ws, data := testDirs(t)
+	_, url, log := rawServe(t, "--backend", "docker", "--workspace", ws, "--workdir", data, "--token", "tok")
+	s := &server{URL: url, Token: "tok"}
+	// The first call starts the container, which hands the session directory
+	// to the kernel's uid; what is uploaded afterwards takes that owner.
+	r, _ := execCLITok(t, url, "tok", "dk", "1")
+	require.Equal(t, "ok", string(r.Status), "%+v\n%s", r.Error, log)
+
+	src := filepath.Join(t.TempDir(), "tree")
+	files := map[string][]byte{"a.txt": []byte("alpha"), "sub/b.bin": make([]byte, 200<<10), "sub/deep/c": {}}
+	_, _ = rand.Read(files["sub/b.bin"])
+	for name, b := range files {
+		p := filepath.Join(src, filepath.FromSlash(name))
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, b, 0o644))
+	}
+	code, out, errOut := kb(t, s, "cp", src, "dk:")
+	require.Equal(t, 0, code, "%s%s", out, errOut)
+	r, _ = execCLITok(t, url, "tok", "dk", `import hashlib, os
+open("tree/sub/deep/kernel.txt", "w").write("from the kernel")
+hashlib.sha256(open("tree/sub/b.bin", "rb").read()).hexdigest()`)
+	require.Equal(t, "ok", string(r.Status), "%+v", r.Error)
+	sum := sha256.Sum256(files["sub/b.bin"])
+	assert.Equal(t, "'"+hex.EncodeToString(sum[:])+"'", r.Result)
+
+	back := t.TempDir()
+	code, out, errOut = kb(t, s, "cp", "dk:tree", back)
+	require.Equal(t, 0, code, "%s%s", out, errOut)
+	want := treeSums(t, src)
+	want["sub/deep/kernel.txt"] = sha256.Sum256([]byte("from the kernel"))
+	assert.Equal(t, want, treeSums(t, filepath.Join(back, "tree")))
+}
+
+// execCLITok is execCLI with a token.
+func execCLITok(t *testing.T, url, token, session, code string) (*executor.Result, int) {
+	t.Helper()
+	cmd := exec.Command(kernelboxBin(t), "exec", "--server", url, "--token", token, "--session", session, "--json", "-c", code)
+	out, err := cmd.Output()
+	rc := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		rc = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	var r executor.Result
+	require.NoError(t, json.Unmarshal(out, &r), "%s", out)
+	return &r, rc
 }
