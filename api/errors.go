@@ -46,6 +46,28 @@ var (
 	// ErrTooManyNotebookRuns: the server already runs as many notebooks at once
 	// as it may. Nothing was read or run; retry later.
 	ErrTooManyNotebookRuns = errors.New("too many notebook runs")
+
+	// ErrInvalidPath: a session file path is empty, absolute, has a "." or ".."
+	// element, NUL, bytes that are not UTF-8 or an over-long name, or leads
+	// through a symbolic link or names a FIFO, socket or device. Nothing was
+	// read or written.
+	ErrInvalidPath = errors.New("invalid path")
+
+	// ErrIsDirectory: a session file path names a directory where a file was
+	// expected.
+	ErrIsDirectory = errors.New("is a directory")
+
+	// ErrNotDirectory: a session file path has a file where a directory was
+	// expected (a parent element, or the directory to list).
+	ErrNotDirectory = errors.New("not a directory")
+
+	// ErrQuota: the session's disk is full (its disk quota); an upload that hit
+	// it left no partial file.
+	ErrQuota = errors.New("session disk quota exceeded")
+
+	// ErrExists: an upload that must not overwrite (If-None-Match: *) found a
+	// file there already.
+	ErrExists = errors.New("file exists")
 )
 
 // Code is the machine-readable kind of an error answer.
@@ -71,6 +93,11 @@ const (
 	CodeForbiddenHost       Code = "forbidden_host"
 	CodeTooLarge            Code = "too_large"
 	CodeTooManyNotebookRuns Code = "too_many_notebook_runs"
+	CodeInvalidPath         Code = "invalid_path"
+	CodeIsDirectory         Code = "is_directory"
+	CodeNotDirectory        Code = "not_directory"
+	CodeQuota               Code = "quota"
+	CodeExists              Code = "exists"
 	// CodeTooManyConnections answers a request on one of the connection slots
 	// a server keeps for authenticated calls; it has no sentinel error, as it
 	// is never an executor's.
@@ -97,6 +124,11 @@ var codes = []struct {
 	{ErrCallFinished, CodeCallFinished, http.StatusConflict},
 	{ErrTooLarge, CodeTooLarge, http.StatusRequestEntityTooLarge},
 	{ErrTooManyNotebookRuns, CodeTooManyNotebookRuns, http.StatusTooManyRequests},
+	{ErrInvalidPath, CodeInvalidPath, http.StatusBadRequest},
+	{ErrIsDirectory, CodeIsDirectory, http.StatusConflict},
+	{ErrNotDirectory, CodeNotDirectory, http.StatusConflict},
+	{ErrQuota, CodeQuota, http.StatusInsufficientStorage},
+	{ErrExists, CodeExists, http.StatusPreconditionFailed},
 }
 
 // CodeOf returns the code and HTTP status for err: the first sentinel of the table

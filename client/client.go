@@ -196,22 +196,30 @@ func (c *Client) send(ctx context.Context, method, path string, in any, accept s
 // sendHeaders is send with extra request headers.
 func (c *Client) sendHeaders(ctx context.Context, method, path string, in any, accept string, hdr map[string]string) (*http.Response, error) {
 	var rd io.Reader
+	all := map[string]string{}
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return nil, err
 		}
 		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
-		return nil, err
-	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
+		all["Content-Type"] = "application/json"
 	}
 	if accept != "" {
-		req.Header.Set("Accept", accept)
+		all["Accept"] = accept
+	}
+	for k, v := range hdr {
+		all[k] = v
+	}
+	return c.sendReader(ctx, method, path, rd, all)
+}
+
+// sendReader performs a request with body as it is and turns non-2xx answers
+// into *APIError.
+func (c *Client) sendReader(ctx context.Context, method, path string, body io.Reader, hdr map[string]string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return nil, err
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)

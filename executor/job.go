@@ -14,6 +14,7 @@ type jobKind int
 const (
 	jobExecute jobKind = iota
 	jobReset
+	jobFiles
 )
 
 // job is one queued unit of a session's work.
@@ -24,6 +25,9 @@ type job struct {
 	inputs  []workspace.Input
 	onEvent func(Event)
 	start   time.Time
+
+	// files is a jobFiles job's work (files.go).
+	files func(context.Context, *workspace.Session) error
 
 	// deadline is start + req.MaxWait (zero: none); cutByWait says the execution's
 	// timeout was shortened to meet it.

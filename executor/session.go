@@ -103,6 +103,10 @@ func (s *session) run() {
 			if !j.begin() {
 				continue
 			}
+			if j.kind == jobFiles {
+				s.runFiles(j)
+				continue
+			}
 			s.setState(api.StateBusy)
 			var r *Result
 			var err error

@@ -19,6 +19,9 @@ type ErrorDetail = api.ErrorDetail
 // workspace's own path errors first, then api's one table.
 func classify(err error) (int, api.Code) {
 	switch {
+	case errors.Is(err, api.ErrInvalidPath):
+		// Before workspace.ErrInvalidPath: a session file's path is its own code.
+		return http.StatusBadRequest, api.CodeInvalidPath
 	case errors.Is(err, workspace.ErrNotFound):
 		return http.StatusNotFound, api.CodeNotFound
 	case errors.Is(err, workspace.ErrInvalidPath), errors.Is(err, workspace.ErrInvalidSession):

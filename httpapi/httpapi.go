@@ -51,6 +51,12 @@ type Options struct {
 	// a cell (all allocation counted). Defaults to 2.
 	MaxNotebookRuns int
 
+	// MaxBatchBytes caps the body of POST /v1/sessions/{id}/files:batch, and
+	// the bytes its downloads may return together. Defaults to 64 MiB. Single
+	// uploads (PUT) stream and are limited per file by the workspace
+	// (workspace.Options.MaxFileBytes).
+	MaxBatchBytes int64
+
 	// Logger receives one line per request. Defaults to discarding them.
 	Logger *slog.Logger
 
@@ -110,6 +116,11 @@ func isJSON(ct string) bool {
 //	POST   /v1/sessions/{id}/reset       fresh kernel, same files
 //	GET    /v1/sessions/{id}/artifacts   list a session's artifacts
 //	GET    /v1/artifacts/{session}/{path...}  download an artifact
+//	PUT    /v1/sessions/{id}/files/{path...}  write a session file (files.go; creates the session)
+//	GET    /v1/sessions/{id}/files/{path...}  read a session file
+//	DELETE /v1/sessions/{id}/files/{path...}  delete a session file (?recursive=1 for a directory)
+//	GET    /v1/sessions/{id}/files?path=DIR  list a session directory
+//	POST   /v1/sessions/{id}/files:batch  several uploads and downloads, a result each
 //	POST   /v1/notebooks/run             run a notebook (nbformat v4 in, executed notebook out)
 //	GET    /healthz                      backend reachability (no auth)
 //
@@ -130,6 +141,9 @@ func New(e *executor.Executor, o Options) http.Handler {
 	}
 	if o.MaxNotebookRuns <= 0 {
 		o.MaxNotebookRuns = DefaultMaxNotebookRuns
+	}
+	if o.MaxBatchBytes <= 0 {
+		o.MaxBatchBytes = DefaultMaxBatchBytes
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -173,12 +187,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnsupportedMediaType, api.CodeInvalidRequest, "send the body as Content-Type: application/json")
 		return
 	}
-	limit := h.o.MaxBodyBytes
-	if r.URL.Path == "/v1/notebooks/run" {
-		limit = h.o.MaxNotebookBytes
+	r.Body = http.MaxBytesReader(w, r.Body, h.bodyLimit(r))
+	if !h.serveFiles(w, r) {
+		h.mux.ServeHTTP(w, r)
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, limit)
-	h.mux.ServeHTTP(w, r)
 	h.log.Debug("http", "method", r.Method, "path", r.URL.Path, "duration", time.Since(start))
 }
 

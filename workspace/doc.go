@@ -6,7 +6,9 @@
 // (stage.go), Collect (collect.go; writers_linux.go finds the processes that still
 // hold an output open for writing), the artifact lookups (artifacts.go) and AddData
 // (data.go); disk.go gives each session a disk of its own for Options.DiskQuota and
-// budget.go holds the artifacts directory to Options.MaxArtifactsTotalBytes. files.go holds the low-level file operations they share; open.go
+// budget.go holds the artifacts directory to Options.MaxArtifactsTotalBytes. sessionfiles.go
+// is the files API's side (Session.Put, Get, List, Remove): paths walked with
+// openat O_NOFOLLOW from the session's own handle. files.go holds the low-level file operations they share; open.go
 // opens host sources (inputs, data directories) without following a link at any
 // component, and keeps kernelbox's own directories out of staging (ErrPrivate).
 //

@@ -105,6 +105,7 @@ type server struct {
 	URL   string
 	Token string
 	Data  string
+	Pid   int // the serve process
 	log   *lockedBuffer
 }
 
@@ -147,6 +148,7 @@ func startServeWith(t testing.TB, o serveOpts) *server {
 	}
 	cmd.Stdout, cmd.Stderr = s.log, s.log
 	require.NoError(t, cmd.Start())
+	s.Pid = cmd.Process.Pid
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {

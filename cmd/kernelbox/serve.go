@@ -84,14 +84,15 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer removeToken()
 	mux := http.NewServeMux()
 	nbo.Token, nbo.Workspace, nbo.Logger, nbo.Calls = *token, en.ws, log, en.calls
-	mux.Handle("/", httpapi.New(en.exec, nbo))
+	apiHandler := httpapi.New(en.exec, nbo)
+	mux.Handle("/", apiHandler)
 	mountMCP(mux, en, *token, log)
 	mountMetrics(mux, en, *token)
 	mountDashboard(mux, dash, log)
 	limited := newConnLimiter(ln, *maxConns, log)
 	limited.register(en.metrics.Registry())
 	srv := &http.Server{
-		Handler:           reserveGuard(limited, *token, httpapi.Guard(guard, mux)),
+		Handler:           reserveGuard(limited, *token, httpapi.Guard(guard, httpapi.FilesFirst(apiHandler, mux))),
 		ConnContext:       connContext,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       *idle,

@@ -1,0 +1,95 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kernelbox/kernelbox/api"
+	"github.com/kernelbox/kernelbox/workspace"
+)
+
+// ErrFilesUnsupported: the session's kernel does not see the host session
+// directory (a FileSyncer placement such as the remote backend), so the files
+// API, which works on that directory, would not reach it.
+var ErrFilesUnsupported = fmt.Errorf("%w: the files API is not available for this session's backend", ErrInvalidRequest)
+
+// FileSyncingBackend is implemented by backends whose kernels do not see the
+// host session directory, only what a FileSyncer placement copies (the remote
+// backend). The files API refuses their sessions until it goes through the
+// kernel's file sync.
+type FileSyncingBackend interface {
+	SyncsFiles() bool
+}
+
+// Files runs fn with the session's directory, as a job on the session's worker:
+// after the calls queued before it and before those queued after, so an upload
+// followed by an execute is seen by the code, and nothing else touches the
+// workspace.Session meanwhile. fn gets ctx, canceled as well when the session
+// closes; it must not keep ws.
+//
+// With create, a session that does not exist yet is created, as Execute does
+// (its kernel starts with its first call); otherwise a missing session is
+// ErrNoSession. The session's first call after a Files that opened its directory
+// starts a fresh kernel rather than taking a warm one. Files fails with
+// ErrFilesUnsupported when the session's kernel runs where the host directory is
+// not seen (a remote gateway), and with the errors of Execute's session lookup
+// (ErrInvalidRequest, ErrTooManySessions, ErrQueueFull, ErrSessionClosed, ErrClosed).
+func (e *Executor) Files(ctx context.Context, id string, create bool, fn func(ctx context.Context, ws *workspace.Session) error) error {
+	if fb, ok := e.opts.Backend.(FileSyncingBackend); ok && fb.SyncsFiles() {
+		return fmt.Errorf("%w (%s: its kernels see files only through the kernel's file sync)", ErrFilesUnsupported, e.Backend())
+	}
+	if !ValidSessionID(id) {
+		return fmt.Errorf("%w: invalid session id %q (want 1-64 characters of A-Z a-z 0-9 _ -)", ErrInvalidRequest, id)
+	}
+	for attempt := 0; ; attempt++ {
+		var s *session
+		var err error
+		if create {
+			s, err = e.session(ctx, id)
+		} else {
+			s, err = e.lookup(id)
+		}
+		if err != nil {
+			return err
+		}
+		j := newJob(ctx, jobFiles, Request{SessionID: id}, nil, nil, time.Now())
+		j.files = fn
+		if err = s.enqueue(j); err == nil {
+			_, err = j.wait()
+			if err == nil || !j.notRun || !s.culled.Load() || !create {
+				return err
+			}
+		}
+		if !errors.Is(err, ErrSessionClosed) || attempt >= 2 || !create {
+			return err
+		}
+	}
+}
+
+// runFiles runs a jobFiles job on the worker. The session's state stays what it
+// was (a session with only files has no kernel and stays "new"), busy while
+// the job runs so that idle culling leaves it alone.
+func (s *session) runFiles(j *job) {
+	prev := s.snapshot().State
+	s.setState(api.StateBusy)
+	err := s.files(j)
+	s.setState(prev)
+	s.touch(nil)
+	j.finish(nil, err)
+}
+
+func (s *session) files(j *job) error {
+	if _, ok := s.syncer(); ok {
+		return ErrFilesUnsupported
+	}
+	if err := s.openWorkspace(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(j.ctx)
+	defer cancel()
+	stop := context.AfterFunc(s.ctx, cancel)
+	defer stop()
+	return j.files(ctx, s.ws)
+}

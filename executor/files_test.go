@@ -1,0 +1,47 @@
+package executor_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kernelbox/kernelbox/api"
+	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/workspace"
+)
+
+// syncingBackend is a fakeBackend whose kernels see files only through a sync,
+// as the remote backend's.
+type syncingBackend struct{ *fakeBackend }
+
+func (syncingBackend) SyncsFiles() bool { return true }
+
+func put(ctx context.Context, e *executor.Executor, id, path, content string, create bool) error {
+	return e.Files(ctx, id, create, func(ctx context.Context, ws *workspace.Session) error {
+		_, err := ws.Put(ctx, path, strings.NewReader(content), workspace.PutOptions{})
+		return err
+	})
+}
+
+// TestFilesSessionLifecycle: an upload creates a session that has no kernel
+// ("new"); reads of an unknown session are ErrNoSession; a backend whose
+// kernels do not see the host directory is refused.
+func TestFilesSessionLifecycle(t *testing.T) {
+	e, _ := newFakeEnv(t, nil, nil)
+	ctx := context.Background()
+	require.ErrorIs(t, put(ctx, e.Executor, "nobody", "x", "1", false), executor.ErrNoSession)
+	require.NoError(t, put(ctx, e.Executor, "f", "inputs/x.txt", "1", true))
+	info, err := e.Session("f")
+	require.NoError(t, err)
+	assert.Equal(t, api.StateNew, info.State)
+	assert.Empty(t, info.KernelID)
+	require.ErrorIs(t, put(ctx, e.Executor, "bad id!", "x", "1", true), executor.ErrInvalidRequest)
+
+	s := newEnvOn(t, syncingBackend{newFakeBackend(t)}, nil)
+	require.ErrorIs(t, put(ctx, s.Executor, "r", "x", "1", true), executor.ErrFilesUnsupported)
+	_, err = s.Session("r")
+	require.ErrorIs(t, err, executor.ErrNoSession, "a refused upload creates no session")
+}

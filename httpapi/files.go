@@ -1,0 +1,287 @@
+package httpapi
+
+import (
+	"github.com/kernelbox/kernelbox/api"
+
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/kernelbox/kernelbox/workspace"
+)
+
+// The session files routes:
+//
+//	PUT    /v1/sessions/{id}/files/{path}   write a file (raw body; If-None-Match: * refuses to overwrite)
+//	GET    /v1/sessions/{id}/files/{path}   read a file (an attachment)
+//	DELETE /v1/sessions/{id}/files/{path}   delete a file (?recursive=1 for a directory)
+//	GET    /v1/sessions/{id}/files?path=DIR list a directory (&max=N entries)
+//	POST   /v1/sessions/{id}/files:batch    several uploads and downloads, a result each
+//
+// They are dispatched before the ServeMux (filesRoute), after the token and
+// CSRF checks: the mux cleans paths and redirects "a/../b" to where it leads,
+// while the files API must see the path as sent to refuse it (invalid_path).
+// A PUT or a batch with uploads creates the session if it does not exist yet,
+// as execute does; the other routes answer 404 for a session the executor does
+// not know.
+
+// DefaultMaxBatchBytes is the default of Options.MaxBatchBytes.
+const DefaultMaxBatchBytes = 64 << 20
+
+// filesRoute parses a files route from the raw (unclean) request path: the
+// session id, the file path (may be empty) and which route.
+func filesRoute(p string) (id, file, route string, ok bool) {
+	rest, ok := strings.CutPrefix(p, "/v1/sessions/")
+	if !ok {
+		return "", "", "", false
+	}
+	id, rest, ok = strings.Cut(rest, "/")
+	if !ok {
+		return "", "", "", false
+	}
+	switch {
+	case rest == "files":
+		return id, "", "list", true
+	case rest == "files:batch":
+		return id, "", "batch", true
+	}
+	if file, ok = strings.CutPrefix(rest, "files/"); ok {
+		return id, file, "file", true
+	}
+	return "", "", "", false
+}
+
+// FilesFirst sends the session files routes to api (the handler New returned)
+// and everything else to next. A server that mounts the API on a ServeMux of
+// its own needs it: that mux would clean a path such as "a/../b" and redirect
+// it, where the files API refuses it as invalid_path.
+func FilesFirst(api, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, _, _, ok := filesRoute(r.URL.Path); ok {
+			api.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// bodyLimit is the body limit of r: uploads are limited by the workspace's file
+// limit as they are written (and stream, whatever their size), batches by
+// MaxBatchBytes, everything else by MaxBodyBytes.
+func (h *handler) bodyLimit(r *http.Request) int64 {
+	if _, _, route, ok := filesRoute(r.URL.Path); ok {
+		switch {
+		case route == "file" && r.Method == http.MethodPut:
+			return 1 << 62
+		case route == "batch":
+			return h.o.MaxBatchBytes
+		}
+	}
+	if r.URL.Path == "/v1/notebooks/run" {
+		return h.o.MaxNotebookBytes
+	}
+	return h.o.MaxBodyBytes
+}
+
+// serveFiles serves a files route; it reports false for other paths.
+func (h *handler) serveFiles(w http.ResponseWriter, r *http.Request) bool {
+	id, file, route, ok := filesRoute(r.URL.Path)
+	if !ok {
+		return false
+	}
+	switch {
+	case route == "list" && r.Method == http.MethodGet,
+		route == "file" && file == "" && r.Method == http.MethodGet:
+		h.listFiles(w, r, id)
+	case route == "batch" && r.Method == http.MethodPost:
+		h.batchFiles(w, r, id)
+	case route == "file" && r.Method == http.MethodPut:
+		h.putFile(w, r, id, file)
+	case route == "file" && r.Method == http.MethodGet:
+		h.getFile(w, r, id, file)
+	case route == "file" && r.Method == http.MethodDelete:
+		h.removeFile(w, r, id, file)
+	default:
+		w.Header().Set("Allow", map[string]string{"list": "GET", "batch": "POST", "file": "GET, PUT, DELETE"}[route])
+		writeError(w, http.StatusMethodNotAllowed, api.CodeInvalidRequest, r.Method+" is not served on "+route+" routes")
+	}
+	return true
+}
+
+func (h *handler) putFile(w http.ResponseWriter, r *http.Request, id, file string) {
+	o := workspace.PutOptions{NoOverwrite: strings.TrimSpace(r.Header.Get("If-None-Match")) == "*"}
+	var n int64
+	err := h.e.Files(r.Context(), id, true, func(ctx context.Context, ws *workspace.Session) error {
+		var err error
+		n, err = ws.Put(ctx, file, r.Body, o)
+		return err
+	})
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, api.FileWritten{SessionID: id, Path: file, Size: n})
+}
+
+func (h *handler) getFile(w http.ResponseWriter, r *http.Request, id, file string) {
+	// The file is opened on the session's worker and sent after: the copy to a
+	// slow client does not hold up the session's calls, and the open file is the
+	// one checked whatever the kernel renames meanwhile.
+	var f *os.File
+	err := h.e.Files(r.Context(), id, false, func(_ context.Context, ws *workspace.Session) error {
+		var err error
+		f, err = ws.Get(file)
+		return err
+	})
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	size := fi.Size()
+	setDownloadHeaders(w, file, size)
+	_, _ = io.Copy(w, io.LimitReader(f, size))
+}
+
+// setDownloadHeaders sets what a download of a session file (or an artifact)
+// is sent with: files are written by untrusted code, so a browser must neither
+// render one as part of this origin nor let one that it renders load or run
+// anything.
+func setDownloadHeaders(w http.ResponseWriter, name string, size int64) {
+	ct := mime.TypeByExtension(path.Ext(name))
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	w.Header().Set("Content-Type", ct)
+	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+	w.Header().Set("Content-Security-Policy", "sandbox; default-src 'none'")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": path.Base(name)}))
+}
+
+func (h *handler) removeFile(w http.ResponseWriter, r *http.Request, id, file string) {
+	recursive, _ := strconv.ParseBool(r.URL.Query().Get("recursive"))
+	err := h.e.Files(r.Context(), id, false, func(_ context.Context, ws *workspace.Session) error {
+		return ws.Remove(file, recursive)
+	})
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *handler) listFiles(w http.ResponseWriter, r *http.Request, id string) {
+	q := r.URL.Query()
+	max := 0
+	if s := q.Get("max"); s != "" {
+		var err error
+		if max, err = strconv.Atoi(s); err != nil || max <= 0 {
+			writeError(w, http.StatusBadRequest, api.CodeInvalidRequest, "max must be a positive number of entries")
+			return
+		}
+	}
+	var l workspace.Listing
+	err := h.e.Files(r.Context(), id, false, func(_ context.Context, ws *workspace.Session) error {
+		var err error
+		l, err = ws.List(q.Get("path"), max)
+		return err
+	})
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	out := api.FileListing{SessionID: id, Path: l.Path, Entries: make([]api.FileEntry, len(l.Entries)), Truncated: l.Truncated}
+	for i, e := range l.Entries {
+		out.Entries[i] = api.FileEntry(e)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// batchFiles writes the batch's uploads, then reads its downloads, in one job
+// on the session's worker. Each file gets its own result; only a problem with
+// the request or the session fails the whole answer. The downloads together
+// are limited to MaxBatchBytes: past it a file's result is too_large.
+func (h *handler) batchFiles(w http.ResponseWriter, r *http.Request, id string) {
+	var b api.FileBatch
+	if err := decode(r, &b); err != nil {
+		writeErr(w, err)
+		return
+	}
+	if len(b.Uploads)+len(b.Downloads) == 0 {
+		writeError(w, http.StatusBadRequest, api.CodeInvalidRequest, "the batch has no uploads and no downloads")
+		return
+	}
+	if len(b.Uploads)+len(b.Downloads) > maxBatchFiles {
+		writeError(w, http.StatusRequestEntityTooLarge, api.CodeTooLarge, fmt.Sprintf("the batch has more than %d files", maxBatchFiles))
+		return
+	}
+	res := api.FileBatchResult{SessionID: id, Uploads: make([]api.FileResult, len(b.Uploads)), Downloads: make([]api.FileResult, len(b.Downloads))}
+	err := h.e.Files(r.Context(), id, len(b.Uploads) > 0, func(ctx context.Context, ws *workspace.Session) error {
+		for i, u := range b.Uploads {
+			n, err := ws.Put(ctx, u.Path, bytes.NewReader(u.Content), workspace.PutOptions{NoOverwrite: u.NoOverwrite})
+			res.Uploads[i] = fileResult(u.Path, n, err)
+		}
+		budget := h.o.MaxBatchBytes
+		for i, d := range b.Downloads {
+			res.Downloads[i] = readForBatch(ws, d.Path, &budget)
+		}
+		return nil
+	})
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// maxBatchFiles bounds the files of one batch.
+const maxBatchFiles = 1000
+
+// readForBatch reads one download of a batch, within what is left of budget.
+func readForBatch(ws *workspace.Session, p string, budget *int64) api.FileResult {
+	f, err := ws.Get(p)
+	if err != nil {
+		return fileResult(p, 0, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fileResult(p, 0, err)
+	}
+	if fi.Size() > *budget {
+		return api.FileResult{Path: p, Status: api.CodeTooLarge, Error: fmt.Sprintf("%d bytes: over what is left of the batch's %d-byte limit; download it alone", fi.Size(), *budget)}
+	}
+	b, err := io.ReadAll(io.LimitReader(f, *budget+1))
+	if err == nil && int64(len(b)) > *budget {
+		return api.FileResult{Path: p, Status: api.CodeTooLarge, Error: "grew while it was read: over the batch's limit"}
+	}
+	if err != nil {
+		return fileResult(p, 0, err)
+	}
+	*budget -= int64(len(b))
+	r := fileResult(p, int64(len(b)), nil)
+	r.Content = b
+	return r
+}
+
+// fileResult is the batch result for one file.
+func fileResult(p string, n int64, err error) api.FileResult {
+	if err == nil {
+		return api.FileResult{Path: p, Status: api.FileOK, Size: n}
+	}
+	_, code := classify(err)
+	return api.FileResult{Path: p, Status: code, Error: err.Error()}
+}
