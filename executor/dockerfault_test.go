@@ -164,7 +164,9 @@ func TestDockerPausedContainer(t *testing.T) {
 	}
 	require.NotNil(t, a.r)
 	t.Logf("call with a 5 s timeout in a paused container: %s (%s after the pause), status %s, state_lost %v: %+v", a.took.Round(100*time.Millisecond), time.Since(paused).Round(100*time.Millisecond), a.r.Status, a.r.StateLost, a.r.Error)
-	t.Logf("health 3 s into the pause: %v", <-healthDone)
+	herr := <-healthDone
+	t.Logf("health 3 s into the pause: %v", herr)
+	require.ErrorContains(t, herr, "not answering", "health reports the frozen container")
 	require.Contains(t, []executor.Status{executor.StatusTimeout, executor.StatusKernelDied}, a.r.Status)
 	require.True(t, a.r.StateLost)
 	require.Less(t, a.took, 5*time.Second+10*time.Second, "timeout plus the stated grace")

@@ -205,7 +205,7 @@ func (b *Backend) Health(ctx context.Context) error {
 	if !ok {
 		return noImageError(b.cfg.image)
 	}
-	return nil
+	return b.silentServers(ctx)
 }
 
 // removeContainer force-removes container id; one already gone is not an error.

@@ -208,6 +208,7 @@ func (b *Backend) awaitReady(ctx context.Context, l *launch, p *Placement) error
 	// Placement.close closes the pinned socket after removing the container.
 	p.sock = sock
 	p.server.Endpoint.Socket = fdPath(sock)
+	p.ready.Store(true) // after server: Health reads it only once ready
 	p.watchExit()
 	if f, err := oomCounterFile(pid, p.id); err != nil {
 		l.log.Info("OOM kills will be counted from docker events", "reason", err)

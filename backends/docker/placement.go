@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/moby/moby/client"
@@ -29,6 +30,8 @@ type Placement struct {
 	closeMu sync.Mutex // held for the whole of close
 	closed  bool       // guarded by closeMu
 
+	ready     atomic.Bool   // server is set and answered once (Health probes only these)
+	closing   atomic.Bool   // close has begun (Health does not report it)
 	lost      chan struct{} // closed by lose once the container stopped (exit.go)
 	loseOnce  sync.Once
 	stopWatch func() // ends watchExit's goroutine; nil until the server is ready
@@ -70,6 +73,7 @@ func (p *Placement) Close(ctx context.Context) error {
 // concurrent call waits for the first to finish; after a failure the placement stays
 // tracked so that Backend.Close tries again.
 func (p *Placement) close(ctx context.Context) error {
+	p.closing.Store(true)
 	p.closeMu.Lock()
 	defer p.closeMu.Unlock()
 	if p.closed {
