@@ -152,3 +152,19 @@ threading.Thread(target=slow).start()`)
 	require.Equal(t, int64(40*mb), r.Artifacts[0].Size)
 	require.Contains(t, strings.Join(r.Notes, "\n"), "outputs/big.bin is complete now")
 }
+
+// Output a background thread of an earlier cell writes while a later call runs is
+// filed by ipykernel under the running call: it stays in that call's output (nothing
+// is lost), and the call says how much of it came from such threads.
+func TestLocalForeignOutputNoted(t *testing.T) {
+	e := newEnv(t, nil)
+	r := e.run(t, "fg", "import threading, time\nthreading.Timer(0.5, lambda: print('bg' * 50, flush=True)).start()")
+	require.Empty(t, r.Notes)
+	r = e.run(t, "fg", "import time\ntime.sleep(1.5)\nprint('main')")
+	t.Logf("stdout %q notes %q", r.Stdout, r.Notes)
+	require.Contains(t, r.Stdout, "main\n")
+	require.Contains(t, r.Stdout, strings.Repeat("bg", 50))
+	require.Contains(t, strings.Join(r.Notes, "\n"), "written by background threads of earlier calls")
+	r = e.run(t, "fg", "print('alone')")
+	require.Empty(t, r.Notes, "%q", r.Notes)
+}

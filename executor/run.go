@@ -72,6 +72,9 @@ func (s *session) execute(j *job) (*Result, error) {
 		return nil, err
 	}
 	s.checkCount(&f)
+	if n := foreignOutput(ex); n > 0 {
+		f.notes = append(f.notes, fmt.Sprintf("%d characters of this call's output were written by background threads of earlier calls while it ran (the kernel files them under the running call)", n))
+	}
 	f.out = col.finish()
 	if strings.ContainsRune(f.out.stdout, utf8.RuneError) || strings.ContainsRune(f.out.stderr, utf8.RuneError) {
 		f.notes = append(f.notes, "stdout/stderr: bytes that are not valid UTF-8 are shown as U+FFFD (the kernel replaced them)")
@@ -99,10 +102,11 @@ func (s *session) checkCount(f *callFacts) {
 // returns the execution (nil when it could not be sent), or an error when the
 // session closed during the call.
 func (s *session) call(ctx context.Context, j *job, col *collector, syncer FileSyncer, timeout time.Duration, f *callFacts) (*jupyter.Execution, error) {
-	req := jupyter.ExecuteRequest{Code: j.req.Code, StoreHistory: true}
+	req := jupyter.ExecuteRequest{Code: j.req.Code, StoreHistory: true,
+		UserExpressions: map[string]string{foreignKey: foreignExpr}}
 	if syncer != nil {
 		if expr := syncer.OutputsProbe(); expr != "" {
-			req.UserExpressions = map[string]string{probeKey: expr}
+			req.UserExpressions[probeKey] = expr
 		}
 	}
 	if n, size := s.k.conn.TakeStray(); n > 0 {

@@ -29,6 +29,11 @@ const KernelName = "kernelbox-python3"
 // and a subprocess printing more than a pipe's worth blocked. This one decodes
 // incrementally, with undecodable bytes replaced by U+FFFD.
 //
+// It counts what threads started in an earlier cell write to stdout/stderr while a
+// later cell runs: ipykernel stamps such output with the running request, so it
+// lands in that call's output. The builtin __kb_foreign__() (a user expression of
+// every call) returns the count since the cell began.
+//
 // It tags what the kernel starts: KERNELBOX_KERNEL, named after the connection file
 // (kernel-ID), is in the environment of every process the kernel starts, which
 // survives setsid and reparenting; the server launcher kills the tagged processes
@@ -78,6 +83,35 @@ def _watch_pipe_fd(self):
         self._exc = sys.exc_info()
 if hasattr(_iostream.OutStream, "_watch_pipe_fd"):
     _iostream.OutStream._watch_pipe_fd = _watch_pipe_fd
+import builtins as _builtins, threading as _threading
+from ipykernel import ipkernel as _ipkernel
+_kb = {"cell": 0, "foreign": 0}
+_thread_start = _threading.Thread.start
+def _kb_start(self, *args, **kwargs):
+    self._kb_cell = _kb["cell"]
+    return _thread_start(self, *args, **kwargs)
+_threading.Thread.start = _kb_start
+_out_write = _iostream.OutStream.write
+def _kb_write(self, string):
+    cell = getattr(_threading.current_thread(), "_kb_cell", 0)
+    if cell and cell != _kb["cell"]:
+        try:
+            _kb["foreign"] += len(string)
+        except TypeError:
+            pass
+    return _out_write(self, string)
+_iostream.OutStream.write = _kb_write
+def _kb_foreign():
+    n, _kb["foreign"] = _kb["foreign"], 0
+    return n
+_builtins.__kb_foreign__ = _kb_foreign
+_do_execute = _ipkernel.IPythonKernel.do_execute
+async def _kb_do_execute(self, code, silent, *args, **kwargs):
+    if not silent:
+        _kb["cell"] += 1
+        _kb["foreign"] = 0
+    return await _do_execute(self, code, silent, *args, **kwargs)
+_ipkernel.IPythonKernel.do_execute = _kb_do_execute
 def _ipc_pipe():
     try:
         import json
