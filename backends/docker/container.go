@@ -39,7 +39,7 @@ func serverCommand(c config) []string {
 	}
 	// The token is read from JUPYTER_CONFIG_DIR (writeTokenConfig); Args needs a
 	// non-empty one, which withoutToken then drops.
-	return append(cmd, withoutToken(serverflags.Args(serverflags.Config{
+	return append(cmd, serverflags.WithoutToken(serverflags.Args(serverflags.Config{
 		Socket:        containerSocket,
 		Token:         "from-config-file",
 		RootDir:       workspaceDir,

@@ -1,11 +1,11 @@
 package docker
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
+
+	"github.com/kernelbox/kernelbox/internal/serverflags"
 )
 
 // configDirName is the directory, below the socket directory, that the container's
@@ -23,7 +23,7 @@ func writeTokenConfig(dir, token string, chown bool, gid int) error {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return fmt.Errorf("server config: %w", err)
 	}
-	body, err := json.Marshal(map[string]any{"ServerApp": map[string]any{"token": token}})
+	body, err := serverflags.TokenConfig(token)
 	if err != nil {
 		return fmt.Errorf("server config: %w", err)
 	}
@@ -48,16 +48,4 @@ func writeTokenConfig(dir, token string, chown bool, gid int) error {
 		return fmt.Errorf("server config: %w", err)
 	}
 	return nil
-}
-
-// withoutToken drops the token flag from a server command line: the token comes from
-// the config file instead (a flag would override it, even an empty one).
-func withoutToken(args []string) []string {
-	out := args[:0:0]
-	for _, a := range args {
-		if !strings.HasPrefix(a, "--ServerApp.token=") {
-			out = append(out, a)
-		}
-	}
-	return out
 }
