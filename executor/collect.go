@@ -150,8 +150,8 @@ func (s *session) syncer() (FileSyncer, bool) {
 const probeKey = "kernelbox_outputs"
 
 // foreignKey names the user expression that asks kernelbox's kernels how much of a
-// call's output came from threads of earlier cells (see serverflags' launcher); other
-// kernels answer it with an error, which is ignored.
+// call's output came from threads of earlier cells (see serverflags' launcher); it is
+// sent only to those kernels (kernel.ours).
 const (
 	foreignKey  = "kernelbox_foreign"
 	foreignExpr = "__kb_foreign__()"

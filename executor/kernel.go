@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/kernelbox/kernelbox/internal/serverflags"
 	"github.com/kernelbox/kernelbox/jupyter"
 )
 
@@ -22,6 +23,11 @@ type kernel struct {
 	// restart). Counts only grow in one interpreter, so a reply that does not go
 	// past it comes from a kernel replaced behind kernelbox's back.
 	count int
+
+	// ours: the kernel runs kernelbox's launcher (local, docker), which can tell how
+	// much output came from threads of earlier cells (foreignExpr); other kernels
+	// are not asked (the expression would fail in each call).
+	ours bool
 
 	// lost is the placement's LossReporter channel, or nil: once it is closed the
 	// kernel is abandoned, never reconnected to.
@@ -63,6 +69,7 @@ func (e *Executor) startKernelOnce(ctx context.Context, spec SessionSpec) (_ *ke
 		}
 	}()
 	srv := p.Server()
+	k.ours = srv.KernelName == serverflags.KernelName
 	k.client, err = jupyter.NewClient(srv.Endpoint, &jupyter.ClientOptions{Logger: e.log})
 	if err != nil {
 		return nil, err
