@@ -18,6 +18,8 @@ func TestFakeMaxWait(t *testing.T) {
 	t.Parallel()
 	e, _ := newFakeEnv(t, nil, nil)
 	e.run(t, "w", "set x 1")
+	_, err := e.Execute(context.Background(), executor.Request{SessionID: "w", Code: "set z 1", MaxWait: -time.Second})
+	require.ErrorIs(t, err, executor.ErrInvalidRequest, "a negative max wait")
 	long := e.start(t, context.Background(), req("w", "sleep 3s"))
 	time.Sleep(100 * time.Millisecond)
 

@@ -64,9 +64,10 @@ func TestStartAndGetCall(t *testing.T) {
 		assert.True(t, res.IsError, "%s: %s", name, textOf(res))
 	}
 	for name, args := range map[string]map[string]any{
-		"bad session": {"code": "1", "session_id": "../x"},
-		"empty code":  {"code": ""},
-		"bad timeout": {"code": "1", "timeout_seconds": 1e9},
+		"bad session":  {"code": "1", "session_id": "../x"},
+		"empty code":   {"code": ""},
+		"bad timeout":  {"code": "1", "timeout_seconds": 1e9},
+		"bad max wait": {"code": "1", "max_wait_seconds": -1},
 	} {
 		res := call(t, cs, "start_code", args)
 		assert.True(t, res.IsError, "%s: %s", name, textOf(res))
