@@ -143,19 +143,14 @@ func (c *Call) onEvent(ev api.Event) {
 	c.log.append(ev)
 }
 
-// finish records the call's answer, slimmed to maxResult bytes, completes its
-// log and returns the size of the Result it keeps.
-func (c *Call) finish(res *api.Result, err error, maxResult int64) int64 {
-	var size int64
-	if res != nil {
-		res, size = slim(res, maxResult)
-	}
+// finish records the call's answer (already slimmed: size is what it keeps) and
+// completes its log.
+func (c *Call) finish(res *api.Result, size int64, err error) {
 	c.mu.Lock()
 	c.state, c.finished, c.res, c.resBytes, c.err = api.CallDone, time.Now(), res, size, err
 	c.mu.Unlock()
 	c.log.close()
 	close(c.done)
-	return size
 }
 
 // evict replaces the kept Result with what is kept of it once its body goes

@@ -169,10 +169,16 @@ func (r *Registry) run(ctx context.Context, c *Call) {
 	defer r.wg.Done()
 	defer c.cancel()
 	res, err := r.runner.ExecuteStream(ctx, c.req, c.onEvent)
-	size := c.finish(res, err, r.o.MaxResultBytes)
+	var size int64
+	if res != nil {
+		res, size = slim(res, r.o.MaxResultBytes)
+	}
 	r.o.Logger.Debug("call finished", "call", c.id, "session", c.req.SessionID, "err", err, "result_bytes", size)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// Done and the bookkeeping in one step: a caller that starts its next call
+	// once this one is done finds it counted, and finished stays in end order.
+	c.finish(res, size, err)
 	r.finished = append(r.finished, c)
 	r.results += size
 	for len(r.finished) > r.o.MaxCalls {
