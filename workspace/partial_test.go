@@ -102,9 +102,18 @@ with open(sys.argv[1], "ab", buffering=0) as f:
 	_, err = io.ReadFull(stdout, line)
 	require.NoError(t, err)
 
+	var size int64
 	for i := 0; i < 3; i++ {
+		// Collect reports a file only when it changed since the last Collect: wait
+		// until the writer (which a busy machine may not schedule for a while) has
+		// appended again.
+		require.Eventually(t, func() bool {
+			st, err := os.Stat(p)
+			return err == nil && st.Size() > size
+		}, 10*time.Second, time.Millisecond, "collect %d: the writer appended nothing", i)
 		a := onlyArtifact(t, s)
 		assert.True(t, a.Partial, "collect %d: still being appended to, reported at %d bytes", i, a.Size)
+		size = a.Size
 	}
 	require.NoError(t, stdin.Close())
 	require.NoError(t, cmd.Wait())
