@@ -45,7 +45,7 @@ vet:
 # Debian's python3 and its ipykernel, as the kernels run it).
 PYTHON3 ?= /usr/bin/python3
 pytest:
-	$(PYTHON3) -B -m unittest discover -s backends/remote/kernelfs -p 'test_*.py'
+	$(PYTHON3) -B -m unittest discover -s kernelfs -p 'test_*.py'
 
 BENCH_BACKENDS := $(shell docker version >/dev/null 2>&1 && echo local,docker || echo local)
 

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kernelbox/kernelbox/backends/remote/kernelfs"
+	"github.com/kernelbox/kernelbox/kernelfs"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/jupyter"
 )

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kernelbox/kernelbox/backends/remote/kernelfs"
+	"github.com/kernelbox/kernelbox/kernelfs"
 )
 
 // Defaults for the zero values of Options.

@@ -1,5 +1,5 @@
 """Tests of kernelsync.py's operations, run directly (no kernel) with the standard
-library's unittest: `python3 -m unittest discover -s backends/remote/kernelfs`
+library's unittest: `python3 -m unittest discover -s kernelfs`
 (make pytest). test_ipykernel_pin.py covers what the module relies on in a kernel.
 """
 import base64

@@ -94,7 +94,7 @@ func TestTransferThroughput(t *testing.T) {
 // (for inputs) through the Contents API; the figures decide the remote backend's
 // default transfer route. Run it with
 //
-//	go test -run '^$' -bench Transfer -benchtime 5x ./backends/remote/kernelfs
+//	go test -run '^$' -bench Transfer -benchtime 5x ./kernelfs
 func BenchmarkTransfer(b *testing.B) {
 	const size = 50 << 20
 	r := newRig(b, nil)

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/kernelbox/kernelbox/backends/remote/kernelfs"
+	"github.com/kernelbox/kernelbox/kernelfs"
 	"github.com/kernelbox/kernelbox/jupyter"
 )
 
