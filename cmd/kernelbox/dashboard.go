@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/kernelbox/kernelbox/client"
 	"github.com/kernelbox/kernelbox/dashboard"
@@ -77,9 +78,40 @@ func dashboardCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return exitCode{1, err.Error()}
 	}
 	u := strings.TrimSuffix(cf.server, "/") + "/"
+	if err := servesDashboard(ctx, u, token); err != nil {
+		return exitCode{1, err.Error()}
+	}
 	if token != "" {
 		u += "#token=" + url.QueryEscape(token)
 	}
 	fmt.Fprintln(stdout, u)
+	return nil
+}
+
+// servesDashboard checks that the server at u (its root URL) serves the dashboard
+// page, so that a link to a server started with --no-dashboard is not handed out.
+// The page shell needs no token; the token is sent so that a server without the
+// page answers 404 rather than refusing the request.
+func servesDashboard(ctx context.Context, u, token string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("dashboard page: %w", err)
+	}
+	resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		return fmt.Errorf("%s serves no dashboard (it was started with --no-dashboard); its HTTP API works without it", u)
+	case resp.StatusCode != http.StatusOK:
+		return fmt.Errorf("dashboard page %s: %s", u, resp.Status)
+	}
 	return nil
 }

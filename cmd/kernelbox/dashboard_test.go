@@ -76,3 +76,25 @@ func TestDashboardNeedsToken(t *testing.T) {
 	require.Contains(t, body, "secret-session-name")
 	require.NotContains(t, s.log.String(), s.Token, "the token is in the server's log")
 }
+
+// TestDashboardLinkNeedsPage: `kernelbox dashboard` hands out no link to a server that
+// serves no page (--no-dashboard): it says why and exits 1; with the page it prints
+// the link.
+func TestDashboardLinkNeedsPage(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"with the page", nil, 0, "/#token=test-token-123"},
+		{"no dashboard", []string{"--no-dashboard"}, 1, "serves no dashboard (it was started with --no-dashboard)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := startServeWith(t, serveOpts{token: "test-token-123", args: tc.args})
+			out, code := cli(t, kernelboxBin(t), nil, "", "dashboard", "--server", s.URL, "--token", s.Token)
+			require.Equal(t, tc.code, code, out)
+			require.Contains(t, out, tc.want)
+		})
+	}
+}

@@ -116,6 +116,7 @@ type serveOpts struct {
 	// makes (server.Token, "" when serve kept none).
 	token      string
 	runtimeDir string
+	args       []string // more flags for serve
 }
 
 // startServe runs `kernelbox serve --backend local` with a token and waits until it
@@ -142,6 +143,7 @@ func startServeWith(t testing.TB, o serveOpts) *server {
 	if o.token != "" {
 		args = append(args, "--token", o.token)
 	}
+	args = append(args, o.args...)
 	cmd := exec.Command(bin, args...)
 	if o.runtimeDir != "" {
 		cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+o.runtimeDir)
