@@ -25,6 +25,7 @@ type remoteFlags struct {
 	remoteDir  string
 	transfer   string
 	health     time.Duration
+	reapAfter  time.Duration
 }
 
 func (r *remoteFlags) register(fs *flag.FlagSet) {
@@ -37,6 +38,7 @@ func (r *remoteFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&r.remoteDir, "gateway-dir", "", "--backend remote: base of the per-session working directories on the remote side, relative to the kernel's starting directory or absolute (default kernelbox-sessions)")
 	fs.StringVar(&r.transfer, "gateway-transfer", "auto", "--backend remote: how inputs reach the kernel: auto, kernel, or contents (Jupyter Server's Contents API when the kernel sees its files)")
 	fs.DurationVar(&r.health, "gateway-health-interval", 0, "--backend remote: how often each gateway is checked (default 5s)")
+	fs.DurationVar(&r.reapAfter, "gateway-reap-after", 0, "--backend remote: how long a session directory on the remote side may go without its kernel's heartbeat before the next session there removes it as abandoned (default 1h, at least 1s)")
 }
 
 // options turns the flags into remote.Options.
@@ -61,6 +63,7 @@ func (r *remoteFlags) options(log *slog.Logger) (remote.Options, error) {
 		RemoteDir:      r.remoteDir,
 		CACertFile:     r.ca,
 		HealthInterval: r.health,
+		ReapAfter:      r.reapAfter,
 		Logger:         log,
 	}
 	for _, u := range urls {

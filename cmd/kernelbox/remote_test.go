@@ -35,7 +35,8 @@ func TestRemoteFlags(t *testing.T) {
 	t.Setenv("KERNELBOX_GATEWAY", "")
 	o, err := parseRemote(t, "--gateway", "http://a:1, https://b:2/eg", "--gateway", "http://c:3",
 		"--kernel-name", "python3", "--kernel-env", "KERNEL_USERNAME=alice", "--kernel-env", "KERNEL_NAMESPACE=ns=1",
-		"--gateway-ca", "/ca.pem", "--gateway-dir", "/scratch", "--gateway-transfer", "contents", "--gateway-health-interval", "2s")
+		"--gateway-ca", "/ca.pem", "--gateway-dir", "/scratch", "--gateway-transfer", "contents", "--gateway-health-interval", "2s",
+		"--gateway-reap-after", "10m")
 	require.NoError(t, err)
 	require.Equal(t, []remote.Gateway{{URL: "http://a:1", Token: "from-env"}, {URL: "https://b:2/eg", Token: "from-env"}, {URL: "http://c:3", Token: "from-env"}}, o.Gateways)
 	require.Equal(t, "python3", o.KernelName)
@@ -44,6 +45,7 @@ func TestRemoteFlags(t *testing.T) {
 	require.Equal(t, "/scratch", o.RemoteDir)
 	require.Equal(t, remote.TransferContents, o.Transfer)
 	require.Equal(t, 2*time.Second, o.HealthInterval)
+	require.Equal(t, 10*time.Minute, o.ReapAfter)
 
 	o, err = parseRemote(t, "--gateway", "http://a:1", "--gateway-token", "flag")
 	require.NoError(t, err)
