@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/kernelbox/kernelbox/kernelfs"
 	"github.com/kernelbox/kernelbox/jupyter"
+	"github.com/kernelbox/kernelbox/kernelfs"
 )
 
 // A Syncer keeps one session's host directory and its remote kernel's working

@@ -10,9 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kernelbox/kernelbox/kernelfs"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/jupyter"
+	"github.com/kernelbox/kernelbox/kernelfs"
 )
 
 // Backend places sessions on existing Jupyter servers. It is safe for concurrent

@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kernelbox/kernelbox/kernelfs"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/jupyter"
+	"github.com/kernelbox/kernelbox/kernelfs"
 )
 
 // Placement is one session's kernel on a gateway. Its kernel does not see the host's
