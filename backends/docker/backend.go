@@ -121,6 +121,12 @@ func (b *Backend) StateDirs() []string { return []string{b.sockRoot} }
 // Name returns "docker".
 func (b *Backend) Name() string { return "docker" }
 
+// Applies reports that this backend applies every container field of a session's
+// template (kernel, image, memory, CPUs, pids, max lifetime, environment).
+func (b *Backend) Applies() executor.SpecFields {
+	return executor.SpecFields{Kernel: true, Image: true, Memory: true, CPUs: true, Pids: true, MaxLifetime: true, Env: true}
+}
+
 // MountsData reports that this backend exposes SessionSpec.Data itself, as read-only
 // bind mounts at /workspace/data/<name>.
 func (b *Backend) MountsData() bool { return true }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/serverflags"
+	"github.com/kernelbox/kernelbox/internal/undo"
 	"github.com/kernelbox/kernelbox/jupyter"
 )
 
@@ -49,11 +50,12 @@ func (b *Backend) Open(ctx context.Context, spec executor.SessionSpec) (executor
 // they did, run when a later step fails.
 type launch struct {
 	spec    executor.SessionSpec
+	cfg     config // the backend's, with the session's template applied
 	log     *slog.Logger
 	name    string // container name, kernelbox-<key>
 	token   string // the server's token
 	sockDir string // host path of the state directory, mounted read-only
-	undo    undo
+	undo    undo.List
 
 	t0, tCreated, tStarted time.Time // before create, before start, after start
 }
@@ -65,10 +67,10 @@ func (b *Backend) open(ctx context.Context, spec executor.SessionSpec) (_ *Place
 	if err := checkSpec(spec); err != nil {
 		return nil, err
 	}
-	l := &launch{spec: spec, log: b.cfg.log.With("session", spec.ID)}
+	l := &launch{spec: spec, cfg: b.cfg.withTemplate(spec.Template), log: b.cfg.log.With("session", spec.ID)}
 	defer func() {
 		if err != nil {
-			if uerr := l.undo.run(); uerr != nil {
+			if uerr := l.undo.Run(teardownTimeout); uerr != nil {
 				l.log.Error("clean up failed open", "err", uerr)
 			}
 		}
@@ -108,7 +110,7 @@ func (b *Backend) prepareDirs(l *launch) error {
 	if err := os.Mkdir(l.sockDir, 0o700); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
-	l.undo.add("remove state dir", func(context.Context) error { return os.RemoveAll(l.sockDir) })
+	l.undo.Add("remove state dir", func(context.Context) error { return os.RemoveAll(l.sockDir) })
 	if b.cfg.chown {
 		// The kernel's user reads the launcher, kernelspec and token config
 		// here; the mount is read-only, so nobody in the container writes.
@@ -140,7 +142,7 @@ func (b *Backend) createContainer(ctx context.Context, l *launch) (*Placement, e
 	labels[LabelCreatedBy] = createdByValue
 	labels[LabelInstance] = b.instance
 	l.t0 = time.Now()
-	opts := createOptions(b.cfg, labels, containerSpec{
+	opts := createOptions(l.cfg, labels, containerSpec{
 		name: l.name, session: l.spec.ID, dir: l.spec.Dir, sockDir: l.sockDir, data: l.spec.Data,
 	})
 	// Create under a context that ctx cannot cancel: a create abandoned half-way
@@ -152,10 +154,10 @@ func (b *Backend) createContainer(ctx context.Context, l *launch) (*Placement, e
 	cancelCreate()
 	if err != nil {
 		if isNotFound(err) {
-			return nil, noImageError(b.cfg.image)
+			return nil, noImageError(l.cfg.image)
 		}
 		// Only after a timeout might the daemon still be creating it.
-		l.undo.add("remove half-created container "+l.name, func(ctx context.Context) error {
+		l.undo.Add("remove half-created container "+l.name, func(ctx context.Context) error {
 			return b.removeContainer(ctx, l.name)
 		})
 		return nil, fmt.Errorf("create container: %w", err)
@@ -165,16 +167,20 @@ func (b *Backend) createContainer(ctx context.Context, l *launch) (*Placement, e
 	}
 	p := &Placement{
 		b: b, id: created.ID, name: l.name, session: l.spec.ID, sockDir: l.sockDir, started: l.t0, lost: make(chan struct{}),
+		memory: l.cfg.memory, lifetime: l.cfg.lifetime,
 		server: executor.Server{
 			// Socket is set once the server's socket is pinned (awaitReady).
-			Endpoint:   jupyter.Endpoint{URL: "http://localhost", Token: l.token},
-			KernelName: serverflags.KernelName,
+			Endpoint: jupyter.Endpoint{URL: "http://localhost", Token: l.token},
+			// "ir" and any other name but "python3" must be a kernelspec the
+			// image has (kernelbox/kernel-r has "ir"); the executor lists what
+			// the image offers when it has none.
+			KernelName: serverflags.SpecName(l.spec.Template.Kernel),
 			// The session directory is the server's root directory.
 			KernelPath: "",
 		},
 	}
 	b.track(p)
-	l.undo.add("remove failed container "+shortID(p.id), p.close)
+	l.undo.Add("remove failed container "+shortID(p.id), p.close)
 	l.log = l.log.With("container", shortID(p.id))
 	return p, nil
 }

@@ -6,9 +6,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kernelbox/kernelbox/executor"
 )
 
 // DefaultImage is the kernel image used when [Options.Image] is empty. It is built
@@ -279,4 +283,39 @@ func kernelUser(user string, euid, egid int) (uid, gid int, chown bool, err erro
 			user, euid, egid)
 	}
 	return uid, gid, euid == 0, nil
+}
+
+// withTemplate returns c with a session template's container fields applied: its
+// image, limits, max lifetime and environment where it sets them. The executor has
+// checked the names of the template's variables; the caps on its limits are
+// checked where templates are loaded.
+func (c config) withTemplate(t executor.Template) config {
+	if t.Image != "" {
+		c.image = t.Image
+	}
+	if t.Memory > 0 {
+		c.memory = t.Memory
+	}
+	if t.CPUs > 0 {
+		c.nanoCPUs = int64(t.CPUs * 1e9)
+	}
+	if t.Pids > 0 {
+		c.pidsLimit = t.Pids
+	}
+	if t.MaxLifetime > 0 {
+		c.lifetime = t.MaxLifetime
+	}
+	if len(t.Env) > 0 {
+		keys := make([]string, 0, len(t.Env))
+		for k := range t.Env {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		env := slices.Clone(c.env)
+		for _, k := range keys {
+			env = append(env, k+"="+t.Env[k])
+		}
+		c.env = env
+	}
+	return c
 }

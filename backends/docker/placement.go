@@ -18,14 +18,16 @@ import (
 
 // Placement is one session's container. It is safe for concurrent use.
 type Placement struct {
-	b       *Backend
-	id      string // container id
-	name    string // container name
-	session string
-	sockDir string   // host path of the container's state directory
-	sock    *os.File // the server's socket, pinned (O_PATH); nil until ready
-	server  executor.Server
-	started time.Time // just before the container was created
+	b        *Backend
+	id       string // container id
+	name     string // container name
+	session  string
+	sockDir  string   // host path of the container's state directory
+	sock     *os.File // the server's socket, pinned (O_PATH); nil until ready
+	server   executor.Server
+	started  time.Time     // just before the container was created
+	memory   int64         // its memory limit (0: none), for diagnoses
+	lifetime time.Duration // its max lifetime
 
 	closeMu sync.Mutex // held for the whole of close
 	closed  bool       // guarded by closeMu
@@ -149,8 +151,8 @@ func (p *Placement) Diagnose(ctx context.Context) string {
 	if st.OOMKilled || oom {
 		b.WriteString(", OOM-killed" + p.limitNote())
 	}
-	if st.ExitCode == 124 || (st.ExitCode == 137 && p.b.cfg.lifetime > 0 && time.Since(p.started) >= p.b.cfg.lifetime) {
-		fmt.Fprintf(&b, ", max lifetime of %s reached", p.b.cfg.lifetime)
+	if st.ExitCode == 124 || (st.ExitCode == 137 && p.lifetime > 0 && time.Since(p.started) >= p.lifetime) {
+		fmt.Fprintf(&b, ", max lifetime of %s reached", p.lifetime)
 	}
 	if st.Error != "" {
 		b.WriteString(": " + st.Error)
@@ -188,8 +190,8 @@ func (p *Placement) newOOMKills(ctx context.Context) bool {
 
 // limitNote is " (memory limit 2.0 GiB)", or "" without a limit.
 func (p *Placement) limitNote() string {
-	if p.b.cfg.memory <= 0 {
+	if p.memory <= 0 {
 		return ""
 	}
-	return " (memory limit " + formatBytes(p.b.cfg.memory) + ")"
+	return " (memory limit " + formatBytes(p.memory) + ")"
 }

@@ -1,9 +1,10 @@
-package docker
+package undo
 
 import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -23,10 +24,10 @@ func TestUndo(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			var u undo
+			var u List
 			var ran []string
 			for _, name := range []string{"a", "b", "c"} {
-				u.add("step "+name, func(ctx context.Context) error {
+				u.Add("step "+name, func(ctx context.Context) error {
 					_, hasDeadline := ctx.Deadline()
 					assert.True(t, hasDeadline, "a cleanup step runs under a bounded context")
 					assert.NoError(t, ctx.Err())
@@ -34,7 +35,7 @@ func TestUndo(t *testing.T) {
 					return tt.fail[name]
 				})
 			}
-			err := u.run()
+			err := u.Run(time.Minute)
 			assert.Equal(t, []string{"c", "b", "a"}, ran, "steps run last first")
 			if tt.wantErr == nil {
 				require.NoError(t, err)
@@ -45,7 +46,7 @@ func TestUndo(t *testing.T) {
 				assert.Contains(t, err.Error(), "step a: a failed")
 			}
 			ran = nil
-			require.NoError(t, u.run(), "run forgets the steps it ran")
+			require.NoError(t, u.Run(time.Minute), "run forgets the steps it ran")
 			assert.Empty(t, ran)
 		})
 	}
