@@ -14,8 +14,16 @@ import (
 // (whose working directory, or bind mount, follows the inode) does not notice. A warm
 // kernel is never reused: it serves exactly one session, so it carries no state from
 // another.
+//
+// There is a pool per template with a warm size, each member past the template's
+// preload. Refills are bounded so that warm kernels never take CPU from live calls:
+// the executor starts one warm kernel at a time, whichever its template
+// (Executor.refill), and a start begins only while no call is running
+// (Executor.running is 0), so a kernel start and its preload (imports that take a
+// core for a second or more) never compete with a call that began before them.
 type pool struct {
 	e    *Executor
+	t    *Template
 	size int
 
 	mu       sync.Mutex
@@ -32,11 +40,14 @@ type warm struct {
 	k  *kernel
 }
 
-func newPool(e *Executor, size int) *pool {
-	p := &pool{e: e, size: size, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+func newPool(e *Executor, t *Template, size int) *pool {
+	return &pool{e: e, t: t, size: size, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+}
+
+// start starts filling; called once every pool of the executor exists.
+func (p *pool) start() {
 	p.wg.Add(1)
 	go p.fillLoop()
-	return p
 }
 
 // take hands a warm kernel to session id, or returns nil when none is ready (or the
@@ -65,7 +76,7 @@ func (p *pool) take(ctx context.Context, id string) (*workspace.Session, *kernel
 			p.mu.Unlock()
 			return nil, nil
 		}
-		p.e.log.Debug("took a warm kernel", "session", id, "kernel_id", w.k.id)
+		p.e.log.Debug("took a warm kernel", "session", id, "template", p.t.Name, "kernel_id", w.k.id)
 		return ws, w.k
 	}
 }
@@ -85,25 +96,50 @@ func (p *pool) poke() {
 }
 
 // fillLoop keeps the pool full, one start at a time, and replaces members that died.
+// After a failed start it waits longer each time (5 s doubling to 5 min), so that a
+// template whose preload fails does not start a kernel every few seconds.
 func (p *pool) fillLoop() {
 	defer p.wg.Done()
-	t := time.NewTicker(5 * time.Second)
-	defer t.Stop()
+	wait := poolRetry
 	for {
 		p.prune()
+		failed := false
 		for p.needsOne() {
 			if !p.startOne() {
+				failed = true
 				break
 			}
 		}
+		if failed {
+			wait = min(wait*2, 5*time.Minute)
+		} else {
+			wait = poolRetry
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-p.stop:
+			t.Stop()
 			return
 		case <-p.wake:
+			if failed {
+				// A take after a failure does not make the next start likelier
+				// to work: keep to the backoff.
+				select {
+				case <-p.stop:
+					t.Stop()
+					return
+				case <-t.C:
+				}
+			}
 		case <-t.C:
 		}
+		t.Stop()
 	}
 }
+
+// poolRetry is how often a pool checks for members that died, and its first wait
+// after a failed start.
+const poolRetry = 5 * time.Second
 
 // needsOne reports whether the pool is short and MaxSessions leaves room.
 func (p *pool) needsOne() bool {
@@ -115,10 +151,49 @@ func (p *pool) needsOne() bool {
 	p.e.mu.Lock()
 	live := len(p.e.sessions)
 	p.e.mu.Unlock()
+	all := p.e.warmHeld()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	have := len(p.ready) + p.starting
-	return have < p.size && live+have < p.e.opts.MaxSessions
+	return have < p.size && live+all < p.e.opts.MaxSessions
+}
+
+// held returns how many kernels the pool holds or is starting.
+func (p *pool) held() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.ready) + p.starting
+}
+
+// warmHeld returns how many kernels all pools hold or are starting.
+func (e *Executor) warmHeld() int {
+	n := 0
+	for _, p := range e.pools {
+		n += p.held()
+	}
+	return n
+}
+
+// awaitTurn waits for the executor's one refill slot and then until no call is
+// running. It returns a release func, or nil when the pool stopped meanwhile.
+func (p *pool) awaitTurn() func() {
+	select {
+	case p.e.refill <- struct{}{}:
+	case <-p.stop:
+		return nil
+	}
+	release := func() { <-p.e.refill }
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for p.e.running.Load() > 0 {
+		select {
+		case <-p.stop:
+			release()
+			return nil
+		case <-t.C:
+		}
+	}
+	return release
 }
 
 // startOne starts one warm kernel; it reports false when starting failed (the loop
@@ -132,12 +207,18 @@ func (p *pool) startOne() bool {
 		p.starting--
 		p.mu.Unlock()
 	}()
+	release := p.awaitTurn()
+	if release == nil {
+		return false
+	}
+	defer release()
 	ws, err := p.e.opts.Workspace.Warm()
 	if err != nil {
 		p.e.log.Warn("warm pool: create directory", "err", err)
 		return false
 	}
-	if err := p.e.copyData(ws); err != nil {
+	data := p.e.dataOf(p.t)
+	if err := p.e.copyData(ws, data); err != nil {
 		p.e.log.Warn("warm pool: data mounts", "err", err)
 		_ = ws.Close()
 		_ = p.e.opts.Workspace.Remove(ws.ID())
@@ -152,9 +233,9 @@ func (p *pool) startOne() bool {
 		case <-ctx.Done():
 		}
 	}()
-	k, err := p.e.startKernel(ctx, SessionSpec{ID: ws.ID(), Dir: ws.Dir(), Data: p.e.opts.Data})
+	k, err := p.e.startKernel(ctx, SessionSpec{ID: ws.ID(), Dir: ws.Dir(), Data: data, Template: *p.t})
 	if err != nil {
-		p.e.log.Warn("warm pool: start kernel", "err", err)
+		p.e.log.Warn("warm pool: start kernel", "template", p.t.Name, "err", err)
 		_ = ws.Close()
 		_ = p.e.opts.Workspace.Remove(ws.ID())
 		return false
@@ -219,18 +300,19 @@ func (p *pool) close(ctx context.Context) {
 
 // acquireKernel starts a kernel for a session that has none.
 func (e *Executor) acquireKernel(ctx context.Context, s *session) (*kernel, error) {
-	if err := e.copyData(s.ws); err != nil {
+	data := e.dataOf(s.tmpl)
+	if err := e.copyData(s.ws, data); err != nil {
 		return nil, err
 	}
-	return e.startKernel(ctx, SessionSpec{ID: s.id, Dir: s.ws.Dir(), Data: e.opts.Data})
+	return e.startKernel(ctx, SessionSpec{ID: s.id, Dir: s.ws.Dir(), Data: data, Template: *s.tmpl})
 }
 
 // copyData copies the data mounts into a session for backends that cannot mount them.
-func (e *Executor) copyData(ws *workspace.Session) error {
+func (e *Executor) copyData(ws *workspace.Session, data []DataMount) error {
 	if m, ok := e.opts.Backend.(DataMounter); ok && m.MountsData() {
 		return nil
 	}
-	for _, d := range e.opts.Data {
+	for _, d := range data {
 		if err := ws.AddData(d.Name, d.HostDir, 0); err != nil {
 			return fmt.Errorf("data mount %q: %w", d.Name, err)
 		}

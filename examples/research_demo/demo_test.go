@@ -106,6 +106,7 @@ func checkDemo(t *testing.T, out, ws, backend string) {
 		BestPerYear map[string]string `json:"best_per_year"`
 		Rows        int               `json:"rows"`
 		DFLoads     int               `json:"df_loads"`
+		Preloaded   []string          `json:"preloaded"`
 	}
 	b, err := os.ReadFile(filepath.Join(arts, "summary.json"))
 	require.NoError(t, err)
@@ -114,6 +115,8 @@ func checkDemo(t *testing.T, out, ws, backend string) {
 	require.Equal(t, want.perYear, summary.BestPerYear)
 	require.Equal(t, want.rows, summary.Rows)
 	require.Equal(t, 1, summary.DFLoads, "the kernel read the CSV once; later cells reused df")
+	require.Equal(t, []string{"pd", "plt"}, summary.Preloaded, "the analyst's template imported pandas and pyplot before the first cell")
+	require.Regexp(t, `(?m)^template:  analyst: pandas as pd .*; its warm kernel, past the preload, was ready after \d+\.\d s$`, out)
 
 	// The denial is reported with its rules, and the plan carries on after it.
 	denied := regexp.MustCompile(`(?m)^\[(\d+)/(\d+)\] data_analyst: try to stage the project's \.ssh/id_rsa .* \.\.\. denied \(\d+ ms\)$`).FindStringSubmatch(out)

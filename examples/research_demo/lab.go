@@ -30,6 +30,22 @@ const decoyKey = "-----BEGIN OPENSSH PRIVATE KEY-----\n" +
 	"kernelbox research demo decoy: not a key. The permission policy must refuse to stage it.\n" +
 	"-----END OPENSSH PRIVATE KEY-----\n"
 
+// analystTemplate is the data_analyst's session template: a warm kernel, started
+// ahead of the analyst's first call, has already imported pandas and matplotlib, so
+// the analyst's first cell (which loads the table) waits neither for a kernel nor
+// for the imports. The template holds one kernel in its warm pool: the demo has one
+// analyst.
+var analystTemplate = executor.Template{
+	Name:        "analyst",
+	Description: "pandas as pd and matplotlib.pyplot as plt already imported, for tabular analysis and charts",
+	Warm:        1,
+	Preload:     "import pandas as pd\nimport matplotlib.pyplot as plt",
+}
+
+// warmWait bounds how long the demo waits for the analyst's warm kernel before
+// letting the first call start one itself.
+const warmWait = 3 * time.Minute
+
 // lab is the sandbox the agents work in: an executor with its backend, workspace and
 // permission engine, and one session for the analyst.
 type lab struct {
@@ -75,6 +91,7 @@ func openLab(ctx context.Context, cfg config, p *printer) (*lab, error) {
 		Permissions:    perm,
 		DefaultTimeout: cfg.timeout,
 		IdleTimeout:    -1, // the demo closes its session itself
+		Templates:      []executor.Template{analystTemplate},
 	})
 	if err != nil {
 		_ = backend.Close(context.Background())
@@ -83,6 +100,13 @@ func openLab(ctx context.Context, cfg config, p *printer) (*lab, error) {
 	}
 	session, err := newSessionID()
 	if err != nil {
+		_ = e.Close()
+		ws.Close()
+		return nil, err
+	}
+	// The session is created with the analyst's template before its first call;
+	// whatever then drives the analyst (the plan or a model) gets that kernel.
+	if _, err := e.CreateSession(ctx, session, analystTemplate.Name); err != nil {
 		_ = e.Close()
 		ws.Close()
 		return nil, err
@@ -99,8 +123,29 @@ func openLab(ctx context.Context, cfg config, p *printer) (*lab, error) {
 	p.field("policy", "built-in rules: read the working directory; never credentials or system secrets")
 	p.field("tool", toolSignature())
 	p.field("session", session)
+	p.field("template", analystTemplate.Name+": "+analystTemplate.Description+"; "+l.waitWarm(ctx))
 	p.field("artifacts", l.artifactsDir())
 	return l, nil
+}
+
+// waitWarm waits, up to warmWait, for the analyst template's warm kernel, and says
+// how it went. When none is ready by then (its preload failed, say), the analyst's
+// first call starts a kernel itself, and reports a preload error with its traceback.
+func (l *lab) waitWarm(ctx context.Context) string {
+	start := time.Now()
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for l.exec.WarmReadyOf(analystTemplate.Name) == 0 {
+		if time.Since(start) > warmWait {
+			return fmt.Sprintf("no warm kernel after %s: the first call starts one", warmWait)
+		}
+		select {
+		case <-ctx.Done():
+			return "not waiting for a warm kernel: " + ctx.Err().Error()
+		case <-t.C:
+		}
+	}
+	return fmt.Sprintf("its warm kernel, past the preload, was ready after %.1f s", time.Since(start).Seconds())
 }
 
 // artifactsDir is where the session's artifacts are collected.

@@ -20,7 +20,7 @@ const toolDescription = "Run Python code in a stateful Jupyter kernel. Variables
 	"persist between calls with the same session_id. Each path in inputs is copied into the session " +
 	"before the code runs and is found at inputs/<basename>; every path is checked against the " +
 	"permission policy and a denied path stops the call. Files the code writes under outputs/ are " +
-	"returned as artifacts. pandas and matplotlib are installed; there is no network."
+	"returned as artifacts. pandas and matplotlib.pyplot are already imported as pd and plt; there is no network."
 
 // toolParameters is the JSON schema of the tool's arguments: those of the MCP execute
 // tool.

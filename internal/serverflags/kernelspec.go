@@ -11,6 +11,21 @@ import (
 // docker): kernels started by kernelbox's own launcher.
 const KernelName = "kernelbox-python3"
 
+// SpecName returns the kernelspec to start for a session's kernel name
+// (executor.SessionSpec.Template.Kernel) on a server kernelbox started: "" and "python3" mean
+// kernelbox's own Python kernelspec (KernelName), whose launcher the executor relies on
+// for its Python-only extras; any other name (such as "ir", Debian's R kernel) is the
+// server's kernelspec of that name, started as its kernel.json says, without the
+// launcher: such kernels get no fd capture, no foreign-output count and no process
+// tag, so what they start is ended with the server or container, not with the kernel.
+func SpecName(kernel string) string {
+	switch kernel {
+	case "", "python3":
+		return KernelName
+	}
+	return kernel
+}
+
 // kernelLauncher starts ipykernel so that it dies with the Jupyter server that started it:
 // PR_SET_PDEATHSIG makes the Linux kernel SIGKILL it when its parent exits, even by
 // SIGKILL, so no kernel outlives kernelbox (the server itself is started the same way).
@@ -154,6 +169,20 @@ func WriteKernelSpec(dataDir, python string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("kernelspec: %w", err)
 	}
+	b, err := KernelSpec(python)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kernel.json"), b, 0o444); err != nil {
+		return fmt.Errorf("kernelspec: %w", err)
+	}
+	return nil
+}
+
+// KernelSpec returns the kernel.json of the kernelbox kernelspec, running python, for
+// a server whose files are not written by kernelbox's host (the swarm backend ships
+// it as a swarm config at JUPYTER_PATH/kernels/KernelName/kernel.json).
+func KernelSpec(python string) ([]byte, error) {
 	spec := map[string]any{
 		"argv":           []string{python, "-Xfrozen_modules=off", "-c", kernelLauncher, "-f", "{connection_file}"},
 		"display_name":   "Python 3 (kernelbox)",
@@ -168,10 +197,7 @@ func WriteKernelSpec(dataDir, python string) error {
 	}
 	b, err := json.MarshalIndent(spec, "", "  ")
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("kernelspec: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "kernel.json"), b, 0o444); err != nil {
-		return fmt.Errorf("kernelspec: %w", err)
-	}
-	return nil
+	return b, nil
 }

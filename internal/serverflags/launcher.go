@@ -24,3 +24,7 @@ func WriteLauncher(dir string) (string, error) {
 	}
 	return p, nil
 }
+
+// Launcher returns the launcher script, for a server whose files are not written by
+// kernelbox's host (the swarm backend ships it as a swarm config).
+func Launcher() []byte { return append([]byte(nil), launcher...) }

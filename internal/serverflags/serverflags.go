@@ -7,13 +7,19 @@ package serverflags
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 )
 
 // Config describes one Jupyter Server to start.
 type Config struct {
 	// Socket is the unix socket path the server listens on (as the server sees it).
+	// Empty means TCP on IP:Port instead (the swarm backend's tasks, whose only way
+	// in is their overlay network).
 	Socket string
+	// IP and Port are the TCP address the server listens on when Socket is empty.
+	IP   string
+	Port int
 	// Token is the server's auth token; it must not be empty (an empty token makes
 	// Jupyter Server refuse POSTs with 403 XSRF errors).
 	Token string
@@ -28,12 +34,23 @@ type Config struct {
 
 // Args returns the arguments that follow "python3 -m jupyter_server".
 func Args(c Config) []string {
-	args := []string{
-		"--ServerApp.sock=" + c.Socket,
-		"--ServerApp.sock_mode=0600",
-		"--ServerApp.token=" + c.Token,
+	var args []string
+	if c.Socket != "" {
+		args = []string{"--ServerApp.sock=" + c.Socket, "--ServerApp.sock_mode=0600"}
+	} else {
+		args = []string{
+			"--ServerApp.ip=" + c.IP,
+			"--ServerApp.port=" + strconv.Itoa(c.Port),
+			"--ServerApp.port_retries=0",
+			// Clients name the server by its address, which is not a loopback
+			// one; the token guards every request.
+			"--ServerApp.allow_remote_access=True",
+		}
+	}
+	args = append(args,
+		"--ServerApp.token="+c.Token,
 		"--ServerApp.password=",
-		"--ServerApp.root_dir=" + c.RootDir,
+		"--ServerApp.root_dir="+c.RootDir,
 		"--ServerApp.open_browser=False",
 		// No server-side output dropping: kernelbox caps output per call and reports
 		// truncation honestly, which a server-side drop would defeat.
@@ -54,11 +71,11 @@ func Args(c Config) []string {
 		// consumer held up for 30 s lost output so. Peers of the servers kernelbox
 		// starts are on a unix socket, where a dead one shows as EOF at once, so
 		// the wait can be long.
-		"--ServerApp.tornado_settings=" + "{'ws_ping_interval':10000,'ws_ping_timeout':300000}",
+		"--ServerApp.tornado_settings="+"{'ws_ping_interval':10000,'ws_ping_timeout':300000}",
 		// INFO adds little (kernel starts, shutdowns and the restarter's lines;
 		// requests log at DEBUG) and says why a kernel vanished while it started.
 		"--ServerApp.log_level=INFO",
-	}
+	)
 	if c.DefaultKernel != "" {
 		args = append(args, "--MappingKernelManager.default_kernel_name="+c.DefaultKernel)
 	}

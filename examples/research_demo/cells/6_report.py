@@ -61,6 +61,7 @@ summary = {
     "best_per_year": {str(y): best_eff_by_year.loc[y, "model"] for y in years},
     "rows": len(df),
     "df_loads": df_loads,
+    "preloaded": globals().get("PRELOADED", []),
 }
 with open("outputs/summary.json", "w") as f:
     json.dump(summary, f, indent=2)

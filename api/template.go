@@ -1,0 +1,53 @@
+package api
+
+import "regexp"
+
+// TemplateNamePattern is the rule every template name follows: 1 to 64 characters of
+// a-z, A-Z, 0-9, '_', '-' and '.', starting with a letter or digit.
+const TemplateNamePattern = `^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`
+
+// TemplateNameRule says the rule in words, for error messages and tool descriptions.
+const TemplateNameRule = "1-64 characters of A-Z, a-z, 0-9, '_', '-' and '.', starting with a letter or digit"
+
+var templateName = regexp.MustCompile(TemplateNamePattern)
+
+// ValidTemplateName reports whether name follows [TemplateNamePattern].
+func ValidTemplateName(name string) bool { return templateName.MatchString(name) }
+
+// CreateSessionBody is the JSON body of POST /v1/sessions.
+type CreateSessionBody struct {
+	ID       string `json:"id"`
+	Template string `json:"template,omitempty"`
+}
+
+// TemplateInfo is one template as GET /v1/templates lists it, with its effective
+// settings: what its sessions get, the server's own value where the template sets
+// none. Zero limits mean none (or, for a backend without limits, not applicable).
+type TemplateInfo struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	// Kernel is the kernelspec its sessions start.
+	Kernel string `json:"kernel"`
+	// Image is the container image (docker), or "".
+	Image string `json:"image,omitempty"`
+	// MemoryBytes, CPUs and Pids are the container limits (docker).
+	MemoryBytes int64   `json:"memory_bytes,omitempty"`
+	CPUs        float64 `json:"cpus,omitempty"`
+	Pids        int64   `json:"pids,omitempty"`
+	// Env lists the names of the variables it sets (their values are not shown).
+	Env []string `json:"env,omitempty"`
+	// Preload says whether fresh kernels run a preload cell, PreloadBytes its size.
+	Preload      bool `json:"preload"`
+	PreloadBytes int  `json:"preload_bytes,omitempty"`
+	// Warm is its warm pool's size, WarmReady the kernels ready in it now.
+	Warm      int `json:"warm"`
+	WarmReady int `json:"warm_ready"`
+	// IdleTimeoutSeconds closes idle sessions (0: never); MaxLifetimeSeconds is
+	// the container's hard limit (docker; 0: not applicable).
+	IdleTimeoutSeconds float64 `json:"idle_timeout_seconds"`
+	MaxLifetimeSeconds float64 `json:"max_lifetime_seconds,omitempty"`
+	// Data lists the data mounts' names (at data/<name>).
+	Data []string `json:"data,omitempty"`
+	// Sessions is how many live sessions use it.
+	Sessions int `json:"sessions"`
+}

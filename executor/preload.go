@@ -1,0 +1,168 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/kernelbox/kernelbox/jupyter"
+)
+
+// PreloadError is a template's preload (or its environment set-up) that failed in
+// a fresh kernel: the kernel is not handed out, and the start fails with this error.
+type PreloadError struct {
+	Template string
+	// Ename, Evalue and Traceback are the error's, as the kernel reported it
+	// (ANSI colours removed). A traceback over 4 KiB keeps its first 1.5 KiB (the
+	// preload's own lines) and its last 2.5 KiB (the frame that raised), with a
+	// note of what was cut between them.
+	Ename, Evalue string
+	Traceback     string
+	// Output is what the preload printed before it failed (its last 4 KiB).
+	Output string
+}
+
+func (e *PreloadError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "template %q: the preload cell failed in a fresh kernel: %s: %s", e.Template, e.Ename, e.Evalue)
+	if e.Traceback != "" {
+		b.WriteString("\ntraceback:\n" + e.Traceback)
+	}
+	if e.Output != "" {
+		b.WriteString("\noutput before the error:\n" + e.Output)
+	}
+	return b.String()
+}
+
+// preloadKeep bounds the traceback and output a PreloadError keeps.
+const preloadKeep = 4 << 10
+
+// prepare makes a fresh kernel what its template promises: the environment (when
+// the backend does not set it) and the preload cell. It runs after every start and
+// every restart (the interpreter is new). Silent executions: the session's first
+// call still gets execution count 1, and nothing is added to its history.
+func (e *Executor) prepare(ctx context.Context, k *kernel) error {
+	t := k.tmpl
+	if t == nil {
+		return nil
+	}
+	if k.envByCode && len(t.Env) > 0 {
+		lang := strings.ToLower(k.language)
+		if lang == "" {
+			lang = "python" // as python() takes a kernel that did not say
+		}
+		code, err := envCode(lang, t.Env)
+		if err != nil {
+			return fmt.Errorf("template %q: env on the %s backend: %w", t.Name, e.Backend(), err)
+		}
+		if err := runSilent(ctx, k.conn, t.Name, code); err != nil {
+			return err
+		}
+	}
+	if strings.TrimSpace(t.Preload) == "" {
+		return nil
+	}
+	return runSilent(ctx, k.conn, t.Name, t.Preload)
+}
+
+// runSilent runs code silently and turns an error in it into a PreloadError.
+func runSilent(ctx context.Context, conn *jupyter.Conn, tmpl, code string) error {
+	ex, err := conn.Execute(ctx, jupyter.ExecuteRequest{Code: code, Silent: true})
+	if err != nil {
+		return fmt.Errorf("template %q: preload: %w", tmpl, err)
+	}
+	defer ex.Close()
+	var out strings.Builder
+	for {
+		m, err := ex.Next(ctx)
+		if err != nil {
+			if err == io.EOF {
+				break
+			}
+			return fmt.Errorf("template %q: preload: %w", tmpl, err)
+		}
+		if m.Type() == "stream" {
+			var sc jupyter.StreamContent
+			if m.DecodeContent(&sc) == nil {
+				out.WriteString(sc.Text)
+			}
+		}
+	}
+	r, err := ex.Reply()
+	if err != nil {
+		return fmt.Errorf("template %q: preload: %w", tmpl, err)
+	}
+	if r.Status == "ok" {
+		return nil
+	}
+	pe := &PreloadError{Template: tmpl, Ename: r.Ename, Evalue: r.Evalue,
+		Traceback: ends(StripANSI(strings.Join(r.Traceback, "\n")), preloadKeep*3/8, preloadKeep*5/8),
+		Output:    tail(StripANSI(out.String()), preloadKeep)}
+	if pe.Ename == "" {
+		pe.Ename = "status " + r.Status
+	}
+	return pe
+}
+
+// tail returns the last n bytes of s (or a few fewer, not to split a character).
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := len(s) - n
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return "…" + s[i:]
+}
+
+// ends returns s when it is at most head+tail bytes long, else its first head and
+// last tail bytes (or a few fewer, not to split a character) with a note of what was
+// cut between them: a traceback's first frames are the preload's own lines, its last
+// the one that raised, and a library's frames in between matter least.
+func ends(s string, head, tail int) string {
+	if len(s) <= head+tail {
+		return s
+	}
+	h, t := head, len(s)-tail
+	for h > 0 && !utf8.RuneStart(s[h]) {
+		h--
+	}
+	for t < len(s) && !utf8.RuneStart(s[t]) {
+		t++
+	}
+	return s[:h] + fmt.Sprintf("\n[… %d bytes cut …]\n", t-h) + s[t:]
+}
+
+// envCode returns code that sets env in a kernel of language lang. Names are checked
+// (checkEnv); values travel as JSON string literals, which Python and R both read.
+func envCode(lang string, env map[string]string) (string, error) {
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	switch lang {
+	case "python":
+		b, err := json.Marshal(env)
+		if err != nil {
+			return "", err
+		}
+		return "__import__('os').environ.update(" + string(b) + ")", nil
+	case "r":
+		parts := make([]string, 0, len(keys))
+		for _, k := range keys {
+			v, err := json.Marshal(env[k])
+			if err != nil {
+				return "", err
+			}
+			parts = append(parts, "`"+k+"` = "+string(v))
+		}
+		return "invisible(Sys.setenv(" + strings.Join(parts, ", ") + "))", nil
+	}
+	return "", fmt.Errorf("cannot set environment variables in a %q kernel (Python and R only)", lang)
+}

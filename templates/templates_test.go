@@ -1,0 +1,93 @@
+package templates_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kernelbox/kernelbox/templates"
+)
+
+var caps = templates.Caps{Memory: 2 << 30, CPUs: 2, Pids: 512, MaxLifetime: 24 * time.Hour, IdleTimeout: 30 * time.Minute}
+
+func TestParse(t *testing.T) {
+	t.Parallel()
+	ts, err := templates.Parse(strings.NewReader(`{"templates": [
+	  {"name": "analyst", "description": "pandas", "memory": "1g", "cpus": 1.5, "pids": 256,
+	   "env": {"OMP_NUM_THREADS": "1"}, "preload": ["import os", "x = 1"], "warm": 2,
+	   "idle_timeout": "10m", "max_lifetime": "2h", "data": {"ref": "refdata"}},
+	  {"name": "r", "kernel": "ir", "preload": "y <- 1"}
+	]}`), "/base", caps)
+	require.NoError(t, err)
+	require.Len(t, ts, 2)
+	a := ts[0]
+	require.Equal(t, "analyst", a.Name)
+	require.Equal(t, int64(1<<30), a.Memory)
+	require.Equal(t, 1.5, a.CPUs)
+	require.Equal(t, int64(256), a.Pids)
+	require.Equal(t, "import os\nx = 1", a.Preload)
+	require.Equal(t, 2, a.Warm)
+	require.Equal(t, 10*time.Minute, a.IdleTimeout)
+	require.Equal(t, 2*time.Hour, a.MaxLifetime)
+	require.Equal(t, "/base/refdata", a.Data[0].HostDir)
+	require.Equal(t, "ir", ts[1].Kernel)
+	require.Equal(t, "y <- 1", ts[1].Preload)
+}
+
+func TestParseRefuses(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, doc string
+		want      []string // all in the error
+	}{
+		{"memory over the cap", `{"templates": [{"name": "big", "memory": "4g"}]}`, []string{`"big"`, "memory", "4.0 GiB", "2.0 GiB"}},
+		{"cpus over the cap", `{"templates": [{"name": "big", "cpus": 3}]}`, []string{`"big"`, "cpus", "3", "cap of 2"}},
+		{"pids over the cap", `{"templates": [{"name": "big", "pids": 4096}]}`, []string{`"big"`, "pids", "4096", "512"}},
+		{"lifetime over the cap", `{"templates": [{"name": "long", "max_lifetime": "48h"}]}`, []string{`"long"`, "max_lifetime", "48h0m0s", "24h0m0s"}},
+		{"idle over the cap", `{"templates": [{"name": "lazy", "idle_timeout": "2h"}]}`, []string{`"lazy"`, "idle_timeout", "2h0m0s", "30m0s"}},
+		{"unknown field", `{"templates": [{"name": "t", "memroy": "1g"}]}`, []string{`"t"`, `unknown field "memroy"`}},
+		{"unknown top field", `{"templates": [], "extra": 1}`, []string{`unknown field "extra"`}},
+		{"empty name", `{"templates": [{"memory": "1g"}]}`, []string{"name: empty"}},
+		{"bad name", `{"templates": [{"name": "a/b"}]}`, []string{`"a/b"`, "name"}},
+		{"duplicate", `{"templates": [{"name": "a"}, {"name": "a"}]}`, []string{`"a"`, "used twice"}},
+		{"reserved env", `{"templates": [{"name": "a", "env": {"HOME": "/"}}]}`, []string{`"a"`, `env "HOME"`, "kernelbox sets"}},
+		{"reserved env prefix", `{"templates": [{"name": "a", "env": {"JUPYTER_PATH": "/"}}]}`, []string{`env "JUPYTER_PATH"`}},
+		{"bad memory", `{"templates": [{"name": "a", "memory": "lots"}]}`, []string{`memory "lots"`}},
+		{"bad duration", `{"templates": [{"name": "a", "idle_timeout": "soon"}]}`, []string{`idle_timeout "soon"`}},
+		{"negative warm", `{"templates": [{"name": "a", "warm": -1}]}`, []string{"warm: -1"}},
+		{"no list", `{}`, []string{`no "templates"`}},
+		{"trailing data", `{"templates": []} {}`, []string{"after the document"}},
+		{"preload not lines", `{"templates": [{"name": "a", "preload": 3}]}`, []string{`"a"`, "preload"}},
+		{"not json", `templates: []`, []string{"json"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := templates.Parse(strings.NewReader(tt.doc), "/", caps)
+			require.Error(t, err)
+			for _, w := range tt.want {
+				require.Contains(t, err.Error(), w)
+			}
+		})
+	}
+}
+
+func TestParseHugeFile(t *testing.T) {
+	t.Parallel()
+	doc := `{"templates": [{"name": "a", "description": "` + strings.Repeat("x", templates.MaxFileBytes) + `"}]}`
+	_, err := templates.Parse(strings.NewReader(doc), "/", caps)
+	require.ErrorContains(t, err, "over 1048576 bytes")
+}
+
+func TestLoadNamesFile(t *testing.T) {
+	t.Parallel()
+	p := filepath.Join(t.TempDir(), "t.json")
+	require.NoError(t, os.WriteFile(p, []byte(`{"templates": [{"name": "x", "memory": "3g"}]}`), 0o600))
+	_, err := templates.Load(p, caps)
+	require.ErrorContains(t, err, p)
+	require.ErrorContains(t, err, `template "x": memory: asks 3.0 GiB, over the server's cap of 2.0 GiB`)
+}
