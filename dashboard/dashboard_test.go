@@ -42,6 +42,8 @@ func TestRoutes(t *testing.T) {
 		{"GET", "/ui/calls.js", 200, "text/javascript; charset=utf-8"},
 		{"GET", "/ui/render.js", 200, "text/javascript; charset=utf-8"},
 		{"GET", "/ui/artifacts.js", 200, "text/javascript; charset=utf-8"},
+		{"GET", "/ui/files.js", 200, "text/javascript; charset=utf-8"},
+		{"GET", "/ui/download.js", 200, "text/javascript; charset=utf-8"},
 		{"GET", "/ui/style.css", 200, "text/css; charset=utf-8"},
 		{"GET", "/ui/frame.css", 200, "text/css; charset=utf-8"},
 		{"GET", "/ui/icon.svg", 200, "image/svg+xml"},
@@ -115,7 +117,7 @@ func TestScripts(t *testing.T) {
 	t.Parallel()
 	h := dashboard.New(dashboard.Options{})
 	var all strings.Builder
-	for _, f := range []string{"app.js", "api.js", "calls.js", "render.js", "artifacts.js"} {
+	for _, f := range []string{"app.js", "api.js", "calls.js", "render.js", "artifacts.js", "files.js", "download.js"} {
 		resp := get(t, h, "GET", "/ui/"+f)
 		require.Equal(t, 200, resp.StatusCode, f)
 		all.WriteString(body(t, resp))
@@ -134,4 +136,30 @@ func TestScripts(t *testing.T) {
 	require.Contains(t, js, `f.setAttribute("sandbox", "")`)
 	require.Contains(t, js, `"Authorization", "Bearer "`)
 	require.Contains(t, js, "sessionStorage")
+}
+
+// TestSessionFilesScript: the session files list renders nothing a session
+// wrote: no image, frame, object or link of its own, every download saved
+// through saveFile as application/octet-stream; and the list is not polled
+// (a listing is a job on the session's worker and counts as its activity).
+func TestSessionFilesScript(t *testing.T) {
+	t.Parallel()
+	h := dashboard.New(dashboard.Options{})
+	strip := regexp.MustCompile(`(?m)^\s*(//|/?\*).*$`)
+	code := func(f string) string {
+		resp := get(t, h, "GET", "/ui/"+f)
+		require.Equal(t, 200, resp.StatusCode, f)
+		return strip.ReplaceAllString(body(t, resp), "")
+	}
+	files, download := code("files.js"), code("download.js")
+	for _, bad := range []string{`"img"`, `"iframe"`, `"object"`, `"embed"`, `"a"`, ".src", "href", "srcdoc", "objectURL", "createObjectURL", "setInterval", "setTimeout"} {
+		require.Falsef(t, strings.Contains(files, bad), "files.js uses %q", bad)
+	}
+	require.Contains(t, files, "saveFile(filePath(session, path), name)")
+	require.Contains(t, download, `api.getBlob(path, "application/octet-stream")`)
+	require.Contains(t, download, "objectURL(blob)")
+	page := body(t, get(t, h, "GET", "/"))
+	for _, id := range []string{"files", "files-msg", "files-path", "files-up", "files-refresh"} {
+		require.Contains(t, page, `id="`+id+`"`)
+	}
 }

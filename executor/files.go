@@ -7,47 +7,53 @@ import (
 	"time"
 
 	"github.com/kernelbox/kernelbox/api"
-	"github.com/kernelbox/kernelbox/workspace"
 )
 
 // ErrFilesUnsupported: the session's kernel does not see the host session
-// directory (a FileSyncer placement such as the remote backend), so the files
-// API, which works on that directory, would not reach it.
+// directory and its placement does not offer the kernel's files (a FileSyncer
+// placement that is not a KernelFiler), so the files API would not reach them.
 var ErrFilesUnsupported = fmt.Errorf("%w: the files API is not available for this session's backend", ErrInvalidRequest)
 
 // FileSyncingBackend is implemented by backends whose kernels do not see the
 // host session directory, only what a FileSyncer placement copies (the remote
-// backend). The files API refuses their sessions until it goes through the
-// kernel's file sync.
+// backend). The files API goes through the kernel for their sessions (their
+// placements are KernelFilers).
 type FileSyncingBackend interface {
 	SyncsFiles() bool
 }
 
-// Files runs fn with the session's directory, as a job on the session's worker:
+// Files runs fn with the session's files, as a job on the session's worker:
 // after the calls queued before it and before those queued after, so an upload
 // followed by an execute is seen by the code, and nothing else touches the
 // workspace.Session meanwhile. fn gets ctx, canceled as well when the session
-// closes; it must not keep ws.
+// closes; it must not keep files, except a reader from files.Get, which it
+// must close (for a session whose files live in the kernel, the worker waits
+// for that: the reader reads through the kernel's connection).
 //
-// With create, a session that does not exist yet is created, as Execute does
-// (its kernel starts with its first call); otherwise a missing session is
-// ErrNoSession. The session's first call after a Files that opened its directory
-// starts a fresh kernel rather than taking a warm one. Files fails with
-// ErrFilesUnsupported when the session's kernel runs where the host directory is
-// not seen (a remote gateway), and with the errors of Execute's session lookup
-// (ErrInvalidRequest, ErrTooManySessions, ErrQueueFull, ErrSessionClosed, ErrClosed).
-func (e *Executor) Files(ctx context.Context, id string, create bool, fn func(ctx context.Context, ws *workspace.Session) error) error {
-	if fb, ok := e.opts.Backend.(FileSyncingBackend); ok && fb.SyncsFiles() {
-		return fmt.Errorf("%w (%s: its kernels see files only through the kernel's file sync)", ErrFilesUnsupported, e.Backend())
-	}
+// op says whether fn reads or writes files, which the permission policy must
+// allow (files.read, files.write: a denial is ErrDenied and nothing is done),
+// and, with op.Create, that a session that does not exist yet is created, as
+// Execute does (its kernel starts with its first call); otherwise a missing
+// session is ErrNoSession. The session's first call after a Files that opened
+// its directory starts a fresh kernel rather than taking a warm one. For a
+// backend whose kernels do not see the host directory (remote, swarm), the files
+// are the kernel's: Files starts the session's kernel if it has none, as a call
+// would, and fails with ErrBackend when it cannot. Files fails with the errors
+// of Execute's session lookup (ErrInvalidRequest, ErrTooManySessions,
+// ErrQueueFull, ErrSessionClosed, ErrClosed).
+func (e *Executor) Files(ctx context.Context, id string, op FileOp, fn func(ctx context.Context, files SessionFiles) error) error {
+	create := op.Create
 	if !ValidSessionID(id) {
 		return fmt.Errorf("%w: invalid session id %q (want 1-64 characters of A-Z a-z 0-9 _ -)", ErrInvalidRequest, id)
+	}
+	if err := e.checkFiles(ctx, id, op); err != nil {
+		return err
 	}
 	for attempt := 0; ; attempt++ {
 		var s *session
 		var err error
 		if create {
-			s, err = e.session(ctx, id)
+			s, err = e.session(ctx, id, "")
 		} else {
 			s, err = e.lookup(id)
 		}
@@ -72,6 +78,10 @@ func (e *Executor) Files(ctx context.Context, id string, create bool, fn func(ct
 // was (a session with only files has no kernel and stays "new"), busy while
 // the job runs so that idle culling leaves it alone.
 func (s *session) runFiles(j *job) {
+	if s.e.filesInKernel() {
+		s.runKernelFiles(j)
+		return
+	}
 	prev := s.snapshot().State
 	s.setState(api.StateBusy)
 	err := s.files(j)
@@ -91,5 +101,5 @@ func (s *session) files(j *job) error {
 	defer cancel()
 	stop := context.AfterFunc(s.ctx, cancel)
 	defer stop()
-	return j.files(ctx, s.ws)
+	return j.files(ctx, hostFiles{s.ws})
 }

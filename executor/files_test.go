@@ -20,15 +20,17 @@ type syncingBackend struct{ *fakeBackend }
 func (syncingBackend) SyncsFiles() bool { return true }
 
 func put(ctx context.Context, e *executor.Executor, id, path, content string, create bool) error {
-	return e.Files(ctx, id, create, func(ctx context.Context, ws *workspace.Session) error {
-		_, err := ws.Put(ctx, path, strings.NewReader(content), workspace.PutOptions{})
+	op := executor.FileOp{Write: true, Create: create}
+	return e.Files(ctx, id, op, func(ctx context.Context, fs executor.SessionFiles) error {
+		_, err := fs.Put(ctx, path, strings.NewReader(content), workspace.PutOptions{})
 		return err
 	})
 }
 
 // TestFilesSessionLifecycle: an upload creates a session that has no kernel
 // ("new"); reads of an unknown session are ErrNoSession; a backend whose
-// kernels do not see the host directory is refused.
+// kernels do not see the host directory and whose placements do not offer the
+// kernel's files is refused.
 func TestFilesSessionLifecycle(t *testing.T) {
 	e, _ := newFakeEnv(t, nil, nil)
 	ctx := context.Background()
@@ -40,8 +42,8 @@ func TestFilesSessionLifecycle(t *testing.T) {
 	assert.Empty(t, info.KernelID)
 	require.ErrorIs(t, put(ctx, e.Executor, "bad id!", "x", "1", true), executor.ErrInvalidRequest)
 
+	// Its files are the kernel's: a placement that does not offer them
+	// (no KernelFiler) is refused once the kernel is there.
 	s := newEnvOn(t, syncingBackend{newFakeBackend(t)}, nil)
 	require.ErrorIs(t, put(ctx, s.Executor, "r", "x", "1", true), executor.ErrFilesUnsupported)
-	_, err = s.Session("r")
-	require.ErrorIs(t, err, executor.ErrNoSession, "a refused upload creates no session")
 }

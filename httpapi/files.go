@@ -9,11 +9,11 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"os"
 	"path"
 	"strconv"
 	"strings"
 
+	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/workspace"
 )
 
@@ -117,12 +117,7 @@ func (h *handler) serveFiles(w http.ResponseWriter, r *http.Request) bool {
 
 func (h *handler) putFile(w http.ResponseWriter, r *http.Request, id, file string) {
 	o := workspace.PutOptions{NoOverwrite: strings.TrimSpace(r.Header.Get("If-None-Match")) == "*"}
-	var n int64
-	err := h.e.Files(r.Context(), id, true, func(ctx context.Context, ws *workspace.Session) error {
-		var err error
-		n, err = ws.Put(ctx, file, r.Body, o)
-		return err
-	})
+	n, err := h.e.PutFile(r.Context(), id, file, r.Body, o)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -131,26 +126,13 @@ func (h *handler) putFile(w http.ResponseWriter, r *http.Request, id, file strin
 }
 
 func (h *handler) getFile(w http.ResponseWriter, r *http.Request, id, file string) {
-	// The file is opened on the session's worker and sent after: the copy to a
-	// slow client does not hold up the session's calls, and the open file is the
-	// one checked whatever the kernel renames meanwhile.
-	var f *os.File
-	err := h.e.Files(r.Context(), id, false, func(_ context.Context, ws *workspace.Session) error {
-		var err error
-		f, err = ws.Get(file)
-		return err
-	})
+	// Opened on the session's worker, sent after (see Executor.GetFile).
+	f, size, err := h.e.GetFile(r.Context(), id, file)
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	size := fi.Size()
 	setDownloadHeaders(w, file, size)
 	_, _ = io.Copy(w, io.LimitReader(f, size))
 }
@@ -173,9 +155,7 @@ func setDownloadHeaders(w http.ResponseWriter, name string, size int64) {
 
 func (h *handler) removeFile(w http.ResponseWriter, r *http.Request, id, file string) {
 	recursive, _ := strconv.ParseBool(r.URL.Query().Get("recursive"))
-	err := h.e.Files(r.Context(), id, false, func(_ context.Context, ws *workspace.Session) error {
-		return ws.Remove(file, recursive)
-	})
+	err := h.e.RemoveFile(r.Context(), id, file, recursive)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -192,13 +172,11 @@ func (h *handler) listFiles(w http.ResponseWriter, r *http.Request, id string) {
 			writeError(w, http.StatusBadRequest, api.CodeInvalidRequest, "max must be a positive number of entries")
 			return
 		}
+		// A kernel can make a directory of millions of empty files: the
+		// answer, held whole in memory, stays within the default.
+		max = min(max, workspace.DefaultMaxListEntries)
 	}
-	var l workspace.Listing
-	err := h.e.Files(r.Context(), id, false, func(_ context.Context, ws *workspace.Session) error {
-		var err error
-		l, err = ws.List(q.Get("path"), max)
-		return err
-	})
+	l, err := h.e.ListFiles(r.Context(), id, q.Get("path"), max)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -229,14 +207,15 @@ func (h *handler) batchFiles(w http.ResponseWriter, r *http.Request, id string) 
 		return
 	}
 	res := api.FileBatchResult{SessionID: id, Uploads: make([]api.FileResult, len(b.Uploads)), Downloads: make([]api.FileResult, len(b.Downloads))}
-	err := h.e.Files(r.Context(), id, len(b.Uploads) > 0, func(ctx context.Context, ws *workspace.Session) error {
+	op := executor.FileOp{Read: len(b.Downloads) > 0, Write: len(b.Uploads) > 0, Create: len(b.Uploads) > 0}
+	err := h.e.Files(r.Context(), id, op, func(ctx context.Context, fs executor.SessionFiles) error {
 		for i, u := range b.Uploads {
-			n, err := ws.Put(ctx, u.Path, bytes.NewReader(u.Content), workspace.PutOptions{NoOverwrite: u.NoOverwrite})
+			n, err := fs.Put(ctx, u.Path, bytes.NewReader(u.Content), workspace.PutOptions{NoOverwrite: u.NoOverwrite})
 			res.Uploads[i] = fileResult(u.Path, n, err)
 		}
 		budget := h.o.MaxBatchBytes
 		for i, d := range b.Downloads {
-			res.Downloads[i] = readForBatch(ws, d.Path, &budget)
+			res.Downloads[i] = readForBatch(ctx, fs, d.Path, &budget)
 		}
 		return nil
 	})
@@ -251,18 +230,14 @@ func (h *handler) batchFiles(w http.ResponseWriter, r *http.Request, id string) 
 const maxBatchFiles = 1000
 
 // readForBatch reads one download of a batch, within what is left of budget.
-func readForBatch(ws *workspace.Session, p string, budget *int64) api.FileResult {
-	f, err := ws.Get(p)
+func readForBatch(ctx context.Context, fs executor.SessionFiles, p string, budget *int64) api.FileResult {
+	f, size, err := fs.Get(ctx, p)
 	if err != nil {
 		return fileResult(p, 0, err)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return fileResult(p, 0, err)
-	}
-	if fi.Size() > *budget {
-		return api.FileResult{Path: p, Status: api.CodeTooLarge, Error: fmt.Sprintf("%d bytes: over what is left of the batch's %d-byte limit; download it alone", fi.Size(), *budget)}
+	if size > *budget {
+		return api.FileResult{Path: p, Status: api.CodeTooLarge, Error: fmt.Sprintf("%d bytes: over what is left of the batch's %d-byte limit; download it alone", size, *budget)}
 	}
 	b, err := io.ReadAll(io.LimitReader(f, *budget+1))
 	if err == nil && int64(len(b)) > *budget {

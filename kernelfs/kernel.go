@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -29,8 +30,15 @@ import (
 //     protocol Jupyter Server does not even parse the content). Kernels that do not
 //     expose the request get the data as a literal instead.
 
+// The module's source: kernelsync.py (file sync) with kernelfiles.py (the
+// files API) appended, run as one module.
+var kernelSource = syncSource + "\n" + filesSource
+
 //go:embed kernelsync.py
-var kernelSource string
+var syncSource string
+
+//go:embed kernelfiles.py
+var filesSource string
 
 // moduleName is unique to the source, so that a kernel never runs an older copy.
 var moduleName = func() string {
@@ -61,16 +69,10 @@ func (k *Kernel) Literal() bool { return k.literal.Load() }
 // Sent returns how many payloads have been sent.
 func (k *Kernel) Sent() uint64 { return k.seq.Load() }
 
-// execContent is an execute_request's content with the kernelbox payload field
-// (encoding/json flattens the embedded request's fields).
+// execContent is an execute_request's content. A payload goes in an extra
+// "kernelbox" field, {"seq": N, "data": base64}, written by withPayload.
 type execContent struct {
 	jupyter.ExecuteRequest
-	Kernelbox *payload `json:"kernelbox,omitempty"`
-}
-
-type payload struct {
-	Seq  uint64 `json:"seq"`
-	Data string `json:"data"`
 }
 
 // envelope is what call() in kernelsync.py decodes: the operation, its arguments and
@@ -137,13 +139,8 @@ func (k *Kernel) call1(ctx context.Context, conn *jupyter.Conn, op string, args 
 	e := envelope{Op: op, Args: args}
 	content := execContent{ExecuteRequest: jupyter.ExecuteRequest{Silent: true, UserExpressions: map[string]string{}}}
 	literal := k.literal.Load()
-	var b64 string
 	if data != nil {
 		e.Seq = k.seq.Add(1)
-		b64 = base64.StdEncoding.EncodeToString(data)
-		if !literal {
-			content.Kernelbox = &payload{Seq: e.Seq, Data: b64}
-		}
 	}
 	expr, err := callExpr(e)
 	if err != nil {
@@ -151,10 +148,40 @@ func (k *Kernel) call1(ctx context.Context, conn *jupyter.Conn, op string, args 
 	}
 	if data != nil && literal {
 		// call(args, data): base64 needs no escaping in a Python string literal.
-		expr = strings.TrimSuffix(expr, ")") + ",'" + b64 + "')"
+		expr = strings.TrimSuffix(expr, ")") + ",'" + base64.StdEncoding.EncodeToString(data) + "')"
 	}
 	content.UserExpressions["r"] = expr
-	return k.exec(ctx, conn, op, content, out)
+	if data == nil || literal {
+		return k.exec(ctx, conn, op, content, out)
+	}
+	raw, err := withPayload(content, e.Seq, data)
+	if err != nil {
+		return err
+	}
+	return k.exec(ctx, conn, op, raw, out)
+}
+
+// withPayload encodes content with the payload seq carrying data: the base64 is
+// written once, straight into the message's content, which the connection
+// sends as it is (a 1 MiB chunk used to be copied four times on its way out:
+// base64 string, content, message; the server's memory grew with each chunk in
+// flight).
+func withPayload(content execContent, seq uint64, data []byte) (json.RawMessage, error) {
+	head, err := json.Marshal(content)
+	if err != nil {
+		return nil, err
+	}
+	if len(head) < 2 || head[len(head)-1] != '}' {
+		return nil, fmt.Errorf("encode request: not a JSON object: %.40q", head)
+	}
+	out := make([]byte, 0, len(head)+base64.StdEncoding.EncodedLen(len(data))+48)
+	out = append(out, head[:len(head)-1]...)
+	out = append(out, `,"kernelbox":{"seq":`...)
+	out = strconv.AppendUint(out, seq, 10)
+	out = append(out, `,"data":"`...)
+	out = base64.StdEncoding.AppendEncode(out, data)
+	out = append(out, `"}}`...)
+	return out, nil
 }
 
 // install runs the module's source in the kernel.
@@ -172,7 +199,7 @@ type rawText *string
 
 // exec sends one silent execute_request and decodes the answer of its user
 // expression "r".
-func (k *Kernel) exec(ctx context.Context, conn *jupyter.Conn, op string, content execContent, out any) error {
+func (k *Kernel) exec(ctx context.Context, conn *jupyter.Conn, op string, content any, out any) error {
 	m, err := conn.Request(ctx, jupyter.ChannelShell, "execute_request", content)
 	if err != nil {
 		return fmt.Errorf("kernel %s: %w", op, err)

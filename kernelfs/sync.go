@@ -54,6 +54,12 @@ type Options struct {
 	ReapAfter time.Duration
 	// MaxFileBytes caps each file moved either way. Defaults to 1 GiB.
 	MaxFileBytes int64
+	// MaxSessionBytes is each session's budget for the files API: an upload
+	// that would take the regular files of the kernel's session directory over
+	// it is refused with api.ErrQuota (see Limits). Remote kernels have no disk
+	// quota of kernelbox's, so this is what bounds a client's uploads. Defaults
+	// to 10 GiB.
+	MaxSessionBytes int64
 	// MaxOutputFiles caps the entries of outputs/ examined per pull. Defaults to
 	// 10,000.
 	MaxOutputFiles int
@@ -83,6 +89,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxFileBytes <= 0 {
 		o.MaxFileBytes = DefaultMaxFileBytes
+	}
+	if o.MaxSessionBytes <= 0 {
+		o.MaxSessionBytes = DefaultMaxSessionBytes
 	}
 	if o.MaxOutputFiles <= 0 {
 		o.MaxOutputFiles = DefaultMaxOutputFiles

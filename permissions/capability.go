@@ -15,6 +15,19 @@ const (
 	// stage it into a session. Its target is the canonical path.
 	FilesystemRead = "filesystem.read"
 
+	// FilesRead is the capability to download a session's files and list its
+	// directories through the files API (HTTP, MCP, the dashboard). It has no
+	// target: the path is inside the session, where the workspace's path rules
+	// (relative, no symbolic link, nothing outside the session), not host-path
+	// rules, decide what may be reached.
+	FilesRead = "files.read"
+
+	// FilesWrite is the capability to upload files to a session and delete its
+	// files through the files API. It has no target, like FilesRead. Uploading
+	// is the client handing over bytes, not the server reading a host file, so
+	// FilesystemRead does not apply to it.
+	FilesWrite = "files.write"
+
 	// InputsArg is the execute tool's argument that lists the host paths to stage.
 	InputsArg = "inputs"
 )
@@ -68,6 +81,20 @@ func ExecuteCapabilities() []Capability {
 		{Name: PythonExecStateful},
 		{Name: FilesystemRead, TargetArg: InputsArg, Optional: true},
 	}
+}
+
+// FilesCapabilities returns the capabilities of a files API operation that
+// reads (download, list) and/or writes (upload, delete): FilesRead, FilesWrite,
+// or both, in that order. It returns a new slice on each call.
+func FilesCapabilities(read, write bool) []Capability {
+	var caps []Capability
+	if read {
+		caps = append(caps, Capability{Name: FilesRead})
+	}
+	if write {
+		caps = append(caps, Capability{Name: FilesWrite})
+	}
+	return caps
 }
 
 // Resolve turns the capabilities a tool declares into the ones a call with args needs,

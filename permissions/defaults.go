@@ -8,6 +8,12 @@ const builtin = "builtin"
 //   - allow python.exec.stateful. The engine lets code run; keeping that code away
 //     from the host is the backend's job (docker isolates it, local does not).
 //   - allow filesystem.read of ${workdir}/** (the working directory and below).
+//   - allow files.read and files.write: a client may download, list, upload and
+//     delete a session's files through the files API, as it could before these
+//     capabilities existed. They have no target, so the path denials below do not
+//     reach them; the workspace keeps every such path inside its session. A
+//     policy turns them off with a deny rule ({"effect": "deny", "capability":
+//     "files.write"}), or by "defaults": false without an allow of its own.
 //   - deny any capability on places that hold secrets: SSH, cloud, GnuPG,
 //     Kubernetes and Docker credentials under ${home}; /etc/shadow, /etc/gshadow,
 //     /etc/sudoers and their kin, /etc/ssh, /etc/ssl/private, /etc/kubernetes,
@@ -45,6 +51,9 @@ func DefaultRules() []Rule {
 	deny("mounted container secrets", "/run/secrets/**", "/var/run/secrets/**")
 	deny("the Docker socket", "/run/docker.sock", "/var/run/docker.sock", "/run/user/*/docker.sock")
 	deny("kernel and device files", "/proc/**", "/sys/**", "/dev/**")
+	rules = append(rules,
+		Rule{Effect: Allow, Capability: FilesRead, Reason: "clients may download and list session files", Source: builtin},
+		Rule{Effect: Allow, Capability: FilesWrite, Reason: "clients may upload and delete session files", Source: builtin})
 	return append(rules, credentialRules()...)
 }
 

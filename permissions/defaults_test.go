@@ -42,6 +42,8 @@ func TestDefaultDecisions(t *testing.T) {
 		reason string
 	}{
 		{name: "exec", capab: PythonExecStateful, want: Allow, reason: "isolating it is the backend's job"},
+		{name: "files read", capab: FilesRead, want: Allow, reason: "download and list session files"},
+		{name: "files write", capab: FilesWrite, want: Allow, reason: "upload and delete session files"},
 		{name: "workdir file", target: work + "/data.csv", want: Allow, reason: "files in the working directory"},
 		{name: "workdir itself", target: work, want: Allow},
 		{name: "workdir subdir", target: work + "/a/b/c.parquet", want: Allow},

@@ -68,7 +68,10 @@
 // # Defaults
 //
 // DefaultRules allows running code (python.exec.stateful: the sandbox is the
-// backend's job, not this package's) and reading below ${workdir}, and denies
+// backend's job, not this package's), the session files API (files.read to
+// download and list, files.write to upload and delete; they have no target, as
+// those paths are inside a session and the workspace keeps them there) and
+// reading below ${workdir}, and denies
 // credentials and system secrets (SSH, cloud, GnuPG, Kubernetes and Docker
 // credentials under ${home}, /etc/shadow and friends, container secrets, the
 // Docker socket, /proc, /sys, /dev) to every capability, wherever an allow points.

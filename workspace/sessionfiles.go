@@ -122,6 +122,10 @@ type PutOptions struct {
 	MaxBytes int64
 }
 
+// MaxFileBytes returns Options.MaxFileBytes, the default limit of Put (and of
+// staged inputs), for files APIs that are not on the host (a remote kernel's).
+func (m *Manager) MaxFileBytes() int64 { return m.opts.MaxFileBytes }
+
 // Put writes what r yields to path (relative to the session directory) and
 // returns the number of bytes written. Missing parent directories are made
 // (DirMode); the file (FileMode) is written to a temporary name beside path and

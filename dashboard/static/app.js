@@ -6,6 +6,7 @@ import * as api from "./api.js";
 import { ago, el } from "./render.js";
 import { Calls } from "./calls.js";
 import { Artifacts } from "./artifacts.js";
+import { Files } from "./files.js";
 
 const pollMS = 2000;
 const $ = (id) => document.getElementById(id);
@@ -17,6 +18,7 @@ const state = {
   tokenless: false,
   calls: null,
   artifacts: null,
+  files: null,
   confirm: { button: null, timer: 0 },
 };
 
@@ -30,6 +32,7 @@ function showLogin(message) {
   stopPolling();
   state.calls.setSession("");
   state.artifacts.setSession("");
+  state.files.setSession("");
   $("main").hidden = true;
   $("logout").hidden = true;
   $("login").hidden = false;
@@ -87,6 +90,7 @@ async function refresh() {
     const info = sessions.find((s) => s.id === state.selected);
     $("detail-msg").textContent = info ? "" : "Session " + state.selected + " is closed (its artifacts stay).";
     $("actions").hidden = !info;
+    state.files.refresh(info);
     try {
       await Promise.all([state.calls.refresh(), state.artifacts.refresh()]);
     } catch (err) {
@@ -111,7 +115,14 @@ function sessionRow(s) {
   const tr = el("tr", s.id === state.selected ? "selected" : "");
   tr.dataset.session = s.id;
   tr.tabIndex = 0;
-  tr.appendChild(el("td", "sid", s.id));
+  const sid = el("td", "sid", s.id);
+  if (s.template) {
+    // The template the session was created with (small, beside its id).
+    const tm = el("span", "tmpl", s.template);
+    tm.title = "template";
+    sid.appendChild(tm);
+  }
+  tr.appendChild(sid);
   const st = el("td", "state");
   st.appendChild(el("span", "badge state-" + s.state, s.state));
   tr.appendChild(st);
@@ -145,6 +156,7 @@ async function select(id) {
   disarm();
   state.calls.setSession(id);
   state.artifacts.setSession(id);
+  state.files.setSession(id);
   await refresh();
 }
 
@@ -259,6 +271,9 @@ function wire() {
   state.artifacts = new Artifacts({
     list: $("artifacts"), empty: $("artifacts-empty"), preview: $("preview"),
     previewImg: $("preview-img"), previewName: $("preview-name"), previewClose: $("preview-close"),
+  });
+  state.files = new Files({
+    list: $("files"), msg: $("files-msg"), path: $("files-path"), up: $("files-up"), refresh: $("files-refresh"),
   });
   $("login-form").addEventListener("submit", login);
   $("run-form").addEventListener("submit", run);

@@ -6,6 +6,7 @@
 // origin runs its script there when opened in a tab of its own.
 
 import * as api from "./api.js";
+import { saveFile } from "./download.js";
 import { el, formatBytes, objectURL, rasterSVG, showRaster } from "./render.js";
 
 const viewable = new Set(["image/png", "image/jpeg", "image/gif", "image/webp", "image/svg+xml"]);
@@ -108,16 +109,7 @@ export class Artifacts {
   async download(session, a, button) {
     button.disabled = true;
     try {
-      // The type is forced to a neutral one: the file is saved, never rendered here.
-      const blob = await api.getBlob(api.artifactPath(session, a.name), "application/octet-stream");
-      const url = objectURL(blob);
-      const link = document.createElement("a");
-      link.href = url;
-      link.download = baseName(a.name);
-      document.body.appendChild(link);
-      link.click();
-      link.remove();
-      setTimeout(() => URL.revokeObjectURL(url), 10000);
+      await saveFile(api.artifactPath(session, a.name), baseName(a.name));
     } catch (err) {
       button.title = "Download failed: " + err.message;
     } finally {

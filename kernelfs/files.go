@@ -1,0 +1,515 @@
+package kernelfs
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/kernelbox/kernelbox/api"
+	"github.com/kernelbox/kernelbox/jupyter"
+	"github.com/kernelbox/kernelbox/workspace"
+)
+
+// The session files API (upload, download, list, delete) for a session whose
+// files live in its kernel: the kernel side is kernelfiles.py, which walks every
+// path from a descriptor of the session directory without following a link;
+// this side checks paths first with the workspace's rules, streams uploads and
+// downloads in chunks (memory bounded by Window chunks, whatever the size) and
+// holds the session to a byte budget, since a remote session has no disk quota.
+
+// DefaultMaxSessionBytes is the default of Options.MaxSessionBytes.
+const DefaultMaxSessionBytes = int64(10 << 30)
+
+// Limits bound the files API of one session.
+type Limits struct {
+	// MaxFileBytes caps each upload (workspace.PutOptions.MaxBytes overrides it
+	// per call). Defaults to Options.MaxFileBytes.
+	MaxFileBytes int64
+	// MaxSessionBytes is the session's byte budget: an upload that would take
+	// the regular files of the kernel's session directory over it is refused
+	// (api.ErrQuota) and leaves nothing. Defaults to Options.MaxSessionBytes.
+	MaxSessionBytes int64
+}
+
+// Files is the files API of one session's kernel, through a connection lent for
+// the duration of one job of the session's worker: it must not be used after
+// that (a download's reader included). Its methods match the workspace's (the
+// executor's SessionFiles). Not safe for concurrent use.
+type Files struct {
+	s    *Syncer
+	conn *jupyter.Conn
+	l    Limits
+}
+
+// Files returns the files API of the session's kernel through conn. The
+// session's directory must be set up (PushInputs ran on this kernel process).
+func (s *Syncer) Files(conn *jupyter.Conn, l Limits) *Files {
+	if l.MaxFileBytes <= 0 {
+		l.MaxFileBytes = s.o.MaxFileBytes
+	}
+	if l.MaxSessionBytes <= 0 {
+		l.MaxSessionBytes = s.o.MaxSessionBytes
+	}
+	return &Files{s: s, conn: conn, l: l}
+}
+
+// FileError is a files-API operation refused by the kernel side, or by this
+// side for what the kernel reported. It matches (errors.Is) the api sentinel
+// of its Code, and for not_found and too_large the workspace's as well, so the
+// front ends classify it as they do the workspace's errors.
+type FileError struct {
+	Op   string // "put", "get", "list", "remove"
+	Path string
+	Code string // an api code: "invalid_path", "not_found", "is_directory", ...; "io" for others
+	Why  string
+}
+
+func (e *FileError) Error() string {
+	return fmt.Sprintf("%s %q: %s", e.Op, e.Path, e.Why)
+}
+
+// Is matches the sentinels of e's code.
+func (e *FileError) Is(target error) bool {
+	return slices.Contains(codeErrors[e.Code], target)
+}
+
+var codeErrors = map[string][]error{
+	string(api.CodeInvalidPath):  {api.ErrInvalidPath},
+	string(api.CodeNotFound):     {api.ErrNotFound, workspace.ErrNotFound},
+	string(api.CodeIsDirectory):  {api.ErrIsDirectory},
+	string(api.CodeNotDirectory): {api.ErrNotDirectory},
+	string(api.CodeExists):       {api.ErrExists},
+	string(api.CodeTooLarge):     {api.ErrTooLarge, workspace.ErrTooLarge},
+	string(api.CodeQuota):        {api.ErrQuota},
+}
+
+// refusal is the part of a kernel answer that says why an operation failed.
+type refusal struct {
+	Code string `json:"code"`
+	Why  string `json:"why"`
+}
+
+func (r refusal) err(op, path string) error {
+	if r.Code == "" {
+		return nil
+	}
+	code := r.Code
+	if _, ok := codeErrors[code]; !ok {
+		code = "io"
+	}
+	return &FileError{Op: op, Path: path, Code: code, Why: r.Why}
+}
+
+// markName is the session marker of kernelsync.py, which no client may touch.
+const markName = ".kernelbox-session"
+
+// checkPath applies the workspace's path rules (the same refusals as a local
+// session's), plus the session marker.
+func checkPath(op, p string, allowRoot bool) error {
+	if err := workspace.CheckFilePath(p, allowRoot); err != nil {
+		return err
+	}
+	if first, _, _ := strings.Cut(p, "/"); first == markName {
+		return &FileError{Op: op, Path: p, Code: string(api.CodeInvalidPath), Why: "invalid path: names kernelbox's session marker"}
+	}
+	return nil
+}
+
+type relArgs struct {
+	Rel       string `json:"rel"`
+	NoOver    bool   `json:"noover,omitempty"`
+	Recursive bool   `json:"recursive,omitempty"`
+	Max       int    `json:"max,omitempty"`
+}
+
+// Put writes what r yields to path in the kernel's session directory and
+// returns the bytes written: parents are made, the bytes go to a temporary file
+// beside path, checked (size and SHA-256) and renamed into place, so a link
+// planted at path is replaced, never written through. It fails as
+// workspace.Session.Put does (invalid_path, not_directory, is_directory,
+// exists with NoOverwrite, too_large past the file limit), and with quota when
+// the session's files would go over MaxSessionBytes; then nothing is left.
+func (f *Files) Put(ctx context.Context, path string, r io.Reader, o workspace.PutOptions) (int64, error) {
+	const op = "put"
+	if err := checkPath(op, path, false); err != nil {
+		return 0, err
+	}
+	limit := o.MaxBytes
+	if limit <= 0 {
+		limit = f.l.MaxFileBytes
+	}
+	var b struct {
+		refusal
+		H    Handle `json:"h"`
+		Used int64  `json:"used"`
+		Old  int64  `json:"old"`
+	}
+	if err := f.s.k.call(ctx, f.conn, "fput", relArgs{Rel: path, NoOver: o.NoOverwrite}, nil, &b); err != nil {
+		return 0, fmt.Errorf("%s %q: %w", op, path, err)
+	}
+	if err := b.err(op, path); err != nil {
+		return 0, err
+	}
+	room := f.l.MaxSessionBytes - max(b.Used-b.Old, 0)
+	n, sum, err := f.send(ctx, b.H, r, min(limit, max(room, 0)))
+	if errors.Is(err, errOverLimit) {
+		if n > limit {
+			err = &FileError{Op: op, Path: path, Code: string(api.CodeTooLarge), Why: fmt.Sprintf("over the %d-byte file limit", limit)}
+		} else {
+			err = &FileError{Op: op, Path: path, Code: string(api.CodeQuota), Why: fmt.Sprintf(
+				"over the session's budget of %d bytes for its files in the remote kernel (%d used; remote sessions have no disk quota of their own, so uploads are held to this budget); nothing was left", f.l.MaxSessionBytes, b.Used)}
+		}
+	}
+	if err == nil {
+		var end struct {
+			refusal
+			Size int64 `json:"size"`
+		}
+		if err = f.s.k.call(ctx, f.conn, "fputend", struct {
+			H    Handle `json:"h"`
+			SHA  string `json:"sha"`
+			Size int64  `json:"size"`
+		}{b.H, sum, n}, nil, &end); err == nil {
+			if err = end.err(op, path); err == nil {
+				return end.Size, nil
+			}
+			return 0, err // fputend discarded the temporary file
+		}
+	}
+	f.abort(ctx, b.H)
+	var fe *FileError
+	if errors.As(err, &fe) || ctx.Err() != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("%s %q: %w", op, path, err)
+}
+
+// errOverLimit: an upload went past what it may write.
+var errOverLimit = errors.New("over the limit")
+
+// chunkPool holds upload buffers, so a stream of uploads reuses the same few.
+var chunkPool sync.Pool
+
+// send streams r to the upload h, ChunkBytes per request and Window requests in
+// flight, and returns the bytes sent and their SHA-256. Past limit bytes it
+// stops with errOverLimit (n is then more than limit).
+func (f *Files) send(ctx context.Context, h Handle, r io.Reader, limit int64) (int64, string, error) {
+	chunk := f.s.o.ChunkBytes
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sem := make(chan struct{}, f.s.o.Window)
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+	)
+	fail := func(err error) {
+		once.Do(func() { first = err; cancel() })
+	}
+	sum := sha256.New()
+	var n int64
+	for ctx.Err() == nil {
+		buf, _ := chunkPool.Get().(*[]byte)
+		if buf == nil || cap(*buf) < chunk {
+			b := make([]byte, chunk)
+			buf = &b
+		}
+		k, rerr := io.ReadFull(r, (*buf)[:chunk])
+		if k > 0 && n+int64(k) > limit {
+			n += int64(k)
+			chunkPool.Put(buf)
+			fail(errOverLimit)
+			break
+		}
+		if k > 0 {
+			sum.Write((*buf)[:k])
+			off := n
+			n += int64(k)
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				chunkPool.Put(buf)
+				continue
+			}
+			wg.Go(func() {
+				defer func() { <-sem; chunkPool.Put(buf) }()
+				if err := f.s.k.WriteChunk(ctx, f.conn, h, off, (*buf)[:k]); err != nil {
+					fail(err)
+				}
+			})
+		} else {
+			chunkPool.Put(buf)
+		}
+		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+			break
+		}
+		if rerr != nil {
+			fail(rerr)
+		}
+	}
+	wg.Wait()
+	if first == nil {
+		first = ctx.Err()
+	}
+	return n, hex.EncodeToString(sum.Sum(nil)), first
+}
+
+// abort discards an upload's or a download's handle in the kernel, even when
+// ctx is done.
+func (f *Files) abort(ctx context.Context, h Handle) {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.s.o.AbortTimeout)
+	defer cancel()
+	_ = f.s.k.Abort(actx, f.conn, h)
+}
+
+// Get opens the regular file at path in the kernel's session directory and
+// returns a reader of its bytes and its size. It fails as
+// workspace.Session.Get does (invalid_path for a bad path, a link anywhere on
+// it, a FIFO, socket or device; not_found; is_directory; not_directory). The
+// reader fetches PullChunkBytes per request, Window requests ahead, and ends with
+// an error instead of io.EOF when what arrived is not what the kernel read
+// (SHA-256). It reads through the connection lent to f and uses ctx for every
+// request: it must be read and closed within the job that opened it.
+func (f *Files) Get(ctx context.Context, path string) (io.ReadCloser, int64, error) {
+	const op = "get"
+	if err := checkPath(op, path, false); err != nil {
+		return nil, 0, err
+	}
+	var b struct {
+		refusal
+		Opened
+	}
+	if err := f.s.k.call(ctx, f.conn, "fget", relArgs{Rel: path}, nil, &b); err != nil {
+		return nil, 0, fmt.Errorf("%s %q: %w", op, path, err)
+	}
+	if err := b.err(op, path); err != nil {
+		return nil, 0, err
+	}
+	size := max(b.Stat.Size(), 0)
+	return &download{f: f, ctx: ctx, path: path, h: b.H, size: size, sum: sha256.New()}, size, nil
+}
+
+// download reads one file from the kernel in chunks. It keeps the context of
+// the Get that opened it because an io.Reader's Read takes none; it lives no
+// longer than the job that lent the connection.
+type download struct {
+	f    *Files
+	ctx  context.Context
+	path string
+	h    Handle
+	size int64
+
+	off     int64              // bytes asked for so far
+	buf     []byte             // received, not yet read
+	pending []chan chunkResult // chunks asked for, in order: at most Window
+	sum     hash.Hash
+	err     error // sticky
+	done    bool  // the kernel handle is closed
+	fetched int64 // bytes received (or skipped by Seek)
+	seeked  bool  // Seek skipped bytes: sum is not the file's
+}
+
+type chunkResult struct {
+	data []byte
+	err  error
+}
+
+// fetch asks for the chunks after those pending in the background, until
+// Window are in flight or the file is all asked for: the kernel answers one
+// request at a time, but the next ones are already on their way to it.
+func (d *download) fetch() {
+	for len(d.pending) < d.f.s.o.Window && d.off < d.size {
+		n := min(int64(d.f.s.o.PullChunkBytes), d.size-d.off)
+		off := d.off
+		d.off += n
+		ch := make(chan chunkResult, 1)
+		d.pending = append(d.pending, ch)
+		go func() {
+			data, err := d.f.s.k.ReadChunk(d.ctx, d.f.conn, d.h, off, n)
+			if err == nil && int64(len(data)) != n {
+				err = fmt.Errorf("the file changed while it was read (got %d bytes at offset %d, want %d)", len(data), off, n)
+			}
+			ch <- chunkResult{data, err}
+		}()
+	}
+}
+
+// drain waits for every chunk in flight and forgets them.
+func (d *download) drain() {
+	for _, ch := range d.pending {
+		<-ch
+	}
+	d.pending = nil
+}
+
+func (d *download) Read(p []byte) (int, error) {
+	if d.err != nil {
+		return 0, d.err
+	}
+	for len(d.buf) == 0 && d.fetched < d.size {
+		d.fetch()
+		r := <-d.pending[0]
+		d.pending = d.pending[1:]
+		if r.err != nil {
+			d.err = fmt.Errorf("get %q: %w", d.path, r.err)
+			return 0, d.err
+		}
+		d.buf = r.data
+		d.fetched += int64(len(r.data))
+		d.sum.Write(r.data)
+		d.fetch() // ahead while this one is read
+	}
+	n := copy(p, d.buf)
+	d.buf = d.buf[n:]
+	if len(d.buf) == 0 && d.fetched >= d.size {
+		// Checked with the last bytes, not on a later Read: a reader limited to
+		// the size (io.LimitReader) never makes one.
+		if d.err = d.end(); d.err == nil {
+			d.err = io.EOF
+		}
+		if n > 0 && d.err == io.EOF {
+			return n, nil
+		}
+		return n, d.err
+	}
+	return n, nil
+}
+
+// Seek moves to offset from the start (whence must be io.SeekStart), without
+// fetching what it skips: a reader that shows a page deep into a large file
+// (MCP read_file) does not pull the bytes before it through the kernel. A
+// download that was sought is not checked against the kernel's checksum at the
+// end (it did not receive every byte); each chunk is still checked for length.
+func (d *download) Seek(offset int64, whence int) (int64, error) {
+	switch {
+	case whence != io.SeekStart:
+		return 0, fmt.Errorf("get %q: seek: only from the start", d.path)
+	case offset < 0 || offset > d.size:
+		return 0, fmt.Errorf("get %q: seek to %d: outside the file's %d bytes", d.path, offset, d.size)
+	case d.err != nil:
+		return 0, d.err
+	}
+	d.drain() // the chunks in flight are not needed any more
+	d.buf = nil
+	d.off, d.fetched = offset, offset
+	d.seeked = true
+	return offset, nil
+}
+
+// end closes the kernel's handle and compares checksums.
+func (d *download) end() error {
+	d.done = true
+	if d.seeked {
+		// The kernel would hash the whole file to answer; nothing to compare it with.
+		d.f.abort(d.ctx, d.h)
+		return nil
+	}
+	end, err := d.f.s.k.EndRead(d.ctx, d.f.conn, d.h, d.size)
+	if err != nil {
+		return fmt.Errorf("get %q: %w", d.path, err)
+	}
+	if got := hex.EncodeToString(d.sum.Sum(nil)); got != end.SHA {
+		return fmt.Errorf("get %q: checksum mismatch: received sha256 %s, the kernel read %s", d.path, got, end.SHA)
+	}
+	return nil
+}
+
+// Close waits for the chunks in flight and closes the kernel's handle.
+func (d *download) Close() error {
+	d.drain()
+	if !d.done {
+		d.done = true
+		d.f.abort(d.ctx, d.h)
+	}
+	if d.err == nil {
+		d.err = errors.New("read after close")
+	}
+	return nil
+}
+
+// List lists the directory at path ("" for the session directory): at most max
+// entries (workspace.DefaultMaxListEntries when maxEntries <= 0), sorted by name, with
+// Truncated when there were more, as workspace.Session.List. Names the kernel
+// reports that are not plain UTF-8 file names are left out.
+func (f *Files) List(ctx context.Context, path string, maxEntries int) (workspace.Listing, error) {
+	const op = "list"
+	if err := checkPath(op, path, true); err != nil {
+		return workspace.Listing{}, err
+	}
+	if path == "." {
+		path = ""
+	}
+	if maxEntries <= 0 {
+		maxEntries = workspace.DefaultMaxListEntries
+	}
+	var b struct {
+		refusal
+		Entries   []json.RawMessage `json:"entries"`
+		Truncated bool              `json:"truncated"`
+	}
+	if err := f.s.k.call(ctx, f.conn, "flist", relArgs{Rel: path, Max: maxEntries}, nil, &b); err != nil {
+		return workspace.Listing{}, fmt.Errorf("%s %q: %w", op, path, err)
+	}
+	if err := b.err(op, path); err != nil {
+		return workspace.Listing{}, err
+	}
+	l := workspace.Listing{Path: path, Entries: []workspace.Entry{}, Truncated: b.Truncated || len(b.Entries) > maxEntries}
+	for _, raw := range b.Entries[:min(len(b.Entries), maxEntries)] {
+		var e struct {
+			name, typ string
+			size, ns  int64
+		}
+		fields := []any{&e.name, &e.typ, &e.size, &e.ns}
+		var parts []json.RawMessage
+		if json.Unmarshal(raw, &parts) != nil || len(parts) != len(fields) {
+			continue
+		}
+		bad := false
+		for i, p := range parts {
+			bad = bad || json.Unmarshal(p, fields[i]) != nil
+		}
+		if bad || !plainName(e.name) {
+			continue
+		}
+		switch e.typ {
+		case "file", "dir", "symlink":
+		default:
+			e.typ = "other"
+		}
+		l.Entries = append(l.Entries, workspace.Entry{Name: e.name, Type: e.typ, Size: max(e.size, 0), ModTime: time.Unix(0, e.ns).UTC()})
+	}
+	slices.SortFunc(l.Entries, func(a, b workspace.Entry) int { return cmp.Compare(a.Name, b.Name) })
+	return l, nil
+}
+
+// plainName reports whether a name the kernel listed is one element a client
+// could ask for.
+func plainName(n string) bool {
+	return n != "" && n != "." && n != ".." && len(n) <= 255 && utf8.ValidString(n) && !strings.ContainsAny(n, "/\x00")
+}
+
+// Remove deletes the file at path (a link itself, never its target); a
+// directory only when recursive is set, else is_directory; a missing path is
+// not_found, as workspace.Session.Remove.
+func (f *Files) Remove(ctx context.Context, path string, recursive bool) error {
+	const op = "remove"
+	if err := checkPath(op, path, false); err != nil {
+		return err
+	}
+	var b refusal
+	if err := f.s.k.call(ctx, f.conn, "frm", relArgs{Rel: path, Recursive: recursive}, nil, &b); err != nil {
+		return fmt.Errorf("%s %q: %w", op, path, err)
+	}
+	return b.err(op, path)
+}
