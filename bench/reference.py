@@ -14,15 +14,29 @@ gets one JSON line on stdout:
   copytree SRC DST   -> {"ms": [t]}  copy every file of SRC into DST
   artifacts DIR N    -> {"ms": [t]}  a cell writes N small files into DIR/out, then
                         they are copied to DIR/art (what "collecting" means)
+  analyst CSV N      -> {"ms": [...]}  N runs of the analyst's first cell (import pandas
+                        and matplotlib.pyplot, read CSV, describe it); N = 0 runs it
+                        once unmeasured, which imports both, and answers "bytes": what
+                        it printed of len(df.describe()) (0: the cell failed)
+  http MODE URL TOKEN SESSION N FIRST
+                     -> {"ms": [...]}  N POSTs of {"code": "x = i; x + 1"} (i = FIRST,
+                        FIRST+1, ...) to URL/v1/sessions/SESSION/execute with the bearer
+                        TOKEN, each answer checked to be i + 1 ("-" as SESSION: any JSON
+                        answer, for the client's own floor). MODE "new": urllib, a new
+                        connection per call; "keepalive": one http.client connection
+                        kept open across calls and commands.
   quit
 
 Usage: /usr/bin/python3 bench/reference.py   (Debian's python3-jupyter-client)
 """
+import http.client
 import json
 import os
 import shutil
 import sys
 import time
+import urllib.parse
+import urllib.request
 
 from jupyter_client.manager import start_new_kernel
 
@@ -47,6 +61,36 @@ def run_cell(kc, code, collect_bytes=False):
     return n
 
 
+_conns = {}
+
+
+def http_call(mode, url, token, session, i):
+    """One POST of the trivial cell as a Python client would send it; the answer's
+    JSON is decoded, and checked unless session is "-"."""
+    sid = "s" if session == "-" else session
+    body = json.dumps({"code": "x = %d; x + 1" % i}).encode()
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer " + token}
+    path = "/v1/sessions/%s/execute" % sid
+    if mode == "new":
+        req = urllib.request.Request(url + path, data=body, headers=headers, method="POST")
+        with urllib.request.urlopen(req, timeout=120) as r:
+            got = json.loads(r.read())
+    elif mode == "keepalive":
+        conn = _conns.get(url)
+        if conn is None:
+            u = urllib.parse.urlsplit(url)
+            conn = _conns[url] = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
+        conn.request("POST", path, body=body, headers=headers)
+        r = conn.getresponse()
+        got = json.loads(r.read())
+        if r.status != 200:
+            raise RuntimeError("HTTP %d: %s" % (r.status, got))
+    else:
+        raise ValueError("unknown http mode " + mode)
+    if session != "-" and got.get("result") != str(i + 1):
+        raise RuntimeError("call %d answered %s" % (i, json.dumps(got)[:300]))
+
+
 def main():
     km, kc = start_new_kernel(kernel_name="python3")
     try:
@@ -68,6 +112,17 @@ def main():
                     run_cell(kc, "x = %d; x + 1" % i)
                     ms.append((time.perf_counter() - t0) * 1000)
                 out = {"ms": ms}
+            elif cmd == "http":
+                mode, url, token, session, n, first = parts[1], parts[2], parts[3], parts[4], int(parts[5]), int(parts[6])
+                ms = []
+                try:
+                    for k in range(n):
+                        t0 = time.perf_counter()
+                        http_call(mode, url, token, session, first + k)
+                        ms.append((time.perf_counter() - t0) * 1000)
+                    out = {"ms": ms}
+                except Exception as e:  # reported to the Go side, which fails the row
+                    out = {"error": "http %s: %s" % (mode, e)}
             elif cmd == "stream":
                 size = int(parts[1])
                 t0 = time.perf_counter()
@@ -98,11 +153,25 @@ def main():
                 for name in os.listdir(src):
                     shutil.copyfile(os.path.join(src, name), os.path.join(dst, name))
                 out = {"ms": [(time.perf_counter() - t0) * 1000]}
+            elif cmd == "analyst":
+                path, n = parts[1], int(parts[2])
+                cell = "import pandas as pd, matplotlib.pyplot as plt; df = pd.read_csv(%r); df.describe()" % path
+                if n == 0:
+                    out = {"ms": [], "bytes": run_cell(kc, cell + "\nprint(len(df.describe()))", collect_bytes=True)}
+                else:
+                    ms = []
+                    for _ in range(n):
+                        t0 = time.perf_counter()
+                        run_cell(kc, cell)
+                        ms.append((time.perf_counter() - t0) * 1000)
+                    out = {"ms": ms}
             else:
                 out = {"error": "unknown command " + cmd}
             sys.stdout.write(json.dumps(out) + "\n")
             sys.stdout.flush()
     finally:
+        for conn in _conns.values():
+            conn.close()
         kc.stop_channels()
         km.shutdown_kernel(now=True)
 

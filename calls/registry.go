@@ -136,11 +136,38 @@ func New(runner Runner, o Options) *Registry {
 // (api.ErrInvalidRequest); every other failure to run is the call's own answer
 // (see [Call.Final]).
 func (r *Registry) Start(ctx context.Context, req api.Request) (*Call, error) {
-	if err := ctx.Err(); err != nil {
+	c, callCtx, err := r.register(ctx, req)
+	if err != nil {
 		return nil, err
 	}
+	go r.run(callCtx, c)
+	return c, nil
+}
+
+// Run is Start for a caller that waits for the answer anyway (a plain HTTP
+// call): it registers the call and runs it on the caller's goroutine, returning
+// once it has ended ([Call.Final] then has its answer). The call is the
+// registry's as with Start: it does not depend on ctx, which only bounds the
+// registration, and others see, follow and cancel it while it runs. What it
+// saves is the handoff to a goroutine of the call's own and back, on the path of
+// every call.
+func (r *Registry) Run(ctx context.Context, req api.Request) (*Call, error) {
+	c, callCtx, err := r.register(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	r.run(callCtx, c)
+	return c, nil
+}
+
+// register validates req and registers its call, counted in r.wg until run
+// ends it.
+func (r *Registry) register(ctx context.Context, req api.Request) (*Call, context.Context, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
 	if err := r.runner.Validate(req); err != nil {
-		return nil, fmt.Errorf("start call: %w", err)
+		return nil, nil, fmt.Errorf("start call: %w", err)
 	}
 	callCtx, cancel := context.WithCancel(context.Background())
 	c := &Call{
@@ -153,18 +180,17 @@ func (r *Registry) Start(ctx context.Context, req api.Request) (*Call, error) {
 	if r.closed {
 		r.mu.Unlock()
 		cancel()
-		return nil, fmt.Errorf("start call: %w", api.ErrClosed)
+		return nil, nil, fmt.Errorf("start call: %w", api.ErrClosed)
 	}
 	r.last++
 	c.id = r.prefix + strconv.FormatInt(r.last, 10)
 	r.calls[c.id] = c
 	r.wg.Add(1)
 	r.mu.Unlock()
-	go r.run(callCtx, c)
-	return c, nil
+	return c, callCtx, nil
 }
 
-// run is the goroutine of one call.
+// run runs one call: on its own goroutine (Start) or its caller's (Run).
 func (r *Registry) run(ctx context.Context, c *Call) {
 	defer r.wg.Done()
 	defer c.cancel()

@@ -77,6 +77,8 @@ func (c *Conn) anyPending(calls []*call) bool {
 }
 
 // Request sends a request on the shell or control channel and waits for its reply.
+// content is encoded with encoding/json, except a json.RawMessage, which is sent
+// as it is and must be one valid JSON object.
 func (c *Conn) Request(ctx context.Context, channel, msgType string, content any) (*Message, error) {
 	m, err := newMessage(c.opts.SessionID, channel, msgType, content)
 	if err != nil {

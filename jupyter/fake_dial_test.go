@@ -46,6 +46,9 @@ func TestConnectCancelEndsHeldHandshake(t *testing.T) {
 func TestConnectContextEndingLaterKeepsConnection(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, nil, nil, nil)
+	// The fake attaches a connection after its upgrade has answered, so f.conn's
+	// session may not be counted yet when newFake returns.
+	require.Eventually(t, func() bool { return len(f.kernel.Sessions()) == 1 }, 5*time.Second, time.Millisecond)
 	before := len(f.kernel.Sessions())
 	ctx := newSyncCancelContext()
 	conn, err := f.client.Connect(ctx, f.kernel.ID, nil)

@@ -78,11 +78,17 @@ func mergeStream(dst *StreamContent, s streamFields) {
 	}
 }
 
-// newMessage builds a request message for the given channel and type.
+// newMessage builds a request message for the given channel and type. A
+// content that is a json.RawMessage is taken as it is (not copied, compacted
+// or checked: it must be one JSON object), so a caller that built a large
+// content itself does not pay for a second copy of it.
 func newMessage(session, channel, msgType string, content any) (*Message, error) {
-	raw, err := json.Marshal(content)
-	if err != nil {
-		return nil, err
+	raw, ok := content.(json.RawMessage)
+	if !ok {
+		var err error
+		if raw, err = json.Marshal(content); err != nil {
+			return nil, err
+		}
 	}
 	return &Message{
 		Channel: channel,

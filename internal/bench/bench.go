@@ -37,9 +37,12 @@ type Config struct {
 	Short bool
 	// Density also measures memory at 1, 10 and 50 sessions.
 	Density bool
-	// Scenarios limits the run to these (cold, trivial, stream, stage, restage,
-	// artifacts, warm). Empty means all.
+	// Scenarios limits the run to these (cold, trivial, http, stream, lines,
+	// stage, restage, artifacts, warm, analyst). Empty means all.
 	Scenarios []string
+	// Serve serves the HTTP API for the http scenario; nil serves httpapi
+	// behind its guard (`kernelbox bench` passes serve's own server).
+	Serve ServeFunc
 	// Out receives the report.
 	Out io.Writer
 	// Logger receives progress. Defaults to discarding it.
@@ -110,12 +113,19 @@ func (r *runner) iters(short, long int) int {
 	return long
 }
 
-func (r *runner) newExecutor(ctx context.Context, warm int) (*executor.Executor, *workspace.Manager, error) {
+// newExecutor builds an executor on the runner's backend with a warm pool of warm
+// kernels of the default template, and templates. Each gets a workspace of its own,
+// as a scenario's executor may run beside the runner's.
+func (r *runner) newExecutor(ctx context.Context, warm int, templates ...executor.Template) (*executor.Executor, *workspace.Manager, error) {
 	r.data = filepath.Join(r.dir, "data")
 	if err := os.MkdirAll(r.data, 0o755); err != nil {
 		return nil, nil, err
 	}
-	ws, err := workspace.New(workspace.Options{Root: filepath.Join(r.dir, fmt.Sprintf("ws%d", warm))})
+	root, err := os.MkdirTemp(r.dir, fmt.Sprintf("ws%d-", warm))
+	if err != nil {
+		return nil, nil, err
+	}
+	ws, err := workspace.New(workspace.Options{Root: root})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -142,6 +152,7 @@ func (r *runner) newExecutor(ctx context.Context, warm int) (*executor.Executor,
 		MaxStreamBytes: 16 << 20,
 		MaxSessions:    64,
 		Warm:           warm,
+		Templates:      templates,
 		Logger:         r.c.Logger,
 	})
 	if err != nil {
@@ -160,21 +171,32 @@ func (r *runner) run(ctx context.Context) ([]Row, error) {
 	defer ws.Close()
 	defer e.Close()
 	var rows []Row
+	one := func(f func(context.Context, *executor.Executor) (Row, error)) func(context.Context, *executor.Executor) ([]Row, error) {
+		return func(ctx context.Context, e *executor.Executor) ([]Row, error) {
+			row, err := f(ctx, e)
+			if err != nil {
+				return nil, err
+			}
+			return []Row{row}, nil
+		}
+	}
 	for _, sc := range []struct {
 		name string
-		run  func(context.Context, *executor.Executor) (Row, error)
+		run  func(context.Context, *executor.Executor) ([]Row, error)
 	}{
-		{"cold", r.coldStart}, {"trivial", r.trivial}, {"stream", r.stream}, {"lines", r.lines}, {"stage", r.stage},
-		{"restage", r.restage}, {"artifacts", r.artifacts}, {"warm", func(ctx context.Context, _ *executor.Executor) (Row, error) { return r.warmStart(ctx) }},
+		{"cold", one(r.coldStart)}, {"trivial", one(r.trivial)}, {"http", r.httpTrivial}, {"stream", one(r.stream)}, {"lines", one(r.lines)},
+		{"stage", one(r.stage)}, {"restage", one(r.restage)}, {"artifacts", one(r.artifacts)},
+		{"warm", one(func(ctx context.Context, _ *executor.Executor) (Row, error) { return r.warmStart(ctx) })},
+		{"analyst", func(ctx context.Context, _ *executor.Executor) ([]Row, error) { return r.analyst(ctx) }},
 	} {
 		if len(r.c.Scenarios) > 0 && !slices.Contains(r.c.Scenarios, sc.name) {
 			continue
 		}
-		row, err := sc.run(ctx, e)
+		got, err := sc.run(ctx, e)
 		if err != nil {
-			return rows, err
+			return rows, fmt.Errorf("%s: %w", sc.name, err)
 		}
-		rows = append(rows, row)
+		rows = append(rows, got...)
 	}
 	// Density runs on its own executor, after this one's kernels are gone.
 	e.Close()
