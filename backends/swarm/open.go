@@ -1,0 +1,331 @@
+package swarm
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/swarm"
+	"github.com/moby/moby/client"
+
+	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/internal/serverflags"
+	"github.com/kernelbox/kernelbox/internal/undo"
+	"github.com/kernelbox/kernelbox/jupyter"
+	"github.com/kernelbox/kernelbox/kernelfs"
+)
+
+// pollEvery is how often Open asks the manager for the task's state and the
+// server for an answer.
+const pollEvery = 100 * time.Millisecond
+
+// StartError is returned by [Backend.Open] when the session's service was created but
+// its server did not become ready. Everything the Open made is removed by then.
+type StartError struct {
+	Service string   // the service's name
+	Node    string   // the node the task was placed on, if any
+	State   string   // the task's last state
+	Err     error    // the cause
+	Logs    []string // the service's last log lines
+}
+
+func (e *StartError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "start service %s", e.Service)
+	if e.Node != "" {
+		fmt.Fprintf(&b, " on %s", e.Node)
+	}
+	fmt.Fprintf(&b, ": %v", e.Err)
+	if e.State != "" {
+		fmt.Fprintf(&b, " (task %s)", e.State)
+	}
+	if len(e.Logs) > 0 {
+		b.WriteString("; last log lines:")
+		for _, l := range e.Logs {
+			b.WriteString("\n    " + l)
+		}
+	}
+	return b.String()
+}
+
+func (e *StartError) Unwrap() error { return e.Err }
+
+// Open creates the session's network, token secret and service, attaches kernelbox's
+// own container to the network, and waits, up to [Options.ReadyTimeout], until the
+// task runs and its Jupyter server answers on the task's overlay address. On failure
+// it removes what it made and returns a [*StartError] when the task had started.
+func (b *Backend) Open(ctx context.Context, spec executor.SessionSpec) (executor.Placement, error) {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil, ErrClosed
+	}
+	b.opening.Add(1)
+	b.mu.Unlock()
+	defer b.opening.Done()
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.readyTimeout)
+	defer cancel()
+	defer context.AfterFunc(b.stopCtx, cancel)()
+	p, err := b.open(ctx, spec)
+	if err != nil {
+		if b.stopCtx.Err() != nil {
+			err = errors.Join(ErrClosed, err)
+		}
+		return nil, fmt.Errorf("open session %q: %w", spec.ID, err)
+	}
+	return p, nil
+}
+
+// launch is one Open in progress.
+type launch struct {
+	obj   sessionObjects
+	cfg   config // the backend's, with the session's template applied
+	log   *slog.Logger
+	token string
+	undo  undo.List
+	t0    time.Time
+}
+
+func (b *Backend) open(ctx context.Context, spec executor.SessionSpec) (_ *Placement, err error) {
+	key, err := randomHex(4)
+	if err != nil {
+		return nil, err
+	}
+	l := &launch{obj: sessionObjects{name: "kernelbox-" + key, session: spec.ID}, cfg: b.cfg.withTemplate(spec.Template), t0: time.Now()}
+	l.log = b.cfg.log.With("session", spec.ID, "service", l.obj.name)
+	if l.token, err = randomHex(32); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			if uerr := l.undo.Run(teardownTimeout); uerr != nil {
+				l.log.Error("clean up failed open", "err", uerr)
+			}
+		}
+	}()
+	// Creates run under a context ctx cannot cancel: an abandoned create may still
+	// complete in the manager, leaving an object nobody knows the id of.
+	mk, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
+	defer cancel()
+	if err := b.createNetwork(mk, l); err != nil {
+		return nil, err
+	}
+	if err := b.createSecret(mk, l); err != nil {
+		return nil, err
+	}
+	svc, err := b.createService(mk, l)
+	if err != nil {
+		return nil, err
+	}
+	// Attached after the service exists: the network is then already on the task's
+	// node too, and the attachment is the backend's way in.
+	if _, err := b.api.NetworkConnect(mk, l.obj.network, client.NetworkConnectOptions{Container: b.cfg.self}); err != nil {
+		return nil, fmt.Errorf("attach %s to network %s: %w", b.cfg.self, l.obj.name, err)
+	}
+	task, addr, err := b.awaitTask(ctx, svc, l)
+	if err != nil {
+		return nil, err
+	}
+	tRunning := time.Now()
+	node := b.nodeName(ctx, task.NodeID)
+	p := &Placement{
+		b: b, obj: l.obj, service: svc, task: task.ID, nodeID: task.NodeID, node: node,
+		lost: make(chan struct{}),
+		server: executor.Server{
+			Endpoint: jupyter.Endpoint{URL: "http://" + netip.AddrPortFrom(addr, serverPort).String(), Token: l.token},
+			// "ir" and any other name but "python3" must be a kernelspec the
+			// image has (kernelbox/kernel-r has "ir").
+			KernelName: serverflags.SpecName(spec.Template.Kernel),
+		},
+		fs: kernelfs.New(kernelfs.Options{Logger: l.log}),
+	}
+	if err := b.awaitServer(ctx, p); err != nil {
+		return nil, b.startError(svc, l.obj.name, node, string(task.Status.State), err)
+	}
+	if !b.track(p) {
+		return nil, ErrClosed
+	}
+	l.undo = undo.List{} // the placement owns it all now
+	b.watch()
+	l.log.Info("session task ready", "node", node, "addr", addr, "elapsed", time.Since(l.t0).Round(time.Millisecond),
+		"server", time.Since(tRunning).Round(time.Millisecond))
+	return p, nil
+}
+
+func (b *Backend) createNetwork(ctx context.Context, l *launch) error {
+	r, err := b.api.NetworkCreate(ctx, l.obj.name, client.NetworkCreateOptions{
+		Driver: "overlay", Scope: "swarm", Internal: true, Attachable: true, Labels: b.labels(l.obj.session),
+	})
+	if err != nil {
+		return fmt.Errorf("create network: %w", err)
+	}
+	l.obj.network = r.ID
+	l.undo.Add("remove network "+l.obj.name, func(ctx context.Context) error { return b.removeNetwork(ctx, r.ID, l.obj.name) })
+	// Its subnet, before kernelbox's container joins it (SessionNetwork).
+	nw, err := b.api.NetworkInspect(ctx, r.ID, client.NetworkInspectOptions{})
+	if err != nil {
+		return fmt.Errorf("inspect network %s: %w", l.obj.name, err)
+	}
+	b.mu.Lock()
+	for _, c := range nw.Network.IPAM.Config {
+		if c.Subnet.IsValid() {
+			b.subnets[r.ID] = c.Subnet
+		}
+	}
+	_, ok := b.subnets[r.ID]
+	b.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("network %s has no subnet", l.obj.name)
+	}
+	return nil
+}
+
+func (b *Backend) createSecret(ctx context.Context, l *launch) error {
+	body, err := serverflags.TokenConfig(l.token)
+	if err != nil {
+		return err
+	}
+	name := l.obj.name + "-token"
+	r, err := b.api.SecretCreate(ctx, client.SecretCreateOptions{Spec: swarm.SecretSpec{
+		Annotations: swarm.Annotations{Name: name, Labels: b.labels(l.obj.session)}, Data: body,
+	}})
+	if err != nil {
+		return fmt.Errorf("create secret: %w", err)
+	}
+	l.obj.secret = r.ID
+	l.undo.Add("remove secret "+name, func(ctx context.Context) error {
+		return b.retryInUse(ctx, "remove secret "+name, func() error {
+			_, err := b.api.SecretRemove(ctx, r.ID, client.SecretRemoveOptions{})
+			return err
+		})
+	})
+	return nil
+}
+
+func (b *Backend) createService(ctx context.Context, l *launch) (string, error) {
+	// QueryRegistry false: the image is taken as the nodes have it
+	// (`--no-resolve-image`); there is no registry to ask.
+	r, err := b.api.ServiceCreate(ctx, client.ServiceCreateOptions{Spec: b.serviceSpec(l.obj, l.cfg)})
+	if err != nil {
+		return "", fmt.Errorf("create service: %w", err)
+	}
+	for _, w := range r.Warnings {
+		l.log.Warn("service create warning", "warning", w)
+	}
+	l.undo.Add("remove service "+l.obj.name, func(ctx context.Context) error {
+		if _, err := b.api.ServiceRemove(ctx, r.ID, client.ServiceRemoveOptions{}); err != nil && !isNotFound(err) {
+			return err
+		}
+		return nil
+	})
+	return r.ID, nil
+}
+
+// awaitTask waits until the service's task runs and has its address on the session's
+// network.
+func (b *Backend) awaitTask(ctx context.Context, svc string, l *launch) (swarm.Task, netip.Addr, error) {
+	var last swarm.Task
+	for {
+		tasks, err := b.api.TaskList(ctx, client.TaskListOptions{Filters: make(client.Filters).Add("service", svc)})
+		if err == nil {
+			for _, t := range tasks.Items {
+				last = t
+				switch t.Status.State {
+				case swarm.TaskStateRunning:
+					for _, na := range t.NetworksAttachments {
+						if na.Network.ID == l.obj.network && len(na.Addresses) > 0 {
+							return t, na.Addresses[0].Addr(), nil
+						}
+					}
+				case swarm.TaskStateComplete, swarm.TaskStateShutdown, swarm.TaskStateFailed, swarm.TaskStateRejected, swarm.TaskStateOrphaned, swarm.TaskStateRemove:
+					cause := errors.New(firstNonEmpty(t.Status.Err, t.Status.Message, "task ended"))
+					if t.Status.ContainerStatus != nil && t.Status.ContainerStatus.ExitCode == exitNoNewPriv {
+						cause = fmt.Errorf("%w on this node: %v", ErrNoNewPrivileges, cause)
+					}
+					return t, netip.Addr{}, b.startError(svc, l.obj.name, b.nodeName(ctx, t.NodeID), string(t.Status.State), cause)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			node := ""
+			if last.NodeID != "" {
+				node = b.nodeName(context.WithoutCancel(ctx), last.NodeID)
+			}
+			why := ctx.Err()
+			if last.Status.Message != "" || last.Status.Err != "" {
+				why = fmt.Errorf("%w (%s)", why, firstNonEmpty(last.Status.Err, last.Status.Message))
+			}
+			return last, netip.Addr{}, b.startError(svc, l.obj.name, node, string(last.Status.State), why)
+		case <-time.After(pollEvery):
+		}
+	}
+}
+
+// awaitServer waits until the task's Jupyter server answers GET /api with the token.
+func (b *Backend) awaitServer(ctx context.Context, p *Placement) error {
+	c, err := jupyter.NewClient(p.server.Endpoint, &jupyter.ClientOptions{Timeout: 5 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer c.CloseIdle()
+	for {
+		_, err := c.Version(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("server at %s did not answer: %w (last: %v)", p.server.Endpoint.URL, ctx.Err(), err)
+		case <-time.After(pollEvery):
+		}
+	}
+}
+
+// startError describes a service that did not come up, with its last log lines.
+func (b *Backend) startError(svc, name, node, state string, cause error) *StartError {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return &StartError{Service: name, Node: node, State: state, Err: cause, Logs: b.lastLogs(ctx, svc, 20)}
+}
+
+// lastLogs returns the service's last n log lines.
+func (b *Backend) lastLogs(ctx context.Context, svc string, n int) []string {
+	rc, err := b.api.ServiceLogs(ctx, svc, client.ServiceLogsOptions{ShowStdout: true, ShowStderr: true, Tail: fmt.Sprint(n)})
+	if err != nil {
+		return []string{"(logs unavailable: " + err.Error() + ")"}
+	}
+	defer rc.Close()
+	var buf bytes.Buffer
+	if _, err := stdcopy.StdCopy(&buf, &buf, io.LimitReader(rc, 1<<20)); err != nil && buf.Len() == 0 {
+		return []string{"(logs unreadable: " + err.Error() + ")"}
+	}
+	var lines []string
+	sc := bufio.NewScanner(&buf)
+	for sc.Scan() {
+		if s := strings.TrimSpace(sc.Text()); s != "" {
+			lines = append(lines, s)
+		}
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return lines
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

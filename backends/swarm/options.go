@@ -1,0 +1,214 @@
+package swarm
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults for the zero value of [Options].
+const (
+	DefaultImage         = "kernelbox/kernel:latest"
+	DefaultOwner         = "kernelbox"
+	DefaultReadyTimeout  = 90 * time.Second
+	DefaultMaxLifetime   = 24 * time.Hour
+	DefaultMemory        = 2 << 30 // bytes
+	DefaultCPUs          = 2.0
+	DefaultPidsLimit     = 512
+	DefaultTmpSize       = 512 << 20 // bytes of tmpfs at /tmp
+	DefaultWorkspaceSize = 1 << 30   // bytes of tmpfs at /workspace (the session's files)
+	DefaultReserveMemory = 128 << 20 // bytes the scheduler reserves per session
+	DefaultReserveCPUs   = 0.05
+	DefaultUser          = "1000:1000"
+	DefaultPython        = "python3"
+)
+
+// serverPort is the TCP port of each task's Jupyter Server, on its overlay address.
+const serverPort = 8888
+
+// Options configures a [Backend]. The zero value gives the hardened defaults; each
+// field says what its zero value means. Numeric limits take a negative value to
+// remove the limit.
+type Options struct {
+	// DockerHost is a swarm manager's daemon, for example "unix:///var/run/docker.sock"
+	// (kernelbox runs in a container on the manager with the socket mounted).
+	// Defaults to $DOCKER_HOST, else the local daemon's socket.
+	DockerHost string
+
+	// Self is the name or id of the container kernelbox runs in, on DockerHost's
+	// daemon: it is attached to each session's network, since a host process cannot
+	// join an overlay network. Defaults to this process's hostname, which Docker sets
+	// to the container's short id.
+	Self string
+
+	// Owner names this kernelbox deployment in the labels of everything it creates.
+	// At start, services, networks, secrets and configs of another (dead) instance
+	// with the same Owner are removed: run one kernelbox per Owner on a swarm.
+	// Defaults to "kernelbox".
+	Owner string
+
+	// Image is the kernel image; it must be present on every node (no registry is
+	// asked: the service is created without resolving the image). Defaults to
+	// [DefaultImage].
+	Image string
+
+	// Constraints are swarm placement constraints for the sessions' services, for
+	// example "node.labels.kernels==yes". Defaults to none: any node.
+	Constraints []string
+
+	// User is the numeric "uid:gid" the kernel runs as; uid 0 is refused. Defaults
+	// to "1000:1000".
+	User string
+
+	// Memory, CPUs and PidsLimit limit each session's task. Default 2 GiB, 2 CPUs,
+	// 512 processes and threads.
+	Memory    int64
+	CPUs      float64
+	PidsLimit int64
+
+	// ReserveMemory and ReserveCPUs are what the scheduler reserves per session on
+	// its node, so that sessions spread and a full node takes no more. Default
+	// 128 MiB and 0.05 CPUs.
+	ReserveMemory int64
+	ReserveCPUs   float64
+
+	// TmpSize and WorkspaceSize size the tmpfs at /tmp (HOME, Jupyter's runtime
+	// files) and at /workspace (the session's files). Default 512 MiB and 1 GiB.
+	TmpSize       int64
+	WorkspaceSize int64
+
+	// ReadyTimeout bounds how long Open waits for the task to run and its server to
+	// answer (a node may have to start the image first). Defaults to 90 s.
+	ReadyTimeout time.Duration
+
+	// MaxStarting is how many sessions may be starting at once, from their
+	// network's creation until their kernel answers (executor.StartLimiter); the
+	// executor holds further starts back. A burst of sessions then comes up in
+	// turn, the first ones in seconds, instead of all sharing the nodes' CPUs
+	// until all are late together. Defaults to two per node that is ready and
+	// active when the backend starts (at least 4); negative means no limit.
+	MaxStarting int
+
+	// MaxLifetime is the hard limit on a task's life, enforced by `timeout` inside
+	// it even when kernelbox is gone. Defaults to 24 h.
+	MaxLifetime time.Duration
+
+	// Python is the interpreter in the image that can import jupyter_server.
+	// Defaults to "python3".
+	Python string
+
+	// Logger receives the backend's logs. Defaults to discarding them.
+	Logger *slog.Logger
+}
+
+// config is Options with defaults applied and values checked.
+type config struct {
+	host, self, owner, image  string
+	constraints               []string
+	user                      string
+	uid                       int
+	memory, pids              int64
+	nanoCPUs                  int64
+	reserveMemory, reserveCPU int64
+	tmpSize, workSize         int64
+	readyTimeout, lifetime    time.Duration
+	maxStarting               int // 0: two per ready node, set by New; <0: no limit
+	python                    string
+	env                       []string // a template's variables (withTemplate)
+	log                       *slog.Logger
+}
+
+func (o Options) resolve() (config, error) {
+	c := config{
+		host: o.DockerHost, self: o.Self, owner: o.Owner, image: o.Image,
+		constraints: append([]string(nil), o.Constraints...), user: o.User,
+		readyTimeout: o.ReadyTimeout, lifetime: o.MaxLifetime, python: o.Python, log: o.Logger,
+		maxStarting: o.MaxStarting,
+	}
+	if c.self == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return config{}, fmt.Errorf("self container: %w", err)
+		}
+		c.self = h
+	}
+	c.owner = orDefault(c.owner, DefaultOwner)
+	c.image = orDefault(c.image, DefaultImage)
+	c.user = orDefault(c.user, DefaultUser)
+	c.python = orDefault(c.python, DefaultPython)
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.readyTimeout <= 0 {
+		c.readyTimeout = DefaultReadyTimeout
+	}
+	if c.lifetime <= 0 {
+		c.lifetime = DefaultMaxLifetime
+	}
+	c.memory = limit(o.Memory, DefaultMemory)
+	c.pids = limit(o.PidsLimit, DefaultPidsLimit)
+	c.tmpSize = limit(o.TmpSize, DefaultTmpSize)
+	c.workSize = limit(o.WorkspaceSize, DefaultWorkspaceSize)
+	c.reserveMemory = limit(o.ReserveMemory, DefaultReserveMemory)
+	c.nanoCPUs = cpus(o.CPUs, DefaultCPUs)
+	c.reserveCPU = cpus(o.ReserveCPUs, DefaultReserveCPUs)
+	if !validLabelValue(c.owner) {
+		return config{}, fmt.Errorf("owner %q: use letters, digits, '.', '_' or '-' (at most 63)", c.owner)
+	}
+	us, gs, ok := strings.Cut(c.user, ":")
+	uid, err1 := strconv.Atoi(us)
+	gid, err2 := strconv.Atoi(gs)
+	if !ok || errors.Join(err1, err2) != nil || uid < 0 || gid < 0 {
+		return config{}, fmt.Errorf("user %q: want numeric uid:gid", c.user)
+	}
+	if uid == 0 {
+		return config{}, fmt.Errorf("user %q: the kernel never runs as root", c.user)
+	}
+	c.uid = uid
+	return c, nil
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+// limit maps a limit's zero value to def and a negative one to 0 (no limit).
+func limit(v, def int64) int64 {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0
+	}
+	return v
+}
+
+// cpus maps a CPU count to NanoCPUs: zero is def, negative is no limit.
+func cpus(v, def float64) int64 {
+	switch {
+	case v == 0:
+		return int64(def * 1e9)
+	case v < 0:
+		return 0
+	}
+	return int64(v * 1e9)
+}
+
+func validLabelValue(s string) bool {
+	if s == "" || len(s) > 63 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}

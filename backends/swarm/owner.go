@@ -1,0 +1,151 @@
+package swarm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/moby/moby/client"
+)
+
+// Labels on every service, task container, network, secret and config the backend
+// creates. Ownership across a cluster is by deployment (LabelOwner, Options.Owner)
+// and backend instance (LabelInstance), not by process: the process that made an
+// object may be on another machine than the one that finds it.
+const (
+	LabelCreatedBy = "io.kernelbox.created-by" // always "kernelbox"
+	LabelOwner     = "io.kernelbox.swarm-owner"
+	LabelInstance  = "io.kernelbox.instance" // the creating Backend's uuid
+	LabelSession   = "io.kernelbox.session"  // the session id (or warm-pool placeholder)
+)
+
+const createdByValue = "kernelbox"
+
+// labels returns the labels of the backend's objects; session may be empty (the
+// backend's own configs).
+func (b *Backend) labels(session string) map[string]string {
+	l := map[string]string{LabelCreatedBy: createdByValue, LabelOwner: b.cfg.owner, LabelInstance: b.instance}
+	if session != "" {
+		l[LabelSession] = session
+	}
+	return l
+}
+
+// filterOwned selects this deployment's objects; with instance set, only that
+// instance's.
+func (b *Backend) filterOwned(instance string) client.Filters {
+	f := make(client.Filters).Add("label", LabelCreatedBy+"="+createdByValue).Add("label", LabelOwner+"="+b.cfg.owner)
+	if instance != "" {
+		f = f.Add("label", LabelInstance+"="+instance)
+	}
+	return f
+}
+
+// reap removes the services, networks, secrets and configs of this deployment's
+// other instances: they belong to a kernelbox that is gone (one runs per Owner),
+// whose sessions cannot be adopted (their tokens died with it). It returns how many
+// services it removed.
+func (b *Backend) reap(ctx context.Context) (int, error) {
+	return b.removeOwned(ctx, func(labels map[string]string) bool { return labels[LabelInstance] != b.instance })
+}
+
+// removeOwned removes this deployment's objects that pick selects: services first
+// (their tasks hold the networks, secrets and configs), then the rest, retried while
+// the engine still counts them in use.
+func (b *Backend) removeOwned(ctx context.Context, pick func(map[string]string) bool) (int, error) {
+	var errs []error
+	svcs, err := b.api.ServiceList(ctx, client.ServiceListOptions{Filters: b.filterOwned("")})
+	if err != nil {
+		return 0, fmt.Errorf("list services: %w", err)
+	}
+	n := 0
+	for _, s := range svcs.Items {
+		if !pick(s.Spec.Labels) {
+			continue
+		}
+		if _, err := b.api.ServiceRemove(ctx, s.ID, client.ServiceRemoveOptions{}); err != nil && !isNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove service %s: %w", s.Spec.Name, err))
+			continue
+		}
+		b.cfg.log.Info("removed service", "service", s.Spec.Name, "session", s.Spec.Labels[LabelSession], "instance", s.Spec.Labels[LabelInstance])
+		n++
+	}
+	nets, err := b.api.NetworkList(ctx, client.NetworkListOptions{Filters: b.filterOwned("")})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("list networks: %w", err))
+	} else {
+		for _, nw := range nets.Items {
+			if pick(nw.Labels) {
+				errs = append(errs, b.removeNetwork(ctx, nw.ID, nw.Name))
+			}
+		}
+	}
+	secs, err := b.api.SecretList(ctx, client.SecretListOptions{Filters: b.filterOwned("")})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("list secrets: %w", err))
+	} else {
+		for _, s := range secs.Items {
+			if pick(s.Spec.Labels) {
+				errs = append(errs, b.retryInUse(ctx, "remove secret "+s.Spec.Name, func() error {
+					_, err := b.api.SecretRemove(ctx, s.ID, client.SecretRemoveOptions{})
+					return err
+				}))
+			}
+		}
+	}
+	cfs, err := b.api.ConfigList(ctx, client.ConfigListOptions{Filters: b.filterOwned("")})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("list configs: %w", err))
+	} else {
+		for _, c := range cfs.Items {
+			if pick(c.Spec.Labels) {
+				errs = append(errs, b.retryInUse(ctx, "remove config "+c.Spec.Name, func() error {
+					_, err := b.api.ConfigRemove(ctx, c.ID, client.ConfigRemoveOptions{})
+					return err
+				}))
+			}
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+// removeNetwork detaches kernelbox's own container from a session network and
+// removes it, retrying while the service's task is still going (its endpoint keeps
+// the network in use for a moment after `service rm`).
+func (b *Backend) removeNetwork(ctx context.Context, id, name string) error {
+	_, err := b.api.NetworkDisconnect(ctx, id, client.NetworkDisconnectOptions{Container: b.cfg.self, Force: true})
+	if err != nil && !isNotFound(err) {
+		b.cfg.log.Debug("detach from network", "network", name, "err", err)
+	}
+	err = b.retryInUse(ctx, "remove network "+name, func() error {
+		_, err := b.api.NetworkRemove(ctx, id, client.NetworkRemoveOptions{})
+		return err
+	})
+	if err == nil {
+		b.mu.Lock()
+		delete(b.subnets, id)
+		b.mu.Unlock()
+	}
+	return err
+}
+
+// retryInUse runs rm until it succeeds, the object is gone, or ctx ends. The
+// engine refuses to remove a network, secret or config while a task that is
+// shutting down still uses it; it gives no typed error for that, so every other
+// error is retried too, and the last one returned.
+func (b *Backend) retryInUse(ctx context.Context, what string, rm func() error) error {
+	delay := 50 * time.Millisecond
+	for {
+		err := rm()
+		if err == nil || isNotFound(err) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w", what, err)
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, time.Second)
+	}
+}

@@ -1,0 +1,140 @@
+package swarm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/moby/moby/client"
+
+	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/jupyter"
+	"github.com/kernelbox/kernelbox/kernelfs"
+)
+
+// Placement is one session's service. Its kernel does not see the host's session
+// directory, so it implements executor.FileSyncer with a kernelfs.Syncer, as the
+// remote backend's placements do. When its task ends or its node goes down or is
+// drained, it closes Lost (executor.LossReporter) and Diagnose names the node.
+//
+// The executor calls PushInputs, OutputsProbe and PullOutputs from the session's
+// worker, one at a time; the other methods are safe for concurrent use.
+type Placement struct {
+	b       *Backend
+	obj     sessionObjects
+	service string // service id
+	task    string // the task id
+	nodeID  string
+	node    string // the node's name for messages
+	server  executor.Server
+	fs      *kernelfs.Syncer // owned by the session's worker
+
+	mu       sync.Mutex
+	lostWhy  string
+	lost     chan struct{}
+	closed   bool
+	closeErr error
+}
+
+var (
+	_ executor.Placement    = (*Placement)(nil)
+	_ executor.FileSyncer   = (*Placement)(nil)
+	_ executor.LossReporter = (*Placement)(nil)
+	_ executor.Diagnoser    = (*Placement)(nil)
+)
+
+// Server returns the task's Jupyter server on its overlay address.
+func (p *Placement) Server() executor.Server { return p.server }
+
+// Node names the node the swarm placed the session on.
+func (p *Placement) Node() string { return p.node }
+
+// Service returns the session's service name.
+func (p *Placement) Service() string { return p.obj.name }
+
+// Close removes the session's service, secret and network (detaching kernelbox's
+// container from it first). It runs under its own bounded context.
+func (p *Placement) Close(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
+	defer cancel()
+	return p.close(ctx)
+}
+
+func (p *Placement) close(ctx context.Context) error {
+	p.mu.Lock()
+	if p.closed {
+		err := p.closeErr
+		p.mu.Unlock()
+		return err
+	}
+	p.closed = true
+	p.mu.Unlock()
+	b := p.b
+	var errs []error
+	if _, err := b.api.ServiceRemove(ctx, p.service, client.ServiceRemoveOptions{}); err != nil && !isNotFound(err) {
+		errs = append(errs, fmt.Errorf("remove service %s: %w", p.obj.name, err))
+	}
+	errs = append(errs, b.retryInUse(ctx, "remove secret "+p.obj.name+"-token", func() error {
+		_, err := b.api.SecretRemove(ctx, p.obj.secret, client.SecretRemoveOptions{})
+		return err
+	}))
+	errs = append(errs, b.removeNetwork(ctx, p.obj.network, p.obj.name))
+	b.forget(p)
+	err := errors.Join(errs...)
+	p.mu.Lock()
+	p.closeErr = err
+	p.mu.Unlock()
+	return err
+}
+
+// PushInputs copies the named inputs into the kernel (kernelfs.Syncer.PushInputs).
+func (p *Placement) PushInputs(ctx context.Context, conn *jupyter.Conn, hostDir string, names []string) error {
+	if why := p.lostReason(); why != "" {
+		return errors.New(why)
+	}
+	return p.fs.PushInputs(ctx, conn, hostDir, names)
+}
+
+// OutputsProbe returns kernelfs's outputs probe expression.
+func (p *Placement) OutputsProbe() string { return p.fs.OutputsProbe() }
+
+// PullOutputs copies new or changed outputs back (kernelfs.Syncer.PullOutputs).
+func (p *Placement) PullOutputs(ctx context.Context, conn *jupyter.Conn, hostDir string, probe json.RawMessage) error {
+	if why := p.lostReason(); why != "" {
+		return errors.New(why)
+	}
+	return p.fs.PullOutputs(ctx, conn, hostDir, probe)
+}
+
+// Lost is closed once the session's task has ended or its node is down or drained.
+func (p *Placement) Lost() <-chan struct{} { return p.lost }
+
+// Diagnose says why the kernel is gone when the swarm knows: its task ended, or its
+// node is down or drained.
+func (p *Placement) Diagnose(ctx context.Context) string {
+	if why := p.lostReason(); why != "" {
+		return why
+	}
+	p.b.checkOnce(ctx)
+	return p.lostReason()
+}
+
+func (p *Placement) lostReason() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lostWhy
+}
+
+// lose records why the session's task is gone and closes Lost, once.
+func (p *Placement) lose(why string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.lostWhy != "" || p.closed {
+		return
+	}
+	p.lostWhy = why
+	close(p.lost)
+	p.b.cfg.log.Warn("session lost", "session", p.obj.session, "service", p.obj.name, "reason", why)
+}

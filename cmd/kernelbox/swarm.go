@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"log/slog"
+
+	"github.com/kernelbox/kernelbox/backends/swarm"
+	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/templates"
+)
+
+// swarmFlags configure --backend swarm: one hardened swarm service per session,
+// placed by the swarm's scheduler. kernelbox itself runs in a container on a
+// manager, with the manager's Docker socket mounted (see docs/swarm.md).
+type swarmFlags struct {
+	host          string
+	self          string
+	owner         string
+	constraints   multiFlag
+	cpus          float64
+	pids          int64
+	reserveMemory sizeFlag
+	reserveCPUs   float64
+}
+
+func (s *swarmFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&s.host, "swarm-host", "", "--backend swarm: a swarm manager's Docker daemon, e.g. unix:///var/run/docker.sock (default DOCKER_HOST, else the local socket)")
+	fs.StringVar(&s.self, "swarm-self", "", "--backend swarm: the container kernelbox runs in, attached to each session's overlay network (default: this hostname, Docker's short container id)")
+	fs.StringVar(&s.owner, "swarm-owner", "", "--backend swarm: this deployment's name in labels; at start, what another (dead) kernelbox of the same owner left is removed (default kernelbox)")
+	fs.Var(&s.constraints, "swarm-constraint", "--backend swarm: placement constraint for session services, e.g. node.labels.kernels==yes (repeatable)")
+	fs.Float64Var(&s.cpus, "swarm-cpus", 0, "--backend swarm: CPU limit per session (default 2)")
+	fs.Int64Var(&s.pids, "swarm-pids", 0, "--backend swarm: processes+threads limit per session (default 512)")
+	fs.Var(&s.reserveMemory, "swarm-reserve-memory", "--backend swarm: memory the scheduler reserves per session, e.g. 256m (default 128m)")
+	fs.Float64Var(&s.reserveCPUs, "swarm-reserve-cpus", 0, "--backend swarm: CPUs the scheduler reserves per session (default 0.05)")
+}
+
+func (s *swarmFlags) newSwarm(ctx context.Context, f *engineFlags, log *slog.Logger) (executor.Backend, error) {
+	return swarm.New(ctx, swarm.Options{
+		DockerHost:    s.host,
+		Self:          s.self,
+		Owner:         s.owner,
+		Image:         f.image,
+		Constraints:   s.constraints,
+		Memory:        int64(f.memory),
+		CPUs:          s.cpus,
+		PidsLimit:     s.pids,
+		ReserveMemory: int64(s.reserveMemory),
+		ReserveCPUs:   s.reserveCPUs,
+		Logger:        log,
+	})
+}
+
+// limits returns what one swarm session gets from the flags, which are also the
+// caps on every template (as serverLimits does for docker).
+func (s *swarmFlags) limits(f *engineFlags, caps templates.Caps) (executor.Limits, templates.Caps) {
+	l := executor.Limits{
+		Kernel: "python3", Image: f.image, Memory: int64(f.memory), CPUs: s.cpus, Pids: s.pids,
+		MaxLifetime: swarm.DefaultMaxLifetime,
+	}
+	if l.Image == "" {
+		l.Image = swarm.DefaultImage
+	}
+	if l.Memory == 0 {
+		l.Memory = swarm.DefaultMemory
+	}
+	if l.CPUs == 0 {
+		l.CPUs = swarm.DefaultCPUs
+	}
+	if l.Pids == 0 {
+		l.Pids = swarm.DefaultPidsLimit
+	}
+	for _, v := range []*int64{&l.Memory, &l.Pids} {
+		if *v < 0 {
+			*v = 0 // no limit
+		}
+	}
+	l.CPUs = max(l.CPUs, 0)
+	caps.Memory, caps.CPUs, caps.Pids, caps.MaxLifetime = l.Memory, l.CPUs, l.Pids, l.MaxLifetime
+	return l, caps
+}
