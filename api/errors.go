@@ -68,6 +68,10 @@ var (
 	// ErrExists: an upload that must not overwrite (If-None-Match: *) found a
 	// file there already.
 	ErrExists = errors.New("file exists")
+
+	// ErrTemplateMismatch: a call named a template other than the one its
+	// session was created with; a session keeps its template. Nothing was run.
+	ErrTemplateMismatch = errors.New("session has another template")
 )
 
 // Code is the machine-readable kind of an error answer.
@@ -98,6 +102,7 @@ const (
 	CodeNotDirectory        Code = "not_directory"
 	CodeQuota               Code = "quota"
 	CodeExists              Code = "exists"
+	CodeTemplateMismatch    Code = "template_mismatch"
 	// CodeTooManyConnections answers a request on one of the connection slots
 	// a server keeps for authenticated calls; it has no sentinel error, as it
 	// is never an executor's.
@@ -129,6 +134,7 @@ var codes = []struct {
 	{ErrNotDirectory, CodeNotDirectory, http.StatusConflict},
 	{ErrQuota, CodeQuota, http.StatusInsufficientStorage},
 	{ErrExists, CodeExists, http.StatusPreconditionFailed},
+	{ErrTemplateMismatch, CodeTemplateMismatch, http.StatusConflict},
 }
 
 // CodeOf returns the code and HTTP status for err: the first sentinel of the table

@@ -16,6 +16,11 @@ type Request struct {
 	// checked against the permission policy for filesystem.read.
 	Inputs []string `json:"inputs,omitempty"`
 
+	// Template names the template a new session is created with (empty: the
+	// default one). For a session that exists already it must be empty or its
+	// own template's name, or the call fails with ErrTemplateMismatch.
+	Template string `json:"template,omitempty"`
+
 	// Timeout bounds the execution: the code's run, from when it starts. Time spent
 	// waiting in the session's queue and starting its kernel is not counted. Zero
 	// means the server's default.
@@ -32,6 +37,7 @@ type Request struct {
 type ExecuteBody struct {
 	Code           string   `json:"code"`
 	Inputs         []string `json:"inputs,omitempty"`
+	Template       string   `json:"template,omitempty"`
 	TimeoutSeconds float64  `json:"timeout_seconds,omitempty"`
 	MaxWaitSeconds float64  `json:"max_wait_seconds,omitempty"`
 	// Detach asks for a 202 DetachedCall at once instead of the Result; the call
@@ -41,5 +47,5 @@ type ExecuteBody struct {
 
 // Body returns the wire form of r (the session id travels in the URL).
 func (r Request) Body() ExecuteBody {
-	return ExecuteBody{Code: r.Code, Inputs: r.Inputs, TimeoutSeconds: r.Timeout.Seconds(), MaxWaitSeconds: r.MaxWait.Seconds()}
+	return ExecuteBody{Code: r.Code, Inputs: r.Inputs, Template: r.Template, TimeoutSeconds: r.Timeout.Seconds(), MaxWaitSeconds: r.MaxWait.Seconds()}
 }

@@ -38,6 +38,7 @@ const (
 // SessionInfo is a snapshot of one session.
 type SessionInfo struct {
 	ID             string       `json:"id"`
+	Template       string       `json:"template"`
 	State          SessionState `json:"state"`
 	ExecutionCount int          `json:"execution_count"`
 	Calls          int          `json:"calls"`

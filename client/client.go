@@ -111,6 +111,28 @@ func (c *Client) Sessions(ctx context.Context) ([]api.SessionInfo, error) {
 	return out.Sessions, nil
 }
 
+// CreateSession creates session id with a template ("" is the server's default)
+// before its first call. A session that exists with that template is returned as it
+// is; one with another template is an error matching api.ErrTemplateMismatch.
+func (c *Client) CreateSession(ctx context.Context, id, template string) (*api.SessionInfo, error) {
+	var info api.SessionInfo
+	if err := c.do(ctx, http.MethodPost, "/v1/sessions", api.CreateSessionBody{ID: id, Template: template}, &info); err != nil {
+		return nil, err
+	}
+	return &info, nil
+}
+
+// Templates lists the server's templates with their effective settings.
+func (c *Client) Templates(ctx context.Context) ([]api.TemplateInfo, error) {
+	var out struct {
+		Templates []api.TemplateInfo `json:"templates"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/v1/templates", nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Templates, nil
+}
+
 // CloseSession stops a session's kernel and deletes its files (artifacts stay).
 func (c *Client) CloseSession(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodDelete, "/v1/sessions/"+url.PathEscape(id), nil, nil)

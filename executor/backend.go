@@ -39,8 +39,14 @@ type SessionSpec struct {
 	// cwd), not by re-reading the path later.
 	Dir string
 
-	// Data lists host directories to expose read-only at data/<Name> in the session.
+	// Data lists host directories to expose read-only at data/<Name> in the session
+	// (the server's and the template's).
 	Data []DataMount
+
+	// Template is the session's template. Its zero fields mean the backend's own
+	// settings; a backend applies the fields it says it does (SpecApplier) and the
+	// executor refuses templates that set others, so a backend may ignore them.
+	Template Template
 }
 
 // DataMount is a host directory exposed read-only inside a session at data/<Name>.
@@ -160,4 +166,14 @@ type LossReporter interface {
 // a restart already reports.
 type ResetReplacer interface {
 	ReplaceOnReset() bool
+}
+
+// StartLimiter is implemented by backends whose sessions start on shared,
+// limited resources (a cluster's nodes), where a burst of starts at once would
+// have every start share the CPU until all are late together. MaxStarting
+// returns how many kernels may be starting at once (placed, started, connected
+// and prepared); 0 means no limit. It is asked once, in New (see
+// Options.MaxStarting).
+type StartLimiter interface {
+	MaxStarting() int
 }

@@ -1,6 +1,10 @@
 package executor
 
-import "github.com/kernelbox/kernelbox/api"
+import (
+	"errors"
+
+	"github.com/kernelbox/kernelbox/api"
+)
 
 // Errors callers branch on. Each is wrapped with details; test with errors.Is. They
 // are the api package's sentinels, so a client's error answers match them too.
@@ -35,3 +39,9 @@ var (
 	// failed to start). The call did not run.
 	ErrBackend = api.ErrBackend
 )
+
+// ErrKernelUnavailable: the session's kernel (SessionSpec.Template.Kernel, Options.Kernel) is
+// not one its backend can run: the server has no such kernelspec, or the backend
+// needs a Python kernel (its files move through the kernel as Python code). It is
+// wrapped in ErrBackend when a call's kernel cannot start, so callers see both.
+var ErrKernelUnavailable = errors.New("kernel not available")

@@ -7,10 +7,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/permissions"
 	"github.com/kernelbox/kernelbox/workspace"
 )
@@ -23,7 +26,12 @@ type Executor struct {
 	log      *slog.Logger
 	disabled error // why execution is disabled, or nil
 	perm     *permissions.Engine
-	pool     *pool
+
+	templates map[string]*Template // by name; read-only after New
+	pools     map[string]*pool     // by template name; read-only after New
+	refill    chan struct{}        // a token per warm kernel being started: one at a time per executor
+	starting  chan struct{}        // a token per kernel starting (Options.MaxStarting); nil: no limit
+	running   atomic.Int64         // calls running now; warm refills wait for 0
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -58,6 +66,18 @@ func New(opts Options) (*Executor, error) {
 	if err := checkData(perm, opts.Data); err != nil {
 		return nil, err
 	}
+	if err := CheckKernelName(opts.Kernel); err != nil {
+		return nil, fmt.Errorf("executor: Options.Kernel: %w", err)
+	}
+	templates, err := checkTemplates(&opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range templates {
+		if err := checkData(perm, append(slices.Clone(opts.Data), t.Data...)); err != nil {
+			return nil, fmt.Errorf("template %q: %w", t.Name, err)
+		}
+	}
 	if sk, ok := opts.Backend.(StateKeeper); ok {
 		opts.Workspace.Protect(sk.StateDirs()...)
 	}
@@ -68,6 +88,13 @@ func New(opts Options) (*Executor, error) {
 		sessions: make(map[string]*session),
 		closing:  make(map[string]chan struct{}),
 		stop:     make(chan struct{}),
+
+		templates: templates,
+		pools:     map[string]*pool{},
+		refill:    make(chan struct{}, 1),
+	}
+	if n := e.maxStarting(); n > 0 {
+		e.starting = make(chan struct{}, n)
 	}
 	switch hc, ok := opts.Backend.(HealthChecker); {
 	case opts.Backend == nil:
@@ -77,10 +104,17 @@ func New(opts Options) (*Executor, error) {
 			e.disabled = err
 		}
 	}
-	if e.disabled == nil && opts.Warm > 0 {
-		e.pool = newPool(e, opts.Warm)
+	if e.disabled == nil {
+		for _, t := range templates {
+			if t.Warm > 0 {
+				e.pools[t.Name] = newPool(e, t, t.Warm)
+			}
+		}
+		for _, p := range e.pools {
+			p.start()
+		}
 	}
-	if opts.IdleTimeout > 0 {
+	if e.cullEvery() > 0 {
 		e.wg.Add(1)
 		go e.cullLoop()
 	}
@@ -176,7 +210,7 @@ func (e *Executor) ExecuteStream(ctx context.Context, req Request, onEvent func(
 	var res *Result
 	for attempt := 0; ; attempt++ {
 		var s *session
-		if s, err = e.session(ctx, req.SessionID); err != nil {
+		if s, err = e.session(ctx, req.SessionID, req.Template); err != nil {
 			return nil, err
 		}
 		j := newJob(ctx, jobExecute, req, inputs, onEvent, start)
@@ -227,7 +261,11 @@ func (e *Executor) check(ctx context.Context, req Request) ([]workspace.Input, e
 // still tearing down an earlier session of that id (its kernel, then its directory),
 // the new one waits for it, bounded by ctx: it would otherwise open the directory
 // that close is about to delete.
-func (e *Executor) session(ctx context.Context, id string) (*session, error) {
+func (e *Executor) session(ctx context.Context, id, template string) (*session, error) {
+	t, err := e.template(template)
+	if err != nil {
+		return nil, err
+	}
 	for {
 		e.mu.Lock()
 		if e.closed {
@@ -236,6 +274,10 @@ func (e *Executor) session(ctx context.Context, id string) (*session, error) {
 		}
 		if s := e.sessions[id]; s != nil {
 			e.mu.Unlock()
+			if template != "" && s.tmpl != t {
+				return nil, fmt.Errorf("%w: session %q was created with template %q; this call names %q (close the session to change its template)",
+					ErrTemplateMismatch, id, s.tmpl.Name, t.Name)
+			}
 			return s, nil
 		}
 		if wait := e.closing[id]; wait != nil {
@@ -252,7 +294,7 @@ func (e *Executor) session(ctx context.Context, id string) (*session, error) {
 			return nil, fmt.Errorf("%w: %d sessions are live, the limit; close one, or wait for idle sessions to be closed",
 				ErrTooManySessions, len(e.sessions))
 		}
-		s := newSession(e, id)
+		s := newSession(e, id, t)
 		e.sessions[id] = s
 		e.wg.Add(1)
 		go func() {
@@ -395,8 +437,8 @@ func (e *Executor) Close() error {
 		}()
 	}
 	wg.Wait()
-	if e.pool != nil {
-		e.pool.close(ctx)
+	for _, p := range e.pools {
+		p.close(ctx)
 	}
 	e.wg.Wait()
 	if e.opts.Backend != nil {
@@ -410,8 +452,7 @@ func (e *Executor) Close() error {
 // cullLoop closes sessions idle for longer than IdleTimeout.
 func (e *Executor) cullLoop() {
 	defer e.wg.Done()
-	every := min(max(e.opts.IdleTimeout/4, time.Second), time.Minute)
-	t := time.NewTicker(every)
+	t := time.NewTicker(e.cullEvery())
 	defer t.Stop()
 	for {
 		select {
@@ -422,23 +463,57 @@ func (e *Executor) cullLoop() {
 		e.mu.Lock()
 		var idle []*session
 		for _, s := range e.sessions {
-			if s.idleFor() > e.opts.IdleTimeout {
+			if it := s.tmpl.IdleTimeout; it > 0 && s.idleFor() > it {
 				idle = append(idle, s)
 			}
 		}
 		for _, s := range idle {
 			s.culled.Store(true)
 			delete(e.sessions, s.id)
-			e.retireLocked(s.id, fmt.Sprintf("the session was idle for over %s and was closed; its variables are gone, its files remain", e.opts.IdleTimeout))
+			e.retireLocked(s.id, fmt.Sprintf("the session was idle for over %s and was closed; its variables are gone, its files remain", s.tmpl.IdleTimeout))
 		}
 		e.mu.Unlock()
 		for _, s := range idle {
-			e.log.Info("closing idle session", "session", s.id, "idle_timeout", e.opts.IdleTimeout)
+			e.log.Info("closing idle session", "session", s.id, "idle_timeout", s.tmpl.IdleTimeout)
 			ctx, cancel := context.WithTimeout(context.Background(), e.opts.ShutdownTimeout)
 			_ = s.close(ctx, false)
 			cancel()
 		}
 	}
+}
+
+// cullEvery is how often idle sessions are looked for: a quarter of the shortest
+// idle timeout of any template, between 1 s and 1 min; 0 when no template has one.
+func (e *Executor) cullEvery() time.Duration {
+	var shortest time.Duration
+	for _, t := range e.templates {
+		if t.IdleTimeout > 0 && (shortest == 0 || t.IdleTimeout < shortest) {
+			shortest = t.IdleTimeout
+		}
+	}
+	if shortest == 0 {
+		return 0
+	}
+	return min(max(shortest/4, time.Second), time.Minute)
+}
+
+// CreateSession creates session id with a template ("" is the default one) without
+// starting its kernel; its first call starts one or takes a warm one. A session
+// that exists already is returned as it is when template is empty or its own, and
+// is an error wrapping ErrTemplateMismatch otherwise. It also fails with
+// ErrInvalidRequest (the id, an unknown template), ErrTooManySessions and ErrClosed.
+func (e *Executor) CreateSession(ctx context.Context, id, template string) (SessionInfo, error) {
+	if !ValidSessionID(id) {
+		return SessionInfo{}, invalidf("invalid session id %q: use %s", clip(id, 80), api.SessionIDRule)
+	}
+	if e.disabled != nil {
+		return SessionInfo{}, e.disabled
+	}
+	s, err := e.session(ctx, id, template)
+	if err != nil {
+		return SessionInfo{}, err
+	}
+	return s.info(), nil
 }
 
 // checkData validates the data mounts and checks each against the permission policy.

@@ -27,7 +27,7 @@ type job struct {
 	start   time.Time
 
 	// files is a jobFiles job's work (files.go).
-	files func(context.Context, *workspace.Session) error
+	files func(context.Context, SessionFiles) error
 
 	// deadline is start + req.MaxWait (zero: none); cutByWait says the execution's
 	// timeout was shortened to meet it.

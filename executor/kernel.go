@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/kernelbox/kernelbox/internal/serverflags"
@@ -29,22 +31,122 @@ type kernel struct {
 	// are not asked (the expression would fail in each call).
 	ours bool
 
+	// language is the kernel's language_info.name from its kernel_info reply
+	// ("python", "R"), or "" when it did not say. Only a Python kernel
+	// is sent Python (the FileSyncer's probe; see python).
+	language string
+
 	// lost is the placement's LossReporter channel, or nil: once it is closed the
 	// kernel is abandoned, never reconnected to.
 	lost <-chan struct{}
+
+	// tmpl is the template whose preload (and environment, when envByCode) every
+	// fresh interpreter of this kernel gets (prepare).
+	tmpl      *Template
+	envByCode bool
 }
 
 // startKernel places a session, starts its kernel and connects to it. A server that
 // went away while it was asked to start the kernel (killed as frozen, say) is
 // replaced: the placement is asked for again, once.
 func (e *Executor) startKernel(ctx context.Context, spec SessionSpec) (*kernel, error) {
+	release, err := e.startSlot(ctx, spec.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	k, err := e.startKernelOnce(ctx, spec)
 	var gone *serverGoneError
 	if errors.As(err, &gone) && ctx.Err() == nil {
 		e.log.Warn("the server went away while starting a kernel; placing the session again", "session", spec.ID, "err", gone.err)
-		return e.startKernelOnce(ctx, spec)
+		k, err = e.startKernelOnce(ctx, spec)
 	}
-	return k, err
+	if err != nil {
+		return nil, e.explainKernel(ctx, spec, err)
+	}
+	t := spec.Template
+	k.tmpl = &t
+	if len(t.Env) > 0 {
+		sa, ok := e.opts.Backend.(SpecApplier)
+		k.envByCode = !ok || !sa.Applies().Env
+	}
+	if err := e.prepare(ctx, k); err != nil {
+		_ = k.shutdown(context.Background(), e.opts.ShutdownTimeout)
+		return nil, err
+	}
+	return k, nil
+}
+
+// explainKernel adds, to a kernel start that failed for a template naming a
+// kernelspec, the kernelspecs the server offers when the named one is not among
+// them.
+func (e *Executor) explainKernel(ctx context.Context, spec SessionSpec, err error) error {
+	name := spec.Template.Kernel
+	var he *jupyter.HTTPError
+	if name == "" || name == "python3" || !errors.As(err, &he) {
+		return err
+	}
+	p, oerr := e.opts.Backend.Open(ctx, SessionSpec{ID: spec.ID, Dir: spec.Dir, Data: spec.Data})
+	if oerr != nil {
+		return err
+	}
+	defer p.Close(context.WithoutCancel(ctx))
+	c, cerr := jupyter.NewClient(p.Server().Endpoint, &jupyter.ClientOptions{Logger: e.log})
+	if cerr != nil {
+		return err
+	}
+	defer c.CloseIdle()
+	ks, kerr := c.KernelSpecs(ctx)
+	if kerr != nil {
+		return err
+	}
+	if _, ok := ks.KernelSpecs[name]; ok {
+		return err
+	}
+	var have []string
+	for n := range ks.KernelSpecs {
+		if n != serverflags.KernelName {
+			have = append(have, n)
+		}
+	}
+	sort.Strings(have)
+	return fmt.Errorf("template %q: kernel %q is not installed where the %s backend runs kernels (it has: %s): %w",
+		spec.Template.Name, name, e.Backend(), strings.Join(have, ", "), err)
+}
+
+// maxStarting is Options.MaxStarting with its default: the backend's
+// StartLimiter, else no limit (0).
+func (e *Executor) maxStarting() int {
+	switch n := e.opts.MaxStarting; {
+	case n < 0:
+		return 0
+	case n > 0:
+		return n
+	}
+	if sl, ok := e.opts.Backend.(StartLimiter); ok {
+		return max(sl.MaxStarting(), 0)
+	}
+	return 0
+}
+
+// startSlot waits for one of the MaxStarting slots of kernels being started and
+// returns its release; with no limit it returns at once. The wait is bounded by
+// ctx (the start's StartTimeout and the call's own bound).
+func (e *Executor) startSlot(ctx context.Context, session string) (func(), error) {
+	if e.starting == nil {
+		return func() {}, nil
+	}
+	t0 := time.Now()
+	select {
+	case e.starting <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("start kernel: waited %s for one of the %d kernel start slots (all busy starting other sessions' kernels): %w",
+			time.Since(t0).Round(time.Millisecond), cap(e.starting), context.Cause(ctx))
+	}
+	if w := time.Since(t0); w > time.Second {
+		e.log.Debug("waited for a kernel start slot", "session", session, "waited", w.Round(time.Millisecond), "slots", cap(e.starting))
+	}
+	return func() { <-e.starting }, nil
 }
 
 // serverGoneError is a kernel start that failed below HTTP: the server's connection
@@ -55,6 +157,9 @@ func (e *serverGoneError) Error() string { return e.err.Error() }
 func (e *serverGoneError) Unwrap() error { return e.err }
 
 func (e *Executor) startKernelOnce(ctx context.Context, spec SessionSpec) (_ *kernel, err error) {
+	if err := CheckKernelName(spec.Template.Kernel); err != nil {
+		return nil, err
+	}
 	p, err := e.opts.Backend.Open(ctx, spec)
 	if err != nil {
 		return nil, err
@@ -70,6 +175,7 @@ func (e *Executor) startKernelOnce(ctx context.Context, spec SessionSpec) (_ *ke
 	}()
 	srv := p.Server()
 	k.ours = srv.KernelName == serverflags.KernelName
+	_, syncs := p.(FileSyncer)
 	k.client, err = jupyter.NewClient(srv.Endpoint, &jupyter.ClientOptions{Logger: e.log})
 	if err != nil {
 		return nil, err
@@ -82,11 +188,22 @@ func (e *Executor) startKernelOnce(ctx context.Context, spec SessionSpec) (_ *ke
 			if attempt == 1 && !errors.As(err, &he) && ctx.Err() == nil {
 				return nil, &serverGoneError{err}
 			}
+			if he != nil && srv.KernelName != "" {
+				if missing := k.missingSpec(ctx, srv.KernelName); missing != nil {
+					return nil, missing
+				}
+			}
 			return nil, err
 		}
 		k.id, k.fresh = kr.ID, true
 		e.opts.Observer.KernelStarted()
 		err = k.connect(ctx, e)
+		if err == nil && syncs && !k.python() {
+			// The syncer's code (inputs pushed, outputs pulled) is Python: in any
+			// other kernel each call would fail on it, or worse, run it as that
+			// language's code.
+			return nil, fmt.Errorf("%w: kernel %q speaks %s, and the %s backend moves the session's files through the kernel with Python code, so it runs Python kernels only", ErrKernelUnavailable, srv.KernelName, k.languageName(), e.opts.Backend.Name())
+		}
 		if err == nil {
 			return k, nil
 		}
@@ -103,6 +220,38 @@ func (e *Executor) startKernelOnce(ctx context.Context, spec SessionSpec) (_ *ke
 		e.log.Warn("kernel vanished right after it started; starting another", "kernel_id", k.id, "attempt", attempt, "server_log", why)
 		_ = k.client.Shutdown(ctx, k.id)
 	}
+}
+
+// missingSpec returns an error wrapping ErrKernelUnavailable when the server has no
+// kernelspec called name (listing those it has), or nil when it has one or cannot
+// tell: a start refused for another reason keeps its own error.
+func (k *kernel) missingSpec(ctx context.Context, name string) error {
+	ks, err := k.client.KernelSpecs(ctx)
+	if err != nil {
+		return nil
+	}
+	if _, ok := ks.KernelSpecs[name]; ok {
+		return nil
+	}
+	names := make([]string, 0, len(ks.KernelSpecs))
+	for n := range ks.KernelSpecs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return fmt.Errorf("%w: the server has no kernelspec %q (it offers: %s)", ErrKernelUnavailable, name, strings.Join(names, ", "))
+}
+
+// python reports whether the kernel said it runs Python. A kernel that did not say
+// (an old or minimal one) is taken for Python, as every kernel was before kernel
+// names could be chosen.
+func (k *kernel) python() bool { return k.language == "" || strings.EqualFold(k.language, "python") }
+
+// languageName is the kernel's language for messages.
+func (k *kernel) languageName() string {
+	if k.language == "" {
+		return "an unnamed language"
+	}
+	return k.language
 }
 
 // startAttempts is how many kernels startKernel starts before it gives up on a
@@ -149,8 +298,9 @@ func (k *kernel) connect(ctx context.Context, e *Executor) error {
 			SalvageBytes:    e.opts.MaxStreamBytes,
 		})
 		if err == nil {
-			if err = probe(ctx, conn); err == nil {
-				k.conn = conn
+			var lang string
+			if lang, err = probe(ctx, conn); err == nil {
+				k.conn, k.language = conn, lang
 				return nil
 			}
 			_ = conn.Close()
@@ -232,24 +382,32 @@ func (k *kernel) watchGone(ctx context.Context) (_ context.Context, stop func())
 }
 
 // probe checks a new connection end to end: kernel_info on shell, then a silent empty
-// execution whose reply and idle status (iopub) must both arrive.
-func probe(ctx context.Context, conn *jupyter.Conn) error {
+// execution whose reply and idle status (iopub) must both arrive. It returns the
+// kernel's language_info.name ("" when the reply has none).
+func probe(ctx context.Context, conn *jupyter.Conn) (string, error) {
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := conn.KernelInfo(pctx); err != nil {
-		return fmt.Errorf("kernel_info: %w", err)
+	info, err := conn.KernelInfo(pctx)
+	if err != nil {
+		return "", fmt.Errorf("kernel_info: %w", err)
 	}
+	var c struct {
+		LanguageInfo struct {
+			Name string `json:"name"`
+		} `json:"language_info"`
+	}
+	_ = info.DecodeContent(&c) // a reply without language_info names none
 	ex, err := conn.Execute(pctx, jupyter.ExecuteRequest{Code: "", Silent: true})
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer ex.Close()
 	for {
 		if _, err := ex.Next(pctx); err != nil {
 			if err == io.EOF {
-				return nil
+				return c.LanguageInfo.Name, nil
 			}
-			return fmt.Errorf("probe execution: %w", err)
+			return "", fmt.Errorf("probe execution: %w", err)
 		}
 	}
 }
@@ -330,6 +488,10 @@ func (k *kernel) recover(ctx context.Context, e *Executor) (ok bool, lostWhy str
 	k.fresh = true
 	if lostWhy != "" {
 		k.count = 0
+		// A new interpreter: the template's preload again.
+		if err := e.prepare(ctx, k); err != nil {
+			return false, lostWhy + "; " + err.Error()
+		}
 	}
 	return true, lostWhy
 }
@@ -372,7 +534,10 @@ func (k *kernel) restart(ctx context.Context, e *Executor) error {
 		return err
 	}
 	k.fresh, k.count = true, 0
-	return k.connect(ctx, e)
+	if err := k.connect(ctx, e); err != nil {
+		return err
+	}
+	return e.prepare(ctx, k)
 }
 
 // diagnose asks the placement why the kernel died, if it can tell.

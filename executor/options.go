@@ -30,6 +30,12 @@ type Options struct {
 	// data/<Name>. They are subject to the permission policy (filesystem.read).
 	Data []DataMount
 
+	// Kernel is the kernelspec every session's kernel runs (SessionSpec.Template.Kernel), for
+	// example "ir" for R. Defaults to "": the backend's Python kernel. A kernel
+	// whose kernel_info says it is not Python is sent nothing but each call's code
+	// (none of kernelbox's Python user expressions).
+	Kernel string
+
 	// DefaultTimeout bounds a call whose request sets none. Defaults to 5 minutes.
 	DefaultTimeout time.Duration
 	// MaxTimeout caps any call's timeout. Defaults to 1 hour.
@@ -37,6 +43,13 @@ type Options struct {
 	// InterruptGrace is how long a timed-out call may take to stop after its
 	// kernel is interrupted before the kernel is restarted. Defaults to 3 seconds.
 	InterruptGrace time.Duration
+	// MaxStarting is how many session kernels may be starting at once (placed,
+	// started, connected and prepared, preload included); further starts wait
+	// for a slot, within their StartTimeout and their call's own bound. Defaults
+	// to the backend's StartLimiter.MaxStarting when it has one, else no limit;
+	// negative means no limit.
+	MaxStarting int
+
 	// StartTimeout bounds starting a session's kernel (server or container
 	// included). Defaults to 2 minutes.
 	StartTimeout time.Duration
@@ -68,7 +81,18 @@ type Options struct {
 
 	// Warm keeps that many kernels started ahead of need, so that a new
 	// session's first call does not wait for a kernel to start. Defaults to 0.
+	// It is the default template's warm pool size unless Templates sets one.
 	Warm int
+
+	// Templates are the named session shapes callers may choose (see Template).
+	// The template named DefaultTemplate, when absent, is made from these
+	// Options. Defaults to that one alone.
+	Templates []Template
+
+	// Limits are the server's own per-session settings (the backend's), which
+	// TemplateInfos shows as a template's effective values where it sets none.
+	// Defaults to none known.
+	Limits Limits
 
 	// Observer receives events for metrics. Defaults to none.
 	Observer Observer

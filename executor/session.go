@@ -21,6 +21,7 @@ import (
 type session struct {
 	e     *Executor
 	id    string
+	tmpl  *Template // chosen at creation, kept for the session's life
 	log   *slog.Logger
 	queue chan *job
 
@@ -52,18 +53,19 @@ type session struct {
 	kref  *kernel // the kernel, for Interrupt
 }
 
-func newSession(e *Executor, id string) *session {
+func newSession(e *Executor, id string, t *Template) *session {
 	ctx, cancel := context.WithCancel(context.Background())
 	now := time.Now()
 	s := &session{
 		e:      e,
 		id:     id,
-		log:    e.log.With("session", id),
+		tmpl:   t,
+		log:    e.log.With("session", id, "template", t.Name),
 		queue:  make(chan *job, e.opts.QueueSize),
 		ctx:    ctx,
 		cancel: cancel,
 		done:   make(chan struct{}),
-		state:  SessionInfo{ID: id, State: api.StateNew, Created: now, LastActivity: now},
+		state:  SessionInfo{ID: id, Template: t.Name, State: api.StateNew, Created: now, LastActivity: now},
 	}
 	if why, ok := e.takeRetired(id); ok {
 		s.lost, s.lostWhy = true, why
@@ -114,7 +116,9 @@ func (s *session) run() {
 			case jobReset:
 				err = s.reset(j)
 			default:
+				s.e.running.Add(1)
 				r, err = s.execute(j)
+				s.e.running.Add(-1)
 			}
 			s.touch(r)
 			j.finish(r, err)
@@ -180,8 +184,8 @@ func (s *session) ensureKernel(j *job) error {
 	if s.k.alive() && s.k.answers(ctx, time.Since(s.snapshot().LastActivity)) {
 		return nil
 	}
-	if s.k == nil && s.ws == nil && s.e.pool != nil {
-		if ws, k := s.e.pool.take(ctx, s.id); k != nil {
+	if p := s.e.pools[s.tmpl.Name]; s.k == nil && s.ws == nil && p != nil {
+		if ws, k := p.take(ctx, s.id); k != nil {
 			s.ws = ws
 			s.everAlive = true
 			s.setKernel(k)

@@ -1,12 +1,14 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
-	"errors"
 	"net/http"
+	"strconv"
+	"sync"
 
 	"github.com/kernelbox/kernelbox/api"
-	"github.com/kernelbox/kernelbox/workspace"
+	"github.com/kernelbox/kernelbox/executor"
 )
 
 // ErrorBody is the JSON body of every non-2xx answer; see api.ErrorBody.
@@ -15,19 +17,10 @@ type ErrorBody = api.ErrorBody
 // ErrorDetail is a machine-readable code and a human-readable message.
 type ErrorDetail = api.ErrorDetail
 
-// classify maps an executor or workspace error to an HTTP status and code: the
-// workspace's own path errors first, then api's one table.
+// classify maps an executor or workspace error to an HTTP status and code
+// (executor.ErrorCode, which the MCP tools use too).
 func classify(err error) (int, api.Code) {
-	switch {
-	case errors.Is(err, api.ErrInvalidPath):
-		// Before workspace.ErrInvalidPath: a session file's path is its own code.
-		return http.StatusBadRequest, api.CodeInvalidPath
-	case errors.Is(err, workspace.ErrNotFound):
-		return http.StatusNotFound, api.CodeNotFound
-	case errors.Is(err, workspace.ErrInvalidPath), errors.Is(err, workspace.ErrInvalidSession):
-		return http.StatusBadRequest, api.CodeInvalidRequest
-	}
-	code, status := api.CodeOf(err)
+	code, status := executor.ErrorCode(err)
 	return status, code
 }
 
@@ -56,10 +49,37 @@ func advice(code api.Code) string {
 	return ""
 }
 
+// writeJSON answers v as JSON, encoded whole before the first byte goes out:
+// the answer has a Content-Length (no chunked encoding for a client to undo,
+// whatever its size) and leaves in as few writes as net/http can make, and a
+// value that cannot be encoded is a 500 instead of a cut body.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
+	buf := jsonBufs.Get().(*bytes.Buffer)
+	defer putJSONBuf(buf)
+	buf.Reset()
+	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		buf.Reset()
+		status = http.StatusInternalServerError
+		_ = json.NewEncoder(buf).Encode(ErrorBody{Error: ErrorDetail{Code: api.CodeInternal, Message: "encode the answer: " + err.Error()}})
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// jsonBufs keeps writeJSON's buffers between answers; one that grew past
+// maxPooledJSON (a large Result) is left to the garbage collector, so the pool
+// holds at most a few small buffers.
+var jsonBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const maxPooledJSON = 64 << 10
+
+func putJSONBuf(b *bytes.Buffer) {
+	if b.Cap() <= maxPooledJSON {
+		jsonBufs.Put(b)
+	}
 }

@@ -109,7 +109,9 @@ func isJSON(ct string) bool {
 //	GET    /v1/calls/{call_id}/events    a call's events as SSE, replayed then live (Last-Event-ID resumes)
 //	POST   /v1/calls/{call_id}/cancel    interrupt a call
 //	GET    /v1/sessions/{id}/calls       a session's recent calls, newest first
-//	GET    /v1/sessions                  list sessions
+//	POST   /v1/sessions                  create a session {"id", "template"} (201; 200 if it exists with that template)
+//	GET    /v1/sessions                  list sessions (each with its template)
+//	GET    /v1/templates                 the templates, with their effective limits
 //	GET    /v1/sessions/{id}             one session
 //	DELETE /v1/sessions/{id}             close a session (kernel stopped, files deleted, artifacts kept)
 //	POST   /v1/sessions/{id}/interrupt   interrupt the running call
@@ -160,7 +162,9 @@ func New(e *executor.Executor, o Options) http.Handler {
 	h.mux.HandleFunc("GET /v1/calls/{call_id}/events", h.callEvents)
 	h.mux.HandleFunc("POST /v1/calls/{call_id}/cancel", h.cancelCall)
 	h.mux.HandleFunc("GET /v1/sessions/{id}/calls", h.sessionCalls)
+	h.mux.HandleFunc("POST /v1/sessions", h.createSession)
 	h.mux.HandleFunc("GET /v1/sessions", h.sessions)
+	h.mux.HandleFunc("GET /v1/templates", h.templates)
 	h.mux.HandleFunc("GET /v1/sessions/{id}", h.session)
 	h.mux.HandleFunc("DELETE /v1/sessions/{id}", h.closeSession)
 	h.mux.HandleFunc("POST /v1/sessions/{id}/interrupt", h.interrupt)
@@ -254,6 +258,7 @@ func (h *handler) request(r *http.Request) (req executor.Request, detach bool, e
 		SessionID: r.PathValue("id"),
 		Code:      b.Code,
 		Inputs:    b.Inputs,
+		Template:  b.Template,
 		Timeout:   time.Duration(b.TimeoutSeconds * float64(time.Second)),
 		MaxWait:   time.Duration(b.MaxWaitSeconds * float64(time.Second)),
 	}, b.Detach, nil
@@ -267,28 +272,38 @@ func (h *handler) execute(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
+	if !detach && !wantsSSE(r) {
+		// The plain call runs on this goroutine (see calls.Registry.Run): it
+		// still belongs to the registry, so a dropped connection neither
+		// cancels nor loses it; this handler returns when it has ended.
+		c, err := h.calls.Run(r.Context(), req)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		if r.Context().Err() != nil {
+			return // the client is gone; the call has its answer in the registry
+		}
+		w.Header().Set(CallIDHeader, c.ID())
+		res, err := c.Final()
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, res)
+		return
+	}
 	c, err := h.calls.Start(r.Context(), req)
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
 	w.Header().Set(CallIDHeader, c.ID())
-	switch {
-	case detach:
+	if detach {
 		writeJSON(w, http.StatusAccepted, api.DetachedCall{CallID: c.ID(), SessionID: c.SessionID()})
-	case wantsSSE(r):
-		h.stream(w, r, c, 0, true)
-	default:
-		res, err := c.Wait(r.Context())
-		if r.Context().Err() != nil {
-			return // the client is gone; the call goes on
-		}
-		if err != nil {
-			writeErr(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, res)
+		return
 	}
+	h.stream(w, r, c, 0, true)
 }
 
 func wantsSSE(r *http.Request) bool {
@@ -297,6 +312,34 @@ func wantsSSE(r *http.Request) bool {
 
 func (h *handler) sessions(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"sessions": h.e.Sessions()})
+}
+
+// createSession creates a session with a template before its first call.
+func (h *handler) createSession(w http.ResponseWriter, r *http.Request) {
+	var b api.CreateSessionBody
+	if err := decode(r, &b); err != nil {
+		writeErr(w, err)
+		return
+	}
+	existed := true
+	if _, err := h.e.Session(b.ID); err != nil {
+		existed = false
+	}
+	info, err := h.e.CreateSession(r.Context(), b.ID, b.Template)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	status := http.StatusCreated
+	if existed {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, info)
+}
+
+// templates lists the templates with their effective settings.
+func (h *handler) templates(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"templates": h.e.TemplateInfos()})
 }
 
 func (h *handler) session(w http.ResponseWriter, r *http.Request) {

@@ -6,11 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"net/url"
-	"os"
 	"path"
 	"path/filepath"
 	"strings"
@@ -42,19 +40,25 @@ func ArtifactURI(session, name string) string {
 // parseArtifactURI splits an artifact URI into session and name. The name is
 // checked by the workspace when it is opened.
 func parseArtifactURI(uri string) (session, name string, err error) {
-	rest, ok := strings.CutPrefix(uri, artifactURIPrefix)
+	return parseURI(uri, artifactURIPrefix, ArtifactURITemplate)
+}
+
+// parseURI splits a resource URI of the form prefix + session/path (template)
+// into its session and path, percent-decoded.
+func parseURI(uri, prefix, template string) (session, name string, err error) {
+	rest, ok := strings.CutPrefix(uri, prefix)
 	if !ok {
-		return "", "", fmt.Errorf("not an artifact URI: %q", uri)
+		return "", "", fmt.Errorf("not a %s URI: %q", template, uri)
 	}
 	sess, p, ok := strings.Cut(rest, "/")
 	if !ok || sess == "" || p == "" {
-		return "", "", fmt.Errorf("artifact URI %q: want %s", uri, ArtifactURITemplate)
+		return "", "", fmt.Errorf("resource URI %q: want %s", uri, template)
 	}
 	if session, err = url.PathUnescape(sess); err != nil {
-		return "", "", fmt.Errorf("artifact URI %q: %v", uri, err)
+		return "", "", fmt.Errorf("resource URI %q: %v", uri, err)
 	}
 	if name, err = url.PathUnescape(p); err != nil {
-		return "", "", fmt.Errorf("artifact URI %q: %v", uri, err)
+		return "", "", fmt.Errorf("resource URI %q: %v", uri, err)
 	}
 	return session, name, nil
 }
@@ -145,71 +149,16 @@ func (s *server) readArtifact(ctx context.Context, req *mcp.CallToolRequest, arg
 		return nil, nil, artifactError(args.SessionID, args.Name, err)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
+	of, err := osFile(f)
 	if err != nil {
 		return nil, nil, err
 	}
-	size := fi.Size()
-	uri := ArtifactURI(args.SessionID, args.Name)
-	mt, textual := kind(f, args.Name)
-	desc := fmt.Sprintf("%s (%s, %s)", args.Name, mt, humanBytes(size))
-
-	switch {
-	case isInlineImage(mt) && size <= int64(s.opts.MaxImageBytes):
-		data, err := io.ReadAll(io.LimitReader(f, size))
-		if err != nil {
-			return nil, nil, err
-		}
-		return &mcp.CallToolResult{Content: []mcp.Content{
-			&mcp.TextContent{Text: desc},
-			&mcp.ImageContent{Data: data, MIMEType: mt},
-		}}, nil, nil
-	case !textual:
-		why := "it is not text"
-		if isInlineImage(mt) {
-			why = fmt.Sprintf("images are returned inline up to %s", humanBytes(int64(s.opts.MaxImageBytes)))
-		}
-		return &mcp.CallToolResult{Content: []mcp.Content{
-			&mcp.TextContent{Text: fmt.Sprintf("%s is not shown: %s. Its resource URI is %s and its host path %s. To inspect it, load it with Python in the session while it is still under outputs/.",
-				desc, why, uri, filepath.Join(s.ws.ArtifactsDir(), args.SessionID, filepath.FromSlash(args.Name)))},
-			&mcp.ResourceLink{URI: uri, Name: args.Name, MIMEType: mt, Size: &size},
-		}}, nil, nil
-	}
-
-	limit := s.opts.MaxTextBytes
-	if args.MaxBytes > 0 && args.MaxBytes < limit {
-		limit = args.MaxBytes
-	}
-	if args.Offset > size {
-		return nil, nil, fmt.Errorf("offset %d is past the end of %s", args.Offset, desc)
-	}
-	if _, err := f.Seek(args.Offset, io.SeekStart); err != nil {
-		return nil, nil, err
-	}
-	buf := make([]byte, limit)
-	n, err := io.ReadFull(f, buf)
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
-		return nil, nil, err
-	}
-	buf = buf[:n]
-	start := args.Offset
-	end := start + int64(len(buf))
-	if end < size {
-		// Do not split a character: stop before an incomplete one.
-		buf = trimPartialRune(buf)
-		end = start + int64(len(buf))
-	}
-	var b strings.Builder
-	if start == 0 && end == size {
-		fmt.Fprintf(&b, "%s:\n", desc)
-	} else {
-		fmt.Fprintf(&b, "%s, bytes %d-%d:\n", desc, start, end)
-	}
-	b.Write(buf)
-	if end < size {
-		fmt.Fprintf(&b, "\n[%s more bytes: call read_artifact again with offset=%d]", count(int(size-end)), end)
-	}
-	return text("%s", b.String()), nil, nil
+	host := filepath.Join(s.ws.ArtifactsDir(), args.SessionID, filepath.FromSlash(args.Name))
+	res, err := s.show(shown{
+		f: of, name: args.Name, uri: ArtifactURI(args.SessionID, args.Name), tool: "read_artifact",
+		elsewhere: fmt.Sprintf("its host path %s. To inspect it, load it with Python in the session while it is still under outputs/", host),
+	}, args.Offset, args.MaxBytes)
+	return res, nil, err
 }
 
 // readResource serves resources/read for artifact URIs.
@@ -227,26 +176,11 @@ func (s *server) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 		return nil, fmt.Errorf("read %s: %w", uri, err)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
+	of, err := osFile(f)
 	if err != nil {
 		return nil, err
 	}
-	if fi.Size() > int64(s.opts.MaxResourceBytes) {
-		return nil, fmt.Errorf("read %s: %s, over the %s limit for resources; read it in pages with the read_artifact tool",
-			uri, humanBytes(fi.Size()), humanBytes(int64(s.opts.MaxResourceBytes)))
-	}
-	mt, textual := kind(f, name)
-	data, err := io.ReadAll(io.LimitReader(f, fi.Size()))
-	if err != nil {
-		return nil, err
-	}
-	c := &mcp.ResourceContents{URI: uri, MIMEType: mt}
-	if textual && utf8.Valid(data) {
-		c.Text = string(data)
-	} else {
-		c.Blob = data
-	}
-	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{c}}, nil
+	return s.resourceContents(uri, of, name, "read_artifact")
 }
 
 // artifactError explains a failed open in words a model can act on.
@@ -263,11 +197,8 @@ func artifactError(session, name string, err error) error {
 
 // kind returns a file's media type (from its extension, else sniffed) and whether
 // it reads as text.
-func kind(f *os.File, name string) (string, bool) {
+func kind(head []byte, name string) (string, bool) {
 	mt := mime.TypeByExtension(path.Ext(name))
-	head := make([]byte, 512)
-	n, _ := f.ReadAt(head, 0)
-	head = head[:n]
 	if mt == "" {
 		mt = http.DetectContentType(head)
 	}

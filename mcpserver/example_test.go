@@ -71,9 +71,13 @@ func Example() {
 	// execute_code
 	// get_call
 	// list_artifacts
+	// list_files
 	// list_sessions
+	// list_templates
 	// read_artifact
+	// read_file
 	// reset_session
 	// start_code
+	// write_file
 	// true true
 }

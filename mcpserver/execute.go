@@ -23,6 +23,7 @@ type ExecuteArgs struct {
 	SessionID      string   `json:"session_id,omitempty" jsonschema:"The session (kernel) to run in; calls with the same session_id share variables, imports and files. Defaults to \"default\"."`
 	Inputs         []string `json:"inputs,omitempty" jsonschema:"Host file paths (absolute, or relative to the server's working directory) to copy into the session before the code runs; each appears at inputs/<basename> (read it there, not at the host path). Every path is checked against the permission policy: a denied path fails the whole call and nothing runs."`
 	TimeoutSeconds float64  `json:"timeout_seconds,omitempty" jsonschema:"Time limit for this call in seconds. When it passes the code is interrupted and the result has status timeout; variables are kept unless state_lost is true."`
+	Template       string   `json:"template,omitempty" jsonschema:"Template of a new session (list_templates says what each offers: its language, preloaded libraries, limits). Only a session's first call (or its creation) chooses; later calls may leave it out, and naming another one fails. Defaults to \"default\"."`
 	MaxWaitSeconds float64  `json:"max_wait_seconds,omitempty" jsonschema:"Optional bound on the whole call in seconds: waiting behind other calls of the session, starting its kernel and running. If the code cannot start in time it does not run (status timeout); timeout_seconds alone counts only the run."`
 }
 
@@ -68,6 +69,7 @@ func executeSchema() *jsonschema.Schema {
 	in.Properties["session_id"].Description += " " + api.SessionIDRule + "."
 	in.Properties["code"].MinLength = jsonschema.Ptr(1)
 	in.Properties["timeout_seconds"].Minimum = jsonschema.Ptr(0.0)
+	in.Properties["template"].Pattern = api.TemplateNamePattern
 	return in
 }
 
@@ -93,6 +95,7 @@ func (a ExecuteArgs) request() (executor.Request, error) {
 		SessionID: a.SessionID,
 		Code:      a.Code,
 		Inputs:    a.Inputs,
+		Template:  a.Template,
 		Timeout:   time.Duration(a.TimeoutSeconds * float64(time.Second)),
 		MaxWait:   time.Duration(a.MaxWaitSeconds * float64(time.Second)),
 	}, nil

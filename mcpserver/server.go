@@ -33,6 +33,10 @@ type Options struct {
 	// Defaults to 8 MiB.
 	MaxResourceBytes int
 
+	// MaxWriteBytes caps the content of one write_file. Defaults to 1 MiB
+	// (DefaultMaxWriteBytes); the workspace's per-file limit applies as well.
+	MaxWriteBytes int
+
 	// ProgressInterval is the least time between two progress notifications of
 	// one call. Defaults to 250 milliseconds.
 	ProgressInterval time.Duration
@@ -65,6 +69,9 @@ func (o *Options) setDefaults() {
 	if o.MaxResourceBytes <= 0 {
 		o.MaxResourceBytes = 8 << 20
 	}
+	if o.MaxWriteBytes <= 0 {
+		o.MaxWriteBytes = DefaultMaxWriteBytes
+	}
 	if o.ProgressInterval <= 0 {
 		o.ProgressInterval = 250 * time.Millisecond
 	}
@@ -95,9 +102,15 @@ type server struct {
 //	reset_session   a fresh kernel for a session (variables gone, files kept)
 //	list_artifacts  a session's artifacts, with their resource URIs
 //	read_artifact   one artifact: text by pages, images inline, other files as links
+//	list_files      a directory of a session's working directory
+//	read_file       one session file: text by pages, images inline, other files as links
+//	write_file      write a text file into a session (creating it)
 //
-// and the resource template kernelbox://artifacts/{session}/{+path}. ws may be nil,
-// in which case the artifact tools and the resource template are left out.
+// and the resource templates kernelbox://artifacts/{session}/{+path} and
+// kernelbox://files/{session}/{+path}. ws may be nil, in which case the artifact
+// tools and their resource template are left out. The files tools go through
+// the executor (Executor.ListFiles, GetFile, PutFile), as the HTTP files API
+// does: the policy's files.read and files.write decide whether they may run.
 //
 // The server may be run on many transports at once; every connection shares e.
 func New(e *executor.Executor, ws *workspace.Manager, opts Options) *mcp.Server {
@@ -119,6 +132,7 @@ func New(e *executor.Executor, ws *workspace.Manager, opts Options) *mcp.Server 
 	if ws != nil {
 		s.addArtifacts(srv)
 	}
+	s.addFiles(srv)
 	return srv
 }
 
@@ -128,7 +142,7 @@ func (s *server) instructions() string {
 
 Use execute_code to run code. Each session_id (default %q) is one long-lived kernel: variables, imports and loaded data persist between calls with the same session_id until reset_session, a crash or an idle timeout (a result with state_lost: true says the variables are gone; re-run your setup). Work step by step: load data once, then inspect and transform it in later calls.
 
-Files: pass host files in "inputs" and read them at inputs/<basename>. Save deliverables (plots, tables, reports) under outputs/; each new or changed file there becomes an artifact, listed in the result and readable with read_artifact. Figures shown with plt.show() or display() come back as images.
+Files: pass host files in "inputs" and read them at inputs/<basename>. Save deliverables (plots, tables, reports) under outputs/; each new or changed file there becomes an artifact, listed in the result and readable with read_artifact. Figures shown with plt.show() or display() come back as images. To hand a session a small text file (a config, a CSV you wrote), use write_file; list_files and read_file show what is in its working directory.
 
 Long work (a model fit, a crawl): start it with start_code, which returns a call_id at once, and check it with get_call (its output so far, then its result); the call runs on even if the connection drops.
 

@@ -29,7 +29,7 @@ func TestKernelbox(t *testing.T) {
 		for _, tool := range res.Tools {
 			byName[tool.Name] = tool
 		}
-		for _, name := range []string{"execute_code", "list_sessions", "reset_session", "list_artifacts", "read_artifact"} {
+		for _, name := range []string{"execute_code", "list_sessions", "reset_session", "list_artifacts", "read_artifact", "list_files", "read_file", "write_file"} {
 			require.Contains(t, byName, name)
 		}
 		d := byName["execute_code"].Description
@@ -39,8 +39,11 @@ func TestKernelbox(t *testing.T) {
 		assert.NotNil(t, byName["execute_code"].OutputSchema)
 		tmpls, err := cs.ListResourceTemplates(context.Background(), nil)
 		require.NoError(t, err)
-		require.Len(t, tmpls.ResourceTemplates, 1)
-		assert.Equal(t, mcpserver.ArtifactURITemplate, tmpls.ResourceTemplates[0].URITemplate)
+		var uris []string
+		for _, rt := range tmpls.ResourceTemplates {
+			uris = append(uris, rt.URITemplate)
+		}
+		assert.ElementsMatch(t, []string{mcpserver.ArtifactURITemplate, mcpserver.FileURITemplate}, uris)
 	})
 
 	t.Run("state persists", func(t *testing.T) {

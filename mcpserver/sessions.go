@@ -34,6 +34,13 @@ A session that is not listed has no live kernel: execute_code with its id starts
 		Annotations: &mcp.ToolAnnotations{Title: "List kernel sessions", ReadOnlyHint: true, OpenWorldHint: boolPtr(false)},
 	}, s.listSessions)
 
+	mcp.AddTool(srv, &mcp.Tool{
+		Name:        "list_templates",
+		Title:       "List session templates",
+		Description: `List the session templates this server offers: what each is for, its kernel language, what its fresh kernels have already imported (preload), its memory and CPU limits, and whether kernels are kept warm. Pass a template's name as execute_code's (or start_code's) template on a session's first call; the session keeps it.`,
+		Annotations: &mcp.ToolAnnotations{Title: "List session templates", ReadOnlyHint: true, OpenWorldHint: boolPtr(false)},
+	}, s.listTemplates)
+
 	in := mustSchema[SessionArgs](nil)
 	in.Properties["session_id"].Pattern = api.SessionIDPattern
 	mcp.AddTool(srv, &mcp.Tool{
@@ -53,7 +60,7 @@ func (s *server) listSessions(ctx context.Context, req *mcp.CallToolRequest, _ s
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d live session(s):\n", len(list))
 	for _, si := range list {
-		fmt.Fprintf(&b, "- %s: %s, %d calls, execution_count %d", si.ID, si.State, si.Calls, si.ExecutionCount)
+		fmt.Fprintf(&b, "- %s: %s, template %s, %d calls, execution_count %d", si.ID, si.State, si.Template, si.Calls, si.ExecutionCount)
 		if si.Queued > 0 {
 			fmt.Fprintf(&b, ", %d queued", si.Queued)
 		}
@@ -63,6 +70,59 @@ func (s *server) listSessions(ctx context.Context, req *mcp.CallToolRequest, _ s
 		b.WriteByte('\n')
 	}
 	return text("%s", b.String()), &SessionList{Sessions: list}, nil
+}
+
+// TemplateList is list_templates' structured result.
+type TemplateList struct {
+	Templates []api.TemplateInfo `json:"templates" jsonschema:"The templates, the default first, with their effective settings."`
+}
+
+func (s *server) listTemplates(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, *TemplateList, error) {
+	list := s.e.TemplateInfos()
+	ts := s.e.Templates()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d template(s); pass one as execute_code's template on a session's first call:\n", len(list))
+	for i, t := range list {
+		fmt.Fprintf(&b, "- %s: ", t.Name)
+		if t.Description != "" {
+			b.WriteString(t.Description)
+		} else {
+			b.WriteString("(no description)")
+		}
+		fmt.Fprintf(&b, ". Kernel %s", t.Kernel)
+		if t.MemoryBytes > 0 {
+			fmt.Fprintf(&b, ", memory %d MiB", t.MemoryBytes>>20)
+		}
+		if t.CPUs > 0 {
+			fmt.Fprintf(&b, ", %g CPUs", t.CPUs)
+		}
+		if t.Preload && i < len(ts) {
+			fmt.Fprintf(&b, ". Fresh kernels already ran: %s", oneLine(ts[i].Preload, 300))
+		}
+		if t.Warm > 0 {
+			fmt.Fprintf(&b, ". %d of %d kernels warm", t.WarmReady, t.Warm)
+		}
+		if len(t.Data) > 0 {
+			fmt.Fprintf(&b, ". Data at data/%s", strings.Join(t.Data, ", data/"))
+		}
+		b.WriteString(".\n")
+	}
+	return text("%s", b.String()), &TemplateList{Templates: list}, nil
+}
+
+// oneLine joins code's lines with "; " and cuts it at n bytes.
+func oneLine(code string, n int) string {
+	var parts []string
+	for _, l := range strings.Split(code, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			parts = append(parts, l)
+		}
+	}
+	s := strings.Join(parts, "; ")
+	if len(s) > n {
+		s = s[:n] + "…"
+	}
+	return s
 }
 
 func (s *server) resetSession(ctx context.Context, req *mcp.CallToolRequest, args SessionArgs) (*mcp.CallToolResult, any, error) {

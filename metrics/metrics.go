@@ -54,6 +54,7 @@ type Metrics struct {
 	artifactBytes prometheus.Counter
 	decisions     *prometheus.CounterVec
 	sessions      *sessionCollector
+	templates     *templateCollector
 }
 
 var _ executor.Observer = (*Metrics)(nil)
@@ -70,6 +71,8 @@ var statuses = []executor.Status{
 //	kernelbox_executions_total{status}                  calls by final status
 //	kernelbox_execution_duration_seconds{status}        call latency, queueing included
 //	kernelbox_sessions{state}                           live sessions by state, at scrape time
+//	kernelbox_template_sessions{template}               live sessions per template, at scrape time
+//	kernelbox_template_warm_ready{template}             warm kernels ready per template, at scrape time
 //	kernelbox_kernel_starts_total                       kernels started (sessions and warm pool)
 //	kernelbox_kernel_deaths_total                       kernels found dead during a call
 //	kernelbox_artifacts_total                           artifacts collected
@@ -117,13 +120,14 @@ func New(opts Options) *Metrics {
 			Namespace: ns, Name: "permission_decisions_total",
 			Help: "Permission decisions by capability and effect (allow or deny; asks are counted as settled).",
 		}, []string{"capability", "effect"}),
-		sessions: newSessionCollector(ns),
+		sessions:  newSessionCollector(ns),
+		templates: newTemplateCollector(ns),
 	}
 	for _, s := range statuses {
 		m.executions.WithLabelValues(string(s))
 	}
 	m.reg.MustRegister(m.executions, m.latency, m.kernelStarts, m.kernelDeaths,
-		m.artifacts, m.artifactBytes, m.decisions, m.sessions)
+		m.artifacts, m.artifactBytes, m.decisions, m.sessions, m.templates)
 	if !opts.NoRuntime {
 		m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
@@ -169,6 +173,44 @@ func (m *Metrics) ObserveDecision(d permissions.Decision) {
 // uses m as its Observer has been built.
 func (m *Metrics) WatchSessions(list func() []executor.SessionInfo) {
 	m.sessions.list.Store(&list)
+}
+
+// WatchTemplates sets the function that lists the templates with their sessions and
+// warm kernels (typically an Executor's TemplateInfos), called at each scrape.
+func (m *Metrics) WatchTemplates(list func() []api.TemplateInfo) {
+	m.templates.list.Store(&list)
+}
+
+// templateCollector reports, per template, its live sessions and ready warm
+// kernels, read at scrape time.
+type templateCollector struct {
+	sessions, warm *prometheus.Desc
+	list           atomic.Pointer[func() []api.TemplateInfo]
+}
+
+func newTemplateCollector(ns string) *templateCollector {
+	return &templateCollector{
+		sessions: prometheus.NewDesc(prometheus.BuildFQName(ns, "", "template_sessions"),
+			"Live sessions per template, read at scrape time.", []string{"template"}, nil),
+		warm: prometheus.NewDesc(prometheus.BuildFQName(ns, "", "template_warm_ready"),
+			"Warm kernels ready per template (past its preload), read at scrape time.", []string{"template"}, nil),
+	}
+}
+
+func (c *templateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.sessions
+	ch <- c.warm
+}
+
+func (c *templateCollector) Collect(ch chan<- prometheus.Metric) {
+	list := c.list.Load()
+	if list == nil {
+		return
+	}
+	for _, t := range (*list)() {
+		ch <- prometheus.MustNewConstMetric(c.sessions, prometheus.GaugeValue, float64(t.Sessions), t.Name)
+		ch <- prometheus.MustNewConstMetric(c.warm, prometheus.GaugeValue, float64(t.WarmReady), t.Name)
+	}
 }
 
 // sessionStates are the states an executor session can be in, reported even when

@@ -85,6 +85,12 @@ func New(opts Options) (*Backend, error) {
 	return &Backend{opts: opts, log: opts.Logger, stop: make(chan struct{})}, nil
 }
 
+// Applies reports that this backend starts a template's kernelspec (any the host's
+// Jupyter offers, such as "ir" with r-cran-irkernel installed); it has no container
+// to set an image, limits or an environment on (the executor sets a template's
+// environment by code).
+func (b *Backend) Applies() executor.SpecFields { return executor.SpecFields{Kernel: true} }
+
 // Name returns "local".
 func (b *Backend) Name() string { return "local" }
 
@@ -140,7 +146,7 @@ func (b *Backend) Open(ctx context.Context, spec executor.SessionSpec) (executor
 	if err != nil {
 		return nil, err
 	}
-	return &placement{srv: srv, path: strings.TrimPrefix(filepath.Clean(spec.Dir), "/")}, nil
+	return &placement{srv: srv, path: strings.TrimPrefix(filepath.Clean(spec.Dir), "/"), kernel: serverflags.SpecName(spec.Template.Kernel)}, nil
 }
 
 // ServerPID returns the process id of the running Jupyter Server's supervisor (its
@@ -193,8 +199,9 @@ func (b *Backend) Close(ctx context.Context) error {
 
 // placement is a session's kernel on the shared server.
 type placement struct {
-	srv  *jupyterproc.Server
-	path string
+	srv    *jupyterproc.Server
+	path   string
+	kernel string // the kernelspec to start (serverflags.SpecName)
 }
 
 var (
@@ -205,7 +212,7 @@ var (
 func (p *placement) Server() executor.Server {
 	return executor.Server{
 		Endpoint:   p.srv.Endpoint(),
-		KernelName: serverflags.KernelName,
+		KernelName: p.kernel,
 		KernelPath: p.path,
 	}
 }

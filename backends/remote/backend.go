@@ -35,6 +35,7 @@ type Backend struct {
 var (
 	_ executor.Backend       = (*Backend)(nil)
 	_ executor.HealthChecker = (*Backend)(nil)
+	_ executor.SpecApplier   = (*Backend)(nil)
 )
 
 // New checks the gateways and returns a backend that places sessions on them.
@@ -115,7 +116,10 @@ func (b *Backend) checkAll(ctx context.Context) error {
 	return nil
 }
 
-var errNoKernelSpec = errors.New("kernelspec not offered")
+// errNoKernelSpec: the gateway has no usable kernelspec of Options.KernelName (none of
+// that name, or one of another language than Python). It is the executor's sentinel,
+// so callers branch on one error whichever layer found the kernel unusable.
+var errNoKernelSpec = executor.ErrKernelUnavailable
 
 // checkKernelSpec checks that the gateway offers the configured kernelspec.
 func (b *Backend) checkKernelSpec(ctx context.Context, g *gateway) error {
@@ -129,7 +133,12 @@ func (b *Backend) checkKernelSpec(ctx context.Context, g *gateway) error {
 	if b.opts.KernelName == "" {
 		return nil
 	}
-	if _, ok := ks.KernelSpecs[b.opts.KernelName]; ok {
+	if spec, ok := ks.KernelSpecs[b.opts.KernelName]; ok {
+		// Files move through the kernel as Python code (kernelfs): a kernel of
+		// another language (R's "ir", say) would fail every call.
+		if lang := spec.Spec.Language; lang != "" && !strings.EqualFold(lang, "python") {
+			return fmt.Errorf("%w: gateway %s's kernelspec %q is %s; the remote backend moves files through the kernel with Python code, so it runs Python kernels only", errNoKernelSpec, g.name, b.opts.KernelName, lang)
+		}
 		return nil
 	}
 	names := make([]string, 0, len(ks.KernelSpecs))
@@ -141,6 +150,13 @@ func (b *Backend) checkKernelSpec(ctx context.Context, g *gateway) error {
 
 // Name returns "remote".
 func (b *Backend) Name() string { return "remote" }
+
+// Applies reports that the remote backend applies a template's kernel: a
+// session starts its template's kernelspec on its gateway (see newPlacement),
+// and the executor refuses one whose kernel_info is not Python
+// (ErrKernelUnavailable) before any call runs in it, since files move through
+// the kernel as Python code. Images and limits are the gateway's own.
+func (b *Backend) Applies() executor.SpecFields { return executor.SpecFields{Kernel: true} }
 
 // Gateways returns a snapshot of every gateway, in configuration order.
 func (b *Backend) Gateways() []GatewayStatus {
@@ -280,16 +296,17 @@ func (b *Backend) kernelEnv() map[string]string {
 // syncOptions configures a placement's file sync on gateway g.
 func (b *Backend) syncOptions(g *gateway) kernelfs.Options {
 	o := kernelfs.Options{
-		RemoteDir:      b.opts.RemoteDir,
-		ReapAfter:      b.opts.ReapAfter,
-		MaxFileBytes:   b.opts.MaxFileBytes,
-		MaxOutputFiles: b.opts.MaxOutputFiles,
-		ChunkBytes:     b.opts.ChunkBytes,
-		PullChunkBytes: pullChunkBytes,
-		Window:         b.opts.Window,
-		AbortTimeout:   b.opts.HealthTimeout,
-		KernelPath:     b.opts.KernelPath,
-		Logger:         b.log.With("gateway", g.name),
+		RemoteDir:       b.opts.RemoteDir,
+		ReapAfter:       b.opts.ReapAfter,
+		MaxFileBytes:    b.opts.MaxFileBytes,
+		MaxSessionBytes: b.opts.MaxSessionBytes,
+		MaxOutputFiles:  b.opts.MaxOutputFiles,
+		ChunkBytes:      b.opts.ChunkBytes,
+		PullChunkBytes:  pullChunkBytes,
+		Window:          b.opts.Window,
+		AbortTimeout:    b.opts.HealthTimeout,
+		KernelPath:      b.opts.KernelPath,
+		Logger:          b.log.With("gateway", g.name),
 	}
 	if b.opts.Transfer == TransferContents {
 		o.Uploader = g.files

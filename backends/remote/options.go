@@ -153,6 +153,14 @@ type Options struct {
 	// with a note; an input over it fails the call. Defaults to 1 GiB.
 	MaxFileBytes int64
 
+	// MaxSessionBytes is each session's byte budget for the files API when the
+	// workspace has no disk quota (with one, the quota is the budget): an upload
+	// that would take the regular files of the kernel's session directory over
+	// it is refused (quota) and leaves nothing. A gateway's disk has no quota of
+	// kernelbox's, and what the kernel's own code writes is not held to this.
+	// Defaults to 10 GiB.
+	MaxSessionBytes int64
+
 	// MaxOutputFiles caps the entries of the kernel's outputs/ examined per call;
 	// the rest are not pulled and a note says so. Defaults to 10,000.
 	MaxOutputFiles int
@@ -183,8 +191,8 @@ func (o *Options) setDefaults() {
 	if o.UnhealthyAfter <= 0 {
 		o.UnhealthyAfter = DefaultUnhealthyAfter
 	}
-	// The file-sync settings (RemoteDir, ReapAfter, MaxFileBytes, MaxOutputFiles, ChunkBytes,
-	// Window) go to kernelfs.Options as they are, and kernelfs applies the defaults.
+	// The file-sync settings (RemoteDir, ReapAfter, MaxFileBytes, MaxSessionBytes,
+	// MaxOutputFiles, ChunkBytes, Window) go to kernelfs.Options as they are, and kernelfs applies the defaults.
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}

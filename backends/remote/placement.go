@@ -45,13 +45,21 @@ var (
 )
 
 func (b *Backend) newPlacement(g *gateway, spec executor.SessionSpec) *Placement {
+	// A session's own kernel name wins over the backend's. The files of every
+	// session move through its kernel as Python code (kernelfs), so the executor
+	// refuses a kernel whose kernel_info says it is not Python (R's "ir", say) with
+	// executor.ErrKernelUnavailable before any call runs in it.
+	kernel := b.opts.KernelName
+	if spec.Template.Kernel != "" {
+		kernel = spec.Template.Kernel
+	}
 	p := &Placement{
 		b:       b,
 		gw:      g,
 		session: spec.ID,
 		server: executor.Server{
 			Endpoint:   g.ep,
-			KernelName: b.opts.KernelName,
+			KernelName: kernel,
 			KernelPath: b.opts.KernelPath,
 			KernelEnv:  b.kernelEnv(),
 		},

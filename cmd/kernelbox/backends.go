@@ -28,7 +28,9 @@ func newBackend(ctx context.Context, f *engineFlags, log *slog.Logger) (executor
 		return docker.New(ctx, docker.Options{Image: f.image, Memory: f.sessionMemory, Logger: log})
 	case "remote":
 		return f.remote.newRemote(ctx, log) // remote.go
+	case "swarm":
+		return f.swarm.newSwarm(ctx, f, log) // swarm.go
 	default:
-		return nil, fmt.Errorf("unknown backend %q: use none, local, docker or remote", f.backend)
+		return nil, fmt.Errorf("unknown backend %q: use none, local, docker, remote or swarm", f.backend)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kernelbox/kernelbox/backends/docker"
+	"github.com/kernelbox/kernelbox/backends/swarm"
 	"github.com/kernelbox/kernelbox/internal/pyfind"
 )
 
@@ -19,6 +20,7 @@ func doctorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var memory sizeFlag
 	fs.Var(&memory, "memory", "per-session memory limit to check against the docker daemon's memory (as for serve)")
 	maxSessions := fs.Int("max-sessions", 0, "session cap to check against the docker daemon's memory (as for serve)")
+	swarmHost := fs.String("swarm-host", "", "also check a swarm manager's daemon for --backend swarm, e.g. unix:///var/run/docker.sock: nodes ready, each daemon with no-new-privileges and the image (runs a short probe job on every node)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -64,6 +66,16 @@ func doctorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			report(false, "docker capacity", err.Error(), "")
 		} else {
 			report(!plan.Overcommitted(), "docker capacity", plan.String(), plan.Warning("--memory", "--max-sessions"))
+		}
+	}
+	if *swarmHost != "" {
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		detail, err := swarm.Check(sctx, swarm.Options{DockerHost: *swarmHost, Image: *image, Self: "doctor"})
+		cancel()
+		if err != nil {
+			report(false, "swarm", err.Error(), `each node's daemon.json needs "no-new-privileges": true and the image (docker save IMAGE | docker -H NODE load); see docs/swarm.md`)
+		} else {
+			report(true, "swarm", detail, "")
 		}
 	}
 	if _, err := exec.LookPath("debootstrap"); err != nil {

@@ -36,8 +36,10 @@ type engineFlags struct {
 	timeout     time.Duration
 	maxOutput   int
 	logLevel    string
+	templates   string      // templates.go; serve and mcp only
 	mcp         mcpFlags    // mcp.go
 	remote      remoteFlags // remote.go
+	swarm       swarmFlags  // swarm.go
 	calls       callFlags   // attach.go
 	disk        diskFlags   // disk.go
 
@@ -47,7 +49,7 @@ type engineFlags struct {
 }
 
 func (f *engineFlags) register(fs *flag.FlagSet, defaultBackend string) {
-	fs.StringVar(&f.backend, "backend", envOr("KERNELBOX_BACKEND", defaultBackend), "where kernels run: none, local (UNSANDBOXED), docker, remote (existing Jupyter servers, --gateway)")
+	fs.StringVar(&f.backend, "backend", envOr("KERNELBOX_BACKEND", defaultBackend), "where kernels run: none, local (UNSANDBOXED), docker, remote (existing Jupyter servers, --gateway), swarm (a service per session on Docker Swarm, --swarm-*)")
 	fs.StringVar(&f.workspace, "workspace", envOr("KERNELBOX_WORKSPACE", defaultWorkspace()), "directory for session dirs (and artifacts, unless --artifacts)")
 	fs.StringVar(&f.artifacts, "artifacts", "", "shared artifacts directory (default WORKSPACE/artifacts)")
 	fs.StringVar(&f.workdir, "workdir", "", "directory whose files inputs may be read from by default, ${workdir} in policies (default: current directory)")
@@ -64,6 +66,7 @@ func (f *engineFlags) register(fs *flag.FlagSet, defaultBackend string) {
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.mcp.register(fs)
 	f.remote.register(fs)
+	f.swarm.register(fs)
 	f.calls.register(fs)
 	f.disk.register(fs)
 }
@@ -120,15 +123,18 @@ func (f *engineFlags) build(ctx context.Context, log *slog.Logger, approver perm
 		return nil, err
 	}
 	f.planCapacity(ctx, log) // capacity.go
+	limits, caps := f.serverLimits()
+	tmpls, err := f.loadTemplates(caps)
+	if err != nil {
+		ws.Close()
+		return nil, err
+	}
 	backend, err := newBackend(ctx, f, log)
 	if err != nil {
 		ws.Close()
 		return nil, err
 	}
-	idle := f.idleTimeout
-	if idle == 0 {
-		idle = -1 // the flag's 0 means never; the option's 0 means the default
-	}
+	idle := idleOption(f.idleTimeout)
 	e, err := executor.New(executor.Options{
 		Backend:        backend,
 		Workspace:      ws,
@@ -139,6 +145,8 @@ func (f *engineFlags) build(ctx context.Context, log *slog.Logger, approver perm
 		IdleTimeout:    idle,
 		MaxStreamBytes: f.maxOutput,
 		Warm:           f.warm,
+		Templates:      tmpls,
+		Limits:         limits,
 		Observer:       m,
 		Logger:         log,
 	})
@@ -150,6 +158,7 @@ func (f *engineFlags) build(ctx context.Context, log *slog.Logger, approver perm
 		return nil, err
 	}
 	m.WatchSessions(e.Sessions)
+	m.WatchTemplates(e.TemplateInfos)
 	reg := calls.New(e, f.calls.options(log))
 	mo := f.mcpOptions(log)
 	mo.Calls = reg

@@ -35,6 +35,7 @@ func execCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var cf clientFlags
 	cf.register(fs)
 	session := fs.String("session", "default", "session id (calls with the same id share state)")
+	template := fs.String("template", "", "template a new session is created with (see `kernelbox templates`); a session keeps its own")
 	code := fs.String("c", "", "code to run (else read from FILE, or from stdin with -)")
 	timeout := fs.Duration("timeout", 0, "call timeout: the code's run only (default: the server's)")
 	maxWait := fs.Duration("max-wait", 0, "bound on the whole call (queue, kernel start, run); a call that cannot start in time does not run")
@@ -63,7 +64,7 @@ func execCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return exitCode{2, err.Error()}
 	}
-	req := executor.Request{SessionID: *session, Code: src, Inputs: inputs, Timeout: *timeout, MaxWait: *maxWait}
+	req := executor.Request{SessionID: *session, Code: src, Inputs: inputs, Template: *template, Timeout: *timeout, MaxWait: *maxWait}
 	if *detach {
 		return startDetached(ctx, c, req, *asJSON, stdout)
 	}

@@ -117,6 +117,9 @@ type serveOpts struct {
 	token      string
 	runtimeDir string
 	args       []string // more flags for serve
+	// backend replaces "--backend local --python PY" (e.g. remote and its gateway).
+	backend []string
+	env     []string // more environment for serve
 }
 
 // startServe runs `kernelbox serve --backend local` with a token and waits until it
@@ -130,7 +133,10 @@ func startServe(t testing.TB) *server {
 // startServeWith is startServe as o says.
 func startServeWith(t testing.TB, o serveOpts) *server {
 	t.Helper()
-	py := testenv.Jupyter(t)
+	backend := o.backend
+	if backend == nil {
+		backend = []string{"--backend", "local", "--python", testenv.Jupyter(t)}
+	}
 	bin := kernelboxBin(t)
 	ws, data := testDirs(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -138,15 +144,18 @@ func startServeWith(t testing.TB, o serveOpts) *server {
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close())
 	s := &server{URL: "http://" + addr, Token: o.token, Data: data, log: &lockedBuffer{}}
-	args := []string{"serve", "--backend", "local", "--python", py, "--workspace", ws, "--workdir", data,
-		"--listen", addr, "--log-level", "debug"}
+	args := append(append([]string{"serve"}, backend...), "--workspace", ws, "--workdir", data,
+		"--listen", addr, "--log-level", "debug")
 	if o.token != "" {
 		args = append(args, "--token", o.token)
 	}
 	args = append(args, o.args...)
 	cmd := exec.Command(bin, args...)
-	if o.runtimeDir != "" {
-		cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+o.runtimeDir)
+	if o.runtimeDir != "" || o.env != nil {
+		cmd.Env = append(os.Environ(), o.env...)
+		if o.runtimeDir != "" {
+			cmd.Env = append(cmd.Env, "XDG_RUNTIME_DIR="+o.runtimeDir)
+		}
 	}
 	cmd.Stdout, cmd.Stderr = s.log, s.log
 	require.NoError(t, cmd.Start())

@@ -44,6 +44,7 @@ func mcpCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs := newFlags("mcp", stderr)
 	var ef engineFlags
 	ef.register(fs, "none")
+	ef.registerTemplates(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: kernelbox mcp [flags]\n\nServes MCP over stdio (stdin/stdout), for Claude Desktop, Claude Code or any MCP client.\nLogs go to stderr. Flags:")
 		fs.PrintDefaults()

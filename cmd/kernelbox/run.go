@@ -24,6 +24,7 @@ func commands() []command {
 		{"attach", "print a call's output from its start and its result (calls outlive connections)", attachCmd},
 		{"run", "run a notebook's cells in a local kernel and write the executed .ipynb (papermill-style -p parameters)", runNotebookCmd},
 		{"sessions", "list a server's sessions", sessionsCmd},
+		{"templates", "list a server's session templates", templatesCmd},
 		{"cp", "copy files to or from a session: kernelbox cp SRC DST, one side SESSION:PATH, - for stdin/stdout", cpCmd},
 		{"ls", "list a session's files: kernelbox ls SESSION[:DIR]", lsCmd},
 		{"rm", "delete a session's file: kernelbox rm [-r] SESSION:PATH", rmCmd},

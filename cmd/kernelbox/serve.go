@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -20,6 +21,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlags("serve", stderr)
 	var ef engineFlags
 	ef.register(fs, "none")
+	ef.registerTemplates(fs)
 	listen := fs.String("listen", "127.0.0.1:8700", "address to listen on: HOST:PORT or unix:PATH")
 	token := fs.String("token", os.Getenv("KERNELBOX_TOKEN"), "bearer token required on every request (also KERNELBOX_TOKEN); without it a TCP listener makes a random one and keeps it in a 0600 runtime file for this user's clients")
 	var allowedHosts hostList
@@ -75,6 +77,9 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		_ = os.Chmod(addr, 0o600)
 		defer os.Remove(addr)
 	}
+	if sn, ok := en.backend.(sessionNetworker); ok && network == "tcp" {
+		ln = sessionNetGuard{Listener: ln, nets: sn, log: log}
+	}
 	generated := *token == ""
 	guard, removeToken, err := serveGuard(network, addr, ln.Addr().String(), token, allowedHosts)
 	if err != nil {
@@ -89,14 +94,8 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	mountMCP(mux, en, *token, log)
 	mountMetrics(mux, en, *token)
 	mountDashboard(mux, dash, log)
-	limited := newConnLimiter(ln, *maxConns, log)
+	srv, limited := newHTTPServer(ln, *maxConns, *idle, log, *token, guard, apiHandler, mux)
 	limited.register(en.metrics.Registry())
-	srv := &http.Server{
-		Handler:           reserveGuard(limited, *token, httpapi.Guard(guard, httpapi.FilesFirst(apiHandler, mux))),
-		ConnContext:       connContext,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       *idle,
-	}
 	fmt.Fprintf(stdout, "kernelbox serving on %s (backend %s, workspace %s, artifacts %s)\n",
 		*listen, en.exec.Backend(), en.ws.Root(), en.ws.ArtifactsDir())
 	if network == "tcp" && !dash.off {
@@ -124,6 +123,19 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	return closeErr
+}
+
+// newHTTPServer is the HTTP server of `kernelbox serve` (and of the benchmark's
+// http scenario): at most maxConns connections on ln, the reserve and request
+// guards, apiHandler for the file routes first and mux for the rest.
+func newHTTPServer(ln net.Listener, maxConns int, idle time.Duration, log *slog.Logger, token string, guard httpapi.GuardOptions, apiHandler http.Handler, mux *http.ServeMux) (*http.Server, *connLimiter) {
+	limited := newConnLimiter(ln, maxConns, log)
+	return &http.Server{
+		Handler:           reserveGuard(limited, token, httpapi.Guard(guard, httpapi.FilesFirst(apiHandler, mux))),
+		ConnContext:       connContext,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       idle,
+	}, limited
 }
 
 // listenAddr parses --listen.

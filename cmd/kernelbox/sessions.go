@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"text/tabwriter"
 	"time"
+
+	"github.com/kernelbox/kernelbox/internal/capacity"
 )
 
 func sessionsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -24,9 +27,9 @@ func sessionsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return exitCode{2, err.Error()}
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SESSION\tSTATE\tEXEC\tCALLS\tQUEUED\tIDLE")
+	fmt.Fprintln(tw, "SESSION\tTEMPLATE\tSTATE\tEXEC\tCALLS\tQUEUED\tIDLE")
 	for _, s := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", s.ID, s.State, s.ExecutionCount, s.Calls, s.Queued,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\n", s.ID, s.Template, s.State, s.ExecutionCount, s.Calls, s.Queued,
 			time.Since(s.LastActivity).Round(time.Second))
 	}
 	return tw.Flush()
@@ -65,4 +68,36 @@ func sessionAction(ctx context.Context, name string, args []string, stdout, stde
 	}
 	fmt.Fprintf(stdout, "%s: %s done\n", id, name)
 	return nil
+}
+
+// templatesCmd lists a server's templates.
+func templatesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("templates", stderr)
+	var cf clientFlags
+	cf.register(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	c, err := cf.client()
+	if err != nil {
+		return exitCode{2, err.Error()}
+	}
+	list, err := c.Templates(ctx)
+	if err != nil {
+		return exitCode{2, err.Error()}
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TEMPLATE\tKERNEL\tMEMORY\tCPUS\tPRELOAD\tWARM\tSESSIONS\tDESCRIPTION")
+	for _, t := range list {
+		mem := "-"
+		if t.MemoryBytes > 0 {
+			mem = capacity.FormatBytes(t.MemoryBytes)
+		}
+		cpus := "-"
+		if t.CPUs > 0 {
+			cpus = strconv.FormatFloat(t.CPUs, 'g', -1, 64)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\t%d/%d\t%d\t%s\n", t.Name, t.Kernel, mem, cpus, t.Preload, t.WarmReady, t.Warm, t.Sessions, t.Description)
+	}
+	return tw.Flush()
 }

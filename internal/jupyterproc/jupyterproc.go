@@ -136,13 +136,15 @@ func start(ctx context.Context, o Options, runtimeDir string) (*Server, error) {
 		DefaultKernel: serverflags.KernelName,
 	}
 	ep := jupyter.Endpoint{Token: token}
-	var tcpArgs []string
 	if o.TCPAddr != "" {
 		host, port, err := freeAddr(o.TCPAddr)
 		if err != nil {
 			return nil, err
 		}
-		tcpArgs = []string{"--ServerApp.ip=" + host, "--ServerApp.port=" + port, "--ServerApp.port_retries=0"}
+		if cfg.Port, err = strconv.Atoi(port); err != nil {
+			return nil, fmt.Errorf("jupyter server: port %q: %w", port, err)
+		}
+		cfg.IP = host
 		ep.URL = "http://" + net.JoinHostPort(host, port)
 	} else {
 		cfg.Socket = filepath.Join(runtimeDir, "j.sock")
@@ -163,7 +165,6 @@ func start(ctx context.Context, o Options, runtimeDir string) (*Server, error) {
 		return nil, fmt.Errorf("jupyter server: %w", err)
 	}
 	args := append([]string{"-Xfrozen_modules=off", supervisor, o.Python, "-Xfrozen_modules=off", script}, serverflags.WithoutToken(serverflags.Args(cfg))...)
-	args = append(args, tcpArgs...)
 	// The kernels' channels are unix sockets next to their connection files, in
 	// runtimeDir/runtime: with the default TCP transport they listen on loopback
 	// ports that any local user can connect to (an iopub subscriber sees every

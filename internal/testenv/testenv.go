@@ -98,3 +98,27 @@ func Containers(t testing.TB, pid int) []string {
 	}
 	return ids
 }
+
+// RKernel skips or fails t (as Jupyter does) when R with IRkernel, Debian's
+// r-base-core and r-cran-irkernel that scripts/setup.sh installs, is missing.
+func RKernel(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "Rscript", "-e", "library(IRkernel)").CombinedOutput(); err != nil {
+		missing(t, "KERNELBOX_REQUIRE_JUPYTER", "R with IRkernel is missing (scripts/setup.sh installs r-base-core r-cran-irkernel): "+strings.TrimSpace(string(out)))
+	}
+}
+
+// Swarm skips or fails t when the swarm lab (scripts/swarmlab) could not start: why
+// says what went wrong, "" means it runs. KERNELBOX_REQUIRE_SWARM=1 (CI) makes it a
+// failure.
+func Swarm(t testing.TB, why string) {
+	t.Helper()
+	if why != "" {
+		missing(t, "KERNELBOX_REQUIRE_SWARM", why)
+	}
+}
+
+// SwarmRequired reports whether KERNELBOX_REQUIRE_SWARM=1 is set.
+func SwarmRequired() bool { return os.Getenv("KERNELBOX_REQUIRE_SWARM") == "1" }

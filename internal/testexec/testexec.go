@@ -5,13 +5,16 @@
 package testexec
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/kernelbox/kernelbox/backends/local"
+	"github.com/kernelbox/kernelbox/backends/remote"
 	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/internal/jupyterproc"
 	"github.com/kernelbox/kernelbox/internal/testenv"
 	"github.com/kernelbox/kernelbox/permissions"
 	"github.com/kernelbox/kernelbox/workspace"
@@ -77,4 +80,31 @@ func On(t testing.TB, b executor.Backend, mod func(*executor.Options)) *Env {
 	})
 	env.Exec = e
 	return env
+}
+
+// Remote builds an executor on the remote backend against a real Jupyter Server
+// (a gateway started on a loopback TCP port with a root directory of its own,
+// stopped at cleanup; it skips or fails t as testenv.Jupyter does). mod, if not
+// nil, may change the executor's options.
+func Remote(t testing.TB, mod func(*executor.Options)) *Env {
+	t.Helper()
+	py := testenv.Jupyter(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := jupyterproc.Start(ctx, jupyterproc.Options{Python: py, RootDir: t.TempDir(), TCPAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatalf("start a gateway: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Stop(context.Background()) })
+	ep := s.Endpoint()
+	b, err := remote.New(ctx, remote.Options{Gateways: []remote.Gateway{{URL: ep.URL, Token: ep.Token}}, HealthInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("remote backend: %v", err)
+	}
+	return On(t, b, func(o *executor.Options) {
+		o.StartTimeout = time.Minute
+		if mod != nil {
+			mod(o)
+		}
+	})
 }
