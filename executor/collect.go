@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/jupyter"
@@ -149,16 +148,9 @@ func (s *session) syncer() (FileSyncer, bool) {
 // probeKey names the FileSyncer's outputs probe in a call's execute_request.
 const probeKey = "kernelbox_outputs"
 
-// foreignKey names the user expression that asks kernelbox's kernels how much of a
-// call's output came from threads of earlier cells (see serverflags' launcher); it is
-// sent only to those kernels (kernel.ours).
-const (
-	foreignKey  = "kernelbox_foreign"
-	foreignExpr = "__kb_foreign__()"
-)
-
 // foreignOutput returns the characters of output threads of earlier cells wrote
-// during the call, or 0 when the kernel did not tell.
+// during the call, as kernelbox's kernel launcher tells on the execute_reply
+// (serverflags), or 0 from other kernels.
 func foreignOutput(ex *jupyter.Execution) int {
 	if ex == nil {
 		return 0
@@ -167,17 +159,7 @@ func foreignOutput(ex *jupyter.Execution) int {
 	if err != nil {
 		return 0
 	}
-	var v struct {
-		Status string `json:"status"`
-		Data   struct {
-			Text string `json:"text/plain"`
-		} `json:"data"`
-	}
-	if json.Unmarshal(reply.UserExpressions[foreignKey], &v) != nil || v.Status != "ok" {
-		return 0
-	}
-	n, _ := strconv.Atoi(v.Data.Text)
-	return n
+	return reply.Foreign
 }
 
 // probeResult returns the outputs probe's result from the call's reply.

@@ -26,11 +26,6 @@ type kernel struct {
 	// past it comes from a kernel replaced behind kernelbox's back.
 	count int
 
-	// ours: the kernel runs kernelbox's launcher (local, docker), which can tell how
-	// much output came from threads of earlier cells (foreignExpr); other kernels
-	// are not asked (the expression would fail in each call).
-	ours bool
-
 	// language is the kernel's language_info.name from its kernel_info reply
 	// ("python", "R"), or "" when it did not say. Only a Python kernel
 	// is sent Python (the FileSyncer's probe; see python).
@@ -174,7 +169,6 @@ func (e *Executor) startKernelOnce(ctx context.Context, spec SessionSpec) (_ *ke
 		}
 	}()
 	srv := p.Server()
-	k.ours = srv.KernelName == serverflags.KernelName
 	_, syncs := p.(FileSyncer)
 	k.client, err = jupyter.NewClient(srv.Endpoint, &jupyter.ClientOptions{Logger: e.log})
 	if err != nil {

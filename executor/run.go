@@ -102,13 +102,10 @@ func (s *session) checkCount(f *callFacts) {
 // returns the execution (nil when it could not be sent), or an error when the
 // session closed during the call.
 func (s *session) call(ctx context.Context, j *job, col *collector, syncer FileSyncer, timeout time.Duration, f *callFacts) (*jupyter.Execution, error) {
-	req := jupyter.ExecuteRequest{Code: j.req.Code, StoreHistory: true, UserExpressions: map[string]string{}}
-	if s.k.ours {
-		req.UserExpressions[foreignKey] = foreignExpr
-	}
+	req := jupyter.ExecuteRequest{Code: j.req.Code, StoreHistory: true}
 	if syncer != nil {
 		if expr := syncer.OutputsProbe(); expr != "" {
-			req.UserExpressions[probeKey] = expr
+			req.UserExpressions = map[string]string{probeKey: expr}
 		}
 	}
 	if n, size := s.k.conn.TakeStray(); n > 0 {

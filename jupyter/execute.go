@@ -15,6 +15,11 @@ type Execution struct {
 	conn  *Conn
 	call  *call
 	close sync.Once
+
+	// the execute_reply, decoded once (Reply is asked several times per call)
+	decode   sync.Once
+	reply    *ExecuteReply
+	replyErr error
 }
 
 // Execute sends an execute_request for code and returns the execution in flight.
@@ -107,11 +112,15 @@ func (e *Execution) Reply() (*ExecuteReply, error) {
 	if e.call.err != nil {
 		return nil, e.call.err
 	}
-	var r ExecuteReply
-	if err := e.call.reply.DecodeContent(&r); err != nil {
-		return nil, fmt.Errorf("decode execute_reply: %w", err)
-	}
-	return &r, nil
+	e.decode.Do(func() {
+		var r ExecuteReply
+		if err := e.call.reply.DecodeContent(&r); err != nil {
+			e.replyErr = fmt.Errorf("decode execute_reply: %w", err)
+			return
+		}
+		e.reply = &r
+	})
+	return e.reply, e.replyErr
 }
 
 // Close abandons the execution if it is still running: later messages for it are

@@ -319,3 +319,31 @@ func TestDefaultHandler(t *testing.T) {
 		require.Equal(t, []string{"stream:stdout:print('hi')"}, summary(t, got))
 	}
 }
+
+// TestExecuteReplyForeign checks that the launcher's kernelbox_foreign count on an
+// execute_reply is decoded (and absent means 0), and that Reply decodes once: the
+// same reply is returned however often it is asked.
+func TestExecuteReplyForeign(t *testing.T) {
+	t.Parallel()
+	for _, want := range []int{0, 7} {
+		h := func(k *jupytertest.Kernel, req *jupyter.Message) {
+			if req.Type() != "execute_request" {
+				jupytertest.DefaultHandler(k, req)
+				return
+			}
+			k.Status(req, "busy")
+			k.Reply(req, map[string]any{"status": "ok", "execution_count": 1, "kernelbox_foreign": want})
+			k.Status(req, "idle")
+		}
+		f := newFake(t, nil, h, nil)
+		ex := execute(t, f.conn, "x")
+		_, err := drain(t, ex)
+		require.NoError(t, err)
+		r, err := ex.Reply()
+		require.NoError(t, err)
+		require.Equal(t, want, r.Foreign)
+		again, err := ex.Reply()
+		require.NoError(t, err)
+		require.Same(t, r, again)
+	}
+}

@@ -125,6 +125,11 @@ type ExecuteReply struct {
 	Ename           string                     `json:"ename,omitempty"`
 	Evalue          string                     `json:"evalue,omitempty"`
 	Traceback       []string                   `json:"traceback,omitempty"`
+
+	// Foreign is not in the protocol: kernelbox's kernel launcher adds it, the
+	// characters of output that threads started by earlier cells wrote while this
+	// cell ran (0 from any other kernel).
+	Foreign int `json:"kernelbox_foreign,omitempty"`
 }
 
 // StreamContent is the content of a stream message.

@@ -46,8 +46,9 @@ func SpecName(kernel string) string {
 //
 // It counts what threads started in an earlier cell write to stdout/stderr while a
 // later cell runs: ipykernel stamps such output with the running request, so it
-// lands in that call's output. The builtin __kb_foreign__() (a user expression of
-// every call) returns the count since the cell began.
+// lands in that call's output. The count since the cell began rides on the cell's
+// execute_reply as "kernelbox_foreign" (jupyter.ExecuteReply.Foreign), when not 0:
+// no extra expression is evaluated per call.
 //
 // It tags what the kernel starts: KERNELBOX_KERNEL, named after the connection file
 // (kernel-ID), is in the environment of every process the kernel starts, which
@@ -98,7 +99,7 @@ def _watch_pipe_fd(self):
         self._exc = sys.exc_info()
 if hasattr(_iostream.OutStream, "_watch_pipe_fd"):
     _iostream.OutStream._watch_pipe_fd = _watch_pipe_fd
-import builtins as _builtins, threading as _threading
+import threading as _threading
 from ipykernel import ipkernel as _ipkernel
 _kb = {"cell": 0, "foreign": 0}
 _thread_start = _threading.Thread.start
@@ -116,16 +117,15 @@ def _kb_write(self, string):
             pass
     return _out_write(self, string)
 _iostream.OutStream.write = _kb_write
-def _kb_foreign():
-    n, _kb["foreign"] = _kb["foreign"], 0
-    return n
-_builtins.__kb_foreign__ = _kb_foreign
 _do_execute = _ipkernel.IPythonKernel.do_execute
 async def _kb_do_execute(self, code, silent, *args, **kwargs):
     if not silent:
         _kb["cell"] += 1
         _kb["foreign"] = 0
-    return await _do_execute(self, code, silent, *args, **kwargs)
+    reply = await _do_execute(self, code, silent, *args, **kwargs)
+    if not silent and _kb["foreign"] and isinstance(reply, dict):
+        reply["kernelbox_foreign"] = _kb["foreign"]
+    return reply
 _ipkernel.IPythonKernel.do_execute = _kb_do_execute
 def _ipc_pipe():
     try:
