@@ -169,24 +169,38 @@ func (b *Backend) createNetwork(ctx context.Context, l *launch) error {
 	}
 	l.obj.network = r.ID
 	l.undo.Add("remove network "+l.obj.name, func(ctx context.Context) error { return b.removeNetwork(ctx, r.ID, l.obj.name) })
-	// Its subnet, before kernelbox's container joins it (SessionNetwork).
-	nw, err := b.api.NetworkInspect(ctx, r.ID, client.NetworkInspectOptions{})
-	if err != nil {
-		return fmt.Errorf("inspect network %s: %w", l.obj.name, err)
-	}
-	b.mu.Lock()
-	for _, c := range nw.Network.IPAM.Config {
-		if c.Subnet.IsValid() {
-			b.subnets[r.ID] = c.Subnet
+	// Its subnet, before kernelbox's container joins it (SessionNetwork). The
+	// manager's allocator gives it one after the create returns: on a busy manager
+	// an inspect right away can show none yet.
+	delay := 20 * time.Millisecond
+	wait := time.NewTimer(subnetWait)
+	defer wait.Stop()
+	for {
+		nw, err := b.api.NetworkInspect(ctx, r.ID, client.NetworkInspectOptions{})
+		if err != nil {
+			return fmt.Errorf("inspect network %s: %w", l.obj.name, err)
 		}
+		for _, c := range nw.Network.IPAM.Config {
+			if c.Subnet.IsValid() {
+				b.mu.Lock()
+				b.subnets[r.ID] = c.Subnet
+				b.mu.Unlock()
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("network %s has no subnet yet: %w", l.obj.name, ctx.Err())
+		case <-wait.C:
+			return fmt.Errorf("network %s has no subnet %s after it was created (the swarm manager's allocator is behind)", l.obj.name, subnetWait)
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 500*time.Millisecond)
 	}
-	_, ok := b.subnets[r.ID]
-	b.mu.Unlock()
-	if !ok {
-		return fmt.Errorf("network %s has no subnet", l.obj.name)
-	}
-	return nil
 }
+
+// subnetWait bounds the wait for a new session network's subnet.
+const subnetWait = 30 * time.Second
 
 func (b *Backend) createSecret(ctx context.Context, l *launch) error {
 	body, err := serverflags.TokenConfig(l.token)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/moby/moby/client"
@@ -47,7 +48,56 @@ func (b *Backend) filterOwned(instance string) client.Filters {
 // whose sessions cannot be adopted (their tokens died with it). It returns how many
 // services it removed.
 func (b *Backend) reap(ctx context.Context) (int, error) {
-	return b.removeOwned(ctx, func(labels map[string]string) bool { return labels[LabelInstance] != b.instance })
+	pick := func(labels map[string]string) bool { return labels[LabelInstance] != b.instance }
+	ctx, cancel := context.WithTimeout(ctx, reapWait)
+	defer cancel()
+	total := 0
+	for {
+		n, err := b.removeOwned(ctx, pick)
+		total += n
+		if err != nil {
+			return total, err
+		}
+		// The engine can still list an object a removal was accepted for (a
+		// network whose last endpoint was going away): pass again until none is.
+		left, err := b.owned(ctx, pick)
+		if err != nil || left == "" {
+			return total, err
+		}
+		select {
+		case <-ctx.Done():
+			return total, fmt.Errorf("still there after %s: %s", reapWait, left)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// reapWait bounds reaping at start.
+const reapWait = 2 * time.Minute
+
+// owned names the services and networks of this deployment that pick selects, or
+// "" when there are none.
+func (b *Backend) owned(ctx context.Context, pick func(map[string]string) bool) (string, error) {
+	var left []string
+	svcs, err := b.api.ServiceList(ctx, client.ServiceListOptions{Filters: b.filterOwned("")})
+	if err != nil {
+		return "", fmt.Errorf("list services: %w", err)
+	}
+	for _, s := range svcs.Items {
+		if pick(s.Spec.Labels) {
+			left = append(left, "service "+s.Spec.Name)
+		}
+	}
+	nets, err := b.api.NetworkList(ctx, client.NetworkListOptions{Filters: b.filterOwned("")})
+	if err != nil {
+		return "", fmt.Errorf("list networks: %w", err)
+	}
+	for _, nw := range nets.Items {
+		if pick(nw.Labels) {
+			left = append(left, "network "+nw.Name)
+		}
+	}
+	return strings.Join(left, ", "), nil
 }
 
 // removeOwned removes this deployment's objects that pick selects: services first
