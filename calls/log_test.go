@@ -19,6 +19,7 @@ import (
 type runFunc func(ctx context.Context, req api.Request, onEvent func(api.Event)) (*api.Result, error)
 
 func (f runFunc) ExecuteStream(ctx context.Context, req api.Request, onEvent func(api.Event)) (*api.Result, error) {
+	api.Queued(ctx) // as the executor does once the call is on its session's queue
 	return f(ctx, req, onEvent)
 }
 

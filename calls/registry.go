@@ -129,20 +129,39 @@ func New(runner Runner, o Options) *Registry {
 	return r
 }
 
-// Start registers a call and runs it in the background; it returns at once.
+// Start registers a call and runs it in the background.
 // The call does not depend on ctx (it outlives the request that started it);
 // ctx only bounds Start itself. A request the runner's Validate refuses (an
 // invalid session id, no code, code or inputs over the limits) is refused here
 // (api.ErrInvalidRequest); every other failure to run is the call's own answer
 // (see [Call.Final]).
+//
+// Start returns once the runner has queued the call on its session (api.Queued),
+// so that what the client sends next (a call, a file operation) is ordered after
+// it; or once the call has ended before that; or after queueWait, when the call
+// is still waiting before its queue (a permission prompt to a person), or when ctx
+// ends: the call runs on either way.
 func (r *Registry) Start(ctx context.Context, req api.Request) (*Call, error) {
 	c, callCtx, err := r.register(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	go r.run(callCtx, c)
+	queued := make(chan struct{})
+	var once sync.Once
+	go r.run(api.WithQueued(callCtx, func() { once.Do(func() { close(queued) }) }), c)
+	t := time.NewTimer(queueWait)
+	defer t.Stop()
+	select {
+	case <-queued:
+	case <-c.done:
+	case <-t.C:
+	case <-ctx.Done():
+	}
 	return c, nil
 }
+
+// queueWait bounds how long Start waits for its call to be queued.
+const queueWait = 5 * time.Second
 
 // Run is Start for a caller that waits for the answer anyway (a plain HTTP
 // call): it registers the call and runs it on the caller's goroutine, returning

@@ -207,3 +207,53 @@ func TestFailedCall(t *testing.T) {
 	assert.Empty(t, evs)
 	assert.Empty(t, truncs)
 }
+
+// TestStartWaitsUntilQueued: Start returns once the runner has queued the call
+// (api.Queued), not before, so that what its client sends next is ordered after
+// it; a call that ends without being queued (refused by its runner) returns at
+// once too.
+func TestStartWaitsUntilQueued(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	r := calls.New(queueAfter{delay: 300 * time.Millisecond, release: release}, calls.Options{})
+	t.Cleanup(func() { close(release); _ = r.Close() })
+	t0 := time.Now()
+	c, err := r.Start(context.Background(), api.Request{SessionID: "s", Code: "1"})
+	require.NoError(t, err)
+	took := time.Since(t0)
+	assert.GreaterOrEqual(t, took, 300*time.Millisecond, "Start returned before the call was queued")
+	assert.Less(t, took, 4*time.Second)
+	select {
+	case <-c.Done():
+		t.Fatal("the call ended before it was released")
+	default:
+	}
+
+	failing := calls.New(queueAfter{fail: true}, calls.Options{})
+	t.Cleanup(func() { _ = failing.Close() })
+	t0 = time.Now()
+	c, err = failing.Start(context.Background(), api.Request{SessionID: "s", Code: "1"})
+	require.NoError(t, err)
+	assert.Less(t, time.Since(t0), 2*time.Second, "Start waited for a call that ended unqueued")
+	<-c.Done()
+}
+
+// queueAfter is a runner that queues its call after delay and then holds it until
+// release, or fails it at once without queueing it.
+type queueAfter struct {
+	delay   time.Duration
+	release chan struct{}
+	fail    bool
+}
+
+func (queueAfter) Validate(api.Request) error { return nil }
+
+func (q queueAfter) ExecuteStream(ctx context.Context, req api.Request, onEvent func(api.Event)) (*api.Result, error) {
+	if q.fail {
+		return nil, errors.New("refused before the queue")
+	}
+	time.Sleep(q.delay)
+	api.Queued(ctx)
+	<-q.release
+	return &api.Result{SessionID: req.SessionID, Status: api.StatusOK}, nil
+}

@@ -215,6 +215,7 @@ func (e *Executor) ExecuteStream(ctx context.Context, req Request, onEvent func(
 		}
 		j := newJob(ctx, jobExecute, req, inputs, onEvent, start)
 		if err = s.enqueue(j); err == nil {
+			api.Queued(ctx)
 			res, err = j.wait()
 			if err == nil || !j.notRun || !s.culled.Load() {
 				break
