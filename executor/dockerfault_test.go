@@ -218,7 +218,10 @@ func TestDockerStoppedMidCall(t *testing.T) {
 	start := time.Now()
 	r = e.run(t, "s", "'x' in dir()")
 	t.Logf("next call, made at once: %s, state_lost %v, in %s", r.Status, r.StateLost, time.Since(start).Round(100*time.Millisecond))
-	require.Less(t, time.Since(start), 10*time.Second, "a new container starts in about 2 s")
+	// A new container starts in 3-5 s on this machine alone; 13 s was seen with the
+	// package's other docker tests beside it. The bound catches a call that waits
+	// for a timeout (the old container's, the start's) instead of starting anew.
+	require.Less(t, time.Since(start), 30*time.Second, "the next call waited far longer than a container start")
 	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "False", r.Result)
 	require.True(t, r.StateLost)
