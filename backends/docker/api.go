@@ -2,9 +2,7 @@ package docker
 
 import (
 	"context"
-	"fmt"
 
-	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 )
 
@@ -26,30 +24,3 @@ type dockerAPI interface {
 }
 
 var _ dockerAPI = (*client.Client)(nil)
-
-// newClient connects to the daemon at host, or as the environment says when host is
-// empty. The client negotiates the API version with the daemon on its first request
-// (the default since moby/client v0.3; WithAPIVersionNegotiation is now a no-op), so
-// Debian's engine, which speaks API 1.41, works.
-func newClient(host string) (*client.Client, error) {
-	opts := []client.Opt{client.FromEnv}
-	if host != "" {
-		opts = append(opts, client.WithHost(host))
-	}
-	c, err := client.New(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("docker client: %w", err)
-	}
-	return c, nil
-}
-
-// isNotFound reports whether err says the container or image does not exist.
-func isNotFound(err error) bool { return cerrdefs.IsNotFound(err) }
-
-// shortID abbreviates a container id as the docker CLI does.
-func shortID(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
-}

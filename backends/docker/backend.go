@@ -14,6 +14,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/internal/dockerapi"
 )
 
 // teardownTimeout bounds Close and Placement.Close, which run under their own
@@ -60,7 +61,7 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker backend: %w", err)
 	}
-	api, err := newClient(cfg.dockerHost)
+	api, err := dockerapi.NewClient(cfg.dockerHost)
 	if err != nil {
 		return nil, fmt.Errorf("docker backend: %w", err)
 	}
@@ -217,8 +218,8 @@ func (b *Backend) Health(ctx context.Context) error {
 // removeContainer force-removes container id; one already gone is not an error.
 func (b *Backend) removeContainer(ctx context.Context, id string) error {
 	_, err := b.api.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-	if err != nil && !isNotFound(err) {
-		return fmt.Errorf("remove container %s: %w", shortID(id), err)
+	if err != nil && !dockerapi.IsNotFound(err) {
+		return fmt.Errorf("remove container %s: %w", dockerapi.Short(id), err)
 	}
 	return nil
 }

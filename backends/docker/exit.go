@@ -6,6 +6,8 @@ import (
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
+
+	"github.com/kernelbox/kernelbox/internal/dockerapi"
 )
 
 // Watching a container for its end. A container that stops while its session lives
@@ -50,11 +52,11 @@ func (p *Placement) watchExit() {
 				if ctx.Err() != nil {
 					return
 				}
-				if isNotFound(err) {
+				if dockerapi.IsNotFound(err) {
 					p.lose(-1)
 					return
 				}
-				p.b.cfg.log.Warn("watch container: wait failed; retrying", "session", p.session, "container", shortID(p.id), "err", err)
+				p.b.cfg.log.Warn("watch container: wait failed; retrying", "session", p.session, "container", dockerapi.Short(p.id), "err", err)
 			case <-ctx.Done():
 				return
 			}
@@ -71,7 +73,7 @@ func (p *Placement) watchExit() {
 // lose closes Lost, once.
 func (p *Placement) lose(code int64) {
 	p.loseOnce.Do(func() {
-		p.b.cfg.log.Info("container stopped while its session lives", "session", p.session, "container", shortID(p.id), "exit_code", code)
+		p.b.cfg.log.Info("container stopped while its session lives", "session", p.session, "container", dockerapi.Short(p.id), "exit_code", code)
 		close(p.lost)
 	})
 }

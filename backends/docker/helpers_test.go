@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+
+	"github.com/kernelbox/kernelbox/internal/dockerapi"
 )
 
 // requireDocker returns a client for the test's Docker daemon. It skips the test when
@@ -23,7 +25,7 @@ func requireDocker(t testing.TB) *client.Client {
 		}
 		t.Skipf("docker unavailable: "+format, args...)
 	}
-	c, err := newClient("")
+	c, err := dockerapi.NewClient("")
 	if err != nil {
 		unavailable("%v", err)
 	}

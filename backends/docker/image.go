@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+
+	"github.com/kernelbox/kernelbox/internal/dockerapi"
 )
 
 // buildScript builds the kernel image from Debian packages with debootstrap and
@@ -94,7 +96,7 @@ func ImageExists(ctx context.Context, image string) (bool, error) {
 	if image == "" {
 		image = DefaultImage
 	}
-	c, err := newClient("")
+	c, err := dockerapi.NewClient("")
 	if err != nil {
 		return false, err
 	}
@@ -106,7 +108,7 @@ func ImageExists(ctx context.Context, image string) (bool, error) {
 func imageExists(ctx context.Context, api dockerAPI, image string) (bool, error) {
 	_, err := api.ImageInspect(ctx, image)
 	switch {
-	case isNotFound(err):
+	case dockerapi.IsNotFound(err):
 		return false, nil
 	case err != nil:
 		return false, fmt.Errorf("inspect image %s: %w", image, err)

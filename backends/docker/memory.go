@@ -5,13 +5,15 @@ import (
 	"fmt"
 
 	"github.com/moby/moby/client"
+
+	"github.com/kernelbox/kernelbox/internal/dockerapi"
 )
 
 // DaemonMemory returns the memory, in bytes, of the machine the Docker daemon at
 // host runs containers on (its MemTotal), which is what the containers' memory
 // limits share. host is as for [Options.DockerHost]; "" means the environment's.
 func DaemonMemory(ctx context.Context, host string) (int64, error) {
-	c, err := newClient(host)
+	c, err := dockerapi.NewClient(host)
 	if err != nil {
 		return 0, err
 	}

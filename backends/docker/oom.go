@@ -27,6 +27,8 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+
+	"github.com/kernelbox/kernelbox/internal/dockerapi"
 )
 
 // cgroupRoot is where the host's cgroup file systems are mounted.
@@ -62,7 +64,7 @@ func oomCounterFile(pid int, id string) (string, error) {
 		}
 		return f, nil
 	}
-	return "", fmt.Errorf("no readable OOM counter for container %s: %w", shortID(id), errors.Join(errs...))
+	return "", fmt.Errorf("no readable OOM counter for container %s: %w", dockerapi.Short(id), errors.Join(errs...))
 }
 
 // parseProcCgroup returns the memory controller's cgroup path (cgroup v1) and the

@@ -12,6 +12,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/internal/dockerapi"
 	"github.com/kernelbox/kernelbox/internal/serverflags"
 	"github.com/kernelbox/kernelbox/internal/undo"
 	"github.com/kernelbox/kernelbox/jupyter"
@@ -153,7 +154,7 @@ func (b *Backend) createContainer(ctx context.Context, l *launch) (*Placement, e
 	created, err := b.api.ContainerCreate(createCtx, opts)
 	cancelCreate()
 	if err != nil {
-		if isNotFound(err) {
+		if dockerapi.IsNotFound(err) {
 			return nil, noImageError(l.cfg.image)
 		}
 		// Only after a timeout might the daemon still be creating it.
@@ -163,7 +164,7 @@ func (b *Backend) createContainer(ctx context.Context, l *launch) (*Placement, e
 		return nil, fmt.Errorf("create container: %w", err)
 	}
 	for _, w := range created.Warnings {
-		l.log.Warn("docker create warning", "container", shortID(created.ID), "warning", w)
+		l.log.Warn("docker create warning", "container", dockerapi.Short(created.ID), "warning", w)
 	}
 	p := &Placement{
 		b: b, id: created.ID, name: l.name, session: l.spec.ID, sockDir: l.sockDir, started: l.t0, lost: make(chan struct{}),
@@ -180,8 +181,8 @@ func (b *Backend) createContainer(ctx context.Context, l *launch) (*Placement, e
 		},
 	}
 	b.track(p)
-	l.undo.Add("remove failed container "+shortID(p.id), p.close)
-	l.log = l.log.With("container", shortID(p.id))
+	l.undo.Add("remove failed container "+dockerapi.Short(p.id), p.close)
+	l.log = l.log.With("container", dockerapi.Short(p.id))
 	return p, nil
 }
 

@@ -13,6 +13,8 @@ import (
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
+
+	"github.com/kernelbox/kernelbox/internal/dockerapi"
 )
 
 // Labels set on every container the backend creates. LabelOwner, LabelBoot and
@@ -148,7 +150,7 @@ func (b *Backend) reap(ctx context.Context) (int, error) {
 		if c.Labels[LabelInstance] == b.instance {
 			continue
 		}
-		log := b.cfg.log.With("container", shortID(c.ID), "session", c.Labels[LabelSession])
+		log := b.cfg.log.With("container", dockerapi.Short(c.ID), "session", c.Labels[LabelSession])
 		o, err := ownerFromLabels(c.Labels)
 		if err != nil {
 			log.Warn("not reaping container with unreadable owner", "err", err)
@@ -160,8 +162,8 @@ func (b *Backend) reap(ctx context.Context) (int, error) {
 			continue
 		}
 		_, err = b.api.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-		if err != nil && !isNotFound(err) {
-			errs = append(errs, fmt.Errorf("remove orphaned container %s: %w", shortID(c.ID), err))
+		if err != nil && !dockerapi.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove orphaned container %s: %w", dockerapi.Short(c.ID), err))
 			continue
 		}
 		removeOrphanSocketDir(c.Mounts)

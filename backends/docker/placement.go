@@ -13,6 +13,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/internal/dockerapi"
 	"github.com/kernelbox/kernelbox/internal/serverflags"
 )
 
@@ -100,7 +101,7 @@ func (p *Placement) close(ctx context.Context) error {
 	}
 	p.closed = true
 	p.b.forget(p)
-	p.b.cfg.log.Debug("container removed", "session", p.session, "container", shortID(p.id))
+	p.b.cfg.log.Debug("container removed", "session", p.session, "container", dockerapi.Short(p.id))
 	return nil
 }
 
@@ -123,11 +124,11 @@ func (p *Placement) KernelLog(ctx context.Context, kernelID string) string {
 // once.
 func (p *Placement) Diagnose(ctx context.Context) string {
 	r, err := p.b.api.ContainerInspect(ctx, p.id, client.ContainerInspectOptions{})
-	if isNotFound(err) {
+	if dockerapi.IsNotFound(err) {
 		return "container " + p.name + " is gone (removed)"
 	}
 	if err != nil || r.Container.State == nil {
-		p.b.cfg.log.Warn("diagnose: inspect container failed", "session", p.session, "container", shortID(p.id), "err", err)
+		p.b.cfg.log.Warn("diagnose: inspect container failed", "session", p.session, "container", dockerapi.Short(p.id), "err", err)
 		return ""
 	}
 	st := r.Container.State
@@ -175,7 +176,7 @@ func (p *Placement) newOOMKills(ctx context.Context) bool {
 		// The cgroup is gone once the container stops; the daemon still has the events.
 		n, err = p.b.oomEvents(ctx, p.id, p.started)
 		if err != nil {
-			p.b.cfg.log.Warn("diagnose: count OOM kills failed", "session", p.session, "container", shortID(p.id), "err", err)
+			p.b.cfg.log.Warn("diagnose: count OOM kills failed", "session", p.session, "container", dockerapi.Short(p.id), "err", err)
 			return false
 		}
 		if n < p.oomSeen {

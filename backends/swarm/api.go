@@ -2,9 +2,7 @@ package swarm
 
 import (
 	"context"
-	"fmt"
 
-	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 )
 
@@ -42,29 +40,3 @@ type swarmAPI interface {
 }
 
 var _ swarmAPI = (*client.Client)(nil)
-
-// newClient connects to the manager's daemon at host, or as the environment says
-// when host is empty. The API version is negotiated on the first request (Debian's
-// engine speaks 1.41).
-func newClient(host string) (*client.Client, error) {
-	opts := []client.Opt{client.FromEnv}
-	if host != "" {
-		opts = append(opts, client.WithHost(host))
-	}
-	c, err := client.New(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("docker client: %w", err)
-	}
-	return c, nil
-}
-
-// isNotFound reports whether err says the object does not exist.
-func isNotFound(err error) bool { return cerrdefs.IsNotFound(err) }
-
-// short abbreviates a swarm or container id as the docker CLI does.
-func short(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
-}

@@ -15,6 +15,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/internal/dockerapi"
 	"github.com/kernelbox/kernelbox/internal/serverflags"
 )
 
@@ -89,7 +90,7 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("swarm backend: %w", err)
 	}
-	api, err := newClient(cfg.host)
+	api, err := dockerapi.NewClient(cfg.host)
 	if err != nil {
 		return nil, fmt.Errorf("swarm backend: %w", err)
 	}
@@ -115,7 +116,7 @@ func newBackend(ctx context.Context, cfg config, api swarmAPI) (*Backend, error)
 	}
 	if _, err := api.ContainerInspect(ctx, cfg.self, client.ContainerInspectOptions{}); err != nil {
 		stop()
-		if isNotFound(err) {
+		if dockerapi.IsNotFound(err) {
 			return nil, fmt.Errorf("%w: no container %q on the manager's daemon (set --swarm-self)", ErrNotInContainer, cfg.self)
 		}
 		return nil, fmt.Errorf("inspect own container %q: %w", cfg.self, err)
@@ -297,9 +298,9 @@ func (b *Backend) nodeName(ctx context.Context, id string) string {
 	if ok {
 		return name
 	}
-	name = "node " + short(id)
+	name = "node " + dockerapi.Short(id)
 	if r, err := b.api.NodeInspect(ctx, id, client.NodeInspectOptions{}); err == nil {
-		name = fmt.Sprintf("node %s (%s)", r.Node.Description.Hostname, short(id))
+		name = fmt.Sprintf("node %s (%s)", r.Node.Description.Hostname, dockerapi.Short(id))
 		b.mu.Lock()
 		b.nodes[id] = name
 		b.mu.Unlock()

@@ -7,6 +7,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/moby/moby/api/types/swarm"
 	"github.com/moby/moby/client"
+
+	"github.com/kernelbox/kernelbox/internal/dockerapi"
 )
 
 // Check reports whether a swarm can run this backend's sessions, without starting
@@ -20,7 +22,7 @@ func Check(ctx context.Context, opts Options) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	api, err := newClient(cfg.host)
+	api, err := dockerapi.NewClient(cfg.host)
 	if err != nil {
 		return "", err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/internal/dockerapi"
 	"github.com/kernelbox/kernelbox/internal/serverflags"
 	"github.com/kernelbox/kernelbox/internal/undo"
 	"github.com/kernelbox/kernelbox/jupyter"
@@ -235,7 +236,7 @@ func (b *Backend) createService(ctx context.Context, l *launch) (string, error) 
 		l.log.Warn("service create warning", "warning", w)
 	}
 	l.undo.Add("remove service "+l.obj.name, func(ctx context.Context) error {
-		if _, err := b.api.ServiceRemove(ctx, r.ID, client.ServiceRemoveOptions{}); err != nil && !isNotFound(err) {
+		if _, err := b.api.ServiceRemove(ctx, r.ID, client.ServiceRemoveOptions{}); err != nil && !dockerapi.IsNotFound(err) {
 			return err
 		}
 		return nil

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+
+	"github.com/kernelbox/kernelbox/internal/dockerapi"
 )
 
 // Labels on every service, task container, network, secret and config the backend
@@ -114,7 +116,7 @@ func (b *Backend) removeOwned(ctx context.Context, pick func(map[string]string) 
 		if !pick(s.Spec.Labels) {
 			continue
 		}
-		if _, err := b.api.ServiceRemove(ctx, s.ID, client.ServiceRemoveOptions{}); err != nil && !isNotFound(err) {
+		if _, err := b.api.ServiceRemove(ctx, s.ID, client.ServiceRemoveOptions{}); err != nil && !dockerapi.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("remove service %s: %w", s.Spec.Name, err))
 			continue
 		}
@@ -165,7 +167,7 @@ func (b *Backend) removeOwned(ctx context.Context, pick func(map[string]string) 
 // the network in use for a moment after `service rm`).
 func (b *Backend) removeNetwork(ctx context.Context, id, name string) error {
 	_, err := b.api.NetworkDisconnect(ctx, id, client.NetworkDisconnectOptions{Container: b.cfg.self, Force: true})
-	if err != nil && !isNotFound(err) {
+	if err != nil && !dockerapi.IsNotFound(err) {
 		b.cfg.log.Debug("detach from network", "network", name, "err", err)
 	}
 	err = b.retryInUse(ctx, "remove network "+name, func() error {
@@ -188,7 +190,7 @@ func (b *Backend) retryInUse(ctx context.Context, what string, rm func() error) 
 	delay := 50 * time.Millisecond
 	for {
 		err := rm()
-		if err == nil || isNotFound(err) {
+		if err == nil || dockerapi.IsNotFound(err) {
 			return nil
 		}
 		select {

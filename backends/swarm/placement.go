@@ -10,6 +10,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/internal/dockerapi"
 	"github.com/kernelbox/kernelbox/jupyter"
 	"github.com/kernelbox/kernelbox/kernelfs"
 )
@@ -73,7 +74,7 @@ func (p *Placement) close(ctx context.Context) error {
 	p.mu.Unlock()
 	b := p.b
 	var errs []error
-	if _, err := b.api.ServiceRemove(ctx, p.service, client.ServiceRemoveOptions{}); err != nil && !isNotFound(err) {
+	if _, err := b.api.ServiceRemove(ctx, p.service, client.ServiceRemoveOptions{}); err != nil && !dockerapi.IsNotFound(err) {
 		errs = append(errs, fmt.Errorf("remove service %s: %w", p.obj.name, err))
 	}
 	errs = append(errs, b.retryInUse(ctx, "remove secret "+p.obj.name+"-token", func() error {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/moby/moby/api/types/swarm"
 	"github.com/moby/moby/client"
+
+	"github.com/kernelbox/kernelbox/internal/dockerapi"
 )
 
 // Engine 20.10 neither honours NoNewPrivileges in a service spec nor lists
@@ -47,7 +49,7 @@ func (b *Backend) probeNodes(ctx context.Context) error {
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
 		defer cancel()
-		if _, err := b.api.ServiceRemove(rctx, r.ID, client.ServiceRemoveOptions{}); err != nil && !isNotFound(err) {
+		if _, err := b.api.ServiceRemove(rctx, r.ID, client.ServiceRemoveOptions{}); err != nil && !dockerapi.IsNotFound(err) {
 			b.cfg.log.Warn("remove probe service", "err", err)
 		}
 	}()

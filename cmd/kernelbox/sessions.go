@@ -2,25 +2,37 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"strconv"
 	"text/tabwriter"
 	"time"
 
+	"github.com/kernelbox/kernelbox/client"
 	"github.com/kernelbox/kernelbox/internal/capacity"
 )
 
-func sessionsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("sessions", stderr)
+// clientCmd parses a client command's flags (the server's address and token) and
+// connects its client.
+func clientCmd(name string, args []string, stderr io.Writer) (*flag.FlagSet, *client.Client, error) {
+	fs := newFlags(name, stderr)
 	var cf clientFlags
 	cf.register(fs)
 	if err := parse(fs, args); err != nil {
-		return err
+		return nil, nil, err
 	}
 	c, err := cf.client()
 	if err != nil {
-		return exitCode{2, err.Error()}
+		return nil, nil, exitCode{2, err.Error()}
+	}
+	return fs, c, nil
+}
+
+func sessionsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	_, c, err := clientCmd("sessions", args, stderr)
+	if err != nil {
+		return err
 	}
 	list, err := c.Sessions(ctx)
 	if err != nil {
@@ -44,18 +56,12 @@ func closeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 func sessionAction(ctx context.Context, name string, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags(name, stderr)
-	var cf clientFlags
-	cf.register(fs)
-	if err := parse(fs, args); err != nil {
+	fs, c, err := clientCmd(name, args, stderr)
+	if err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
 		return exitCode{2, fmt.Sprintf("usage: kernelbox %s [flags] SESSION", name)}
-	}
-	c, err := cf.client()
-	if err != nil {
-		return exitCode{2, err.Error()}
 	}
 	id := fs.Arg(0)
 	if name == "reset" {
@@ -72,15 +78,9 @@ func sessionAction(ctx context.Context, name string, args []string, stdout, stde
 
 // templatesCmd lists a server's templates.
 func templatesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("templates", stderr)
-	var cf clientFlags
-	cf.register(fs)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	c, err := cf.client()
+	_, c, err := clientCmd("templates", args, stderr)
 	if err != nil {
-		return exitCode{2, err.Error()}
+		return err
 	}
 	list, err := c.Templates(ctx)
 	if err != nil {
