@@ -78,7 +78,8 @@ func (c *Conn) anyPending(calls []*call) bool {
 
 // Request sends a request on the shell or control channel and waits for its reply.
 // content is encoded with encoding/json, except a json.RawMessage, which is sent
-// as it is and must be one valid JSON object.
+// as it is and must be one valid JSON object, and a *Base64Content, whose
+// payload is encoded as it is written to the socket.
 func (c *Conn) Request(ctx context.Context, channel, msgType string, content any) (*Message, error) {
 	m, err := newMessage(c.opts.SessionID, channel, msgType, content)
 	if err != nil {

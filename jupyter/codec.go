@@ -38,37 +38,64 @@ func (p Protocol) String() string {
 
 var errMalformed = errors.New("malformed message")
 
+// A client message is written as a head, its content, and a tail, so that a large
+// content goes to the socket without being copied into a frame first.
+
 // encodeLegacy encodes a client message as a legacy JSON text frame. Client messages
 // never carry buffers.
 func encodeLegacy(m *Message) ([]byte, error) {
-	var b bytes.Buffer
-	b.Grow(256 + len(m.Content))
-	b.WriteString(`{"channel":`)
-	writeJSONString(&b, m.Channel)
-	b.WriteString(`,"header":`)
-	h, err := json.Marshal(&m.Header)
-	if err != nil {
-		return nil, err
-	}
-	b.Write(h)
-	b.WriteString(`,"parent_header":{},"metadata":`)
-	b.Write(rawOrEmpty(m.Metadata))
-	b.WriteString(`,"content":`)
-	b.Write(rawOrEmpty(m.Content))
-	b.WriteString(`,"buffers":[]}`)
-	return b.Bytes(), nil
+	return encodeWhole(m, ProtocolLegacy)
 }
 
 // encodeV1 encodes a client message as a v1 binary frame: a little-endian uint64 count
 // of offsets, the offsets, the channel name, then header, parent header, metadata and
 // content as separate JSON parts.
 func encodeV1(m *Message) ([]byte, error) {
-	h, err := json.Marshal(&m.Header)
+	return encodeWhole(m, ProtocolV1)
+}
+
+// encodeWhole assembles a client message's frame in memory (for tests and fakes;
+// Conn.send writes the parts to the socket).
+func encodeWhole(m *Message, proto Protocol) ([]byte, error) {
+	head, tail, err := frameParts(m, proto)
 	if err != nil {
 		return nil, err
 	}
-	parts := [][]byte{[]byte(m.Channel), h, []byte("{}"), rawOrEmpty(m.Metadata), rawOrEmpty(m.Content)}
-	n := len(parts) + 1 // offsets: the start of each part plus the end of the last
+	var b bytes.Buffer
+	b.Grow(len(head) + m.contentLen() + len(tail))
+	b.Write(head)
+	if err := m.writeContent(&b); err != nil {
+		return nil, err
+	}
+	b.Write(tail)
+	return b.Bytes(), nil
+}
+
+// legacyTail closes a legacy frame after its content.
+var legacyTail = []byte(`,"buffers":[]}`)
+
+// frameParts returns what a client message's frame holds before its content and
+// after it.
+func frameParts(m *Message, proto Protocol) (head, tail []byte, err error) {
+	h, err := json.Marshal(&m.Header)
+	if err != nil {
+		return nil, nil, err
+	}
+	meta := rawOrEmpty(m.Metadata)
+	if proto != ProtocolV1 {
+		var b bytes.Buffer
+		b.Grow(128 + len(h) + len(meta))
+		b.WriteString(`{"channel":`)
+		writeJSONString(&b, m.Channel)
+		b.WriteString(`,"header":`)
+		b.Write(h)
+		b.WriteString(`,"parent_header":{},"metadata":`)
+		b.Write(meta)
+		b.WriteString(`,"content":`)
+		return b.Bytes(), legacyTail, nil
+	}
+	parts := [][]byte{[]byte(m.Channel), h, []byte("{}"), meta}
+	n := len(parts) + 2 // offsets: the start of each part, the content's, and the end
 	size := 8 * (n + 1)
 	for _, p := range parts {
 		size += len(p)
@@ -80,11 +107,12 @@ func encodeV1(m *Message) ([]byte, error) {
 		binary.LittleEndian.PutUint64(out[8*(i+1):], off)
 		off += uint64(len(p))
 	}
-	binary.LittleEndian.PutUint64(out[8*n:], off)
+	binary.LittleEndian.PutUint64(out[8*(n-1):], off)
+	binary.LittleEndian.PutUint64(out[8*n:], off+uint64(m.contentLen()))
 	for _, p := range parts {
 		out = append(out, p...)
 	}
-	return out, nil
+	return out, nil, nil
 }
 
 // decodeLegacyText decodes a legacy JSON text frame.

@@ -197,3 +197,29 @@ func TestProtocolString(t *testing.T) {
 	require.Equal(t, "legacy", ProtocolLegacy.String())
 	require.Equal(t, "v1", ProtocolV1.String())
 }
+
+// TestReadLimitedExact: messages read through the shared scratch buffers come back
+// at their exact size and never share memory (a large message read before a small
+// one is not overwritten by it), and a message over the limit keeps its first max
+// bytes and reports its whole length.
+func TestReadLimitedExact(t *testing.T) {
+	big := bytes.Repeat([]byte("0123456789"), 100_000)
+	a, n, err := readLimited(bytes.NewReader(big), 1<<20)
+	require.NoError(t, err)
+	require.EqualValues(t, len(big), n)
+	require.Equal(t, big, a)
+	require.LessOrEqual(t, cap(a), len(a)+16<<10, "no doubling slack kept")
+	b, n, err := readLimited(bytes.NewReader([]byte("small")), 1<<20)
+	require.NoError(t, err)
+	require.EqualValues(t, 5, n)
+	require.Equal(t, "small", string(b))
+	require.Equal(t, big, a, "the first message is intact")
+	c, n, err := readLimited(bytes.NewReader(big), 4096)
+	require.NoError(t, err)
+	require.EqualValues(t, len(big), n)
+	require.Equal(t, big[:4096], c)
+	e, n, err := readLimited(bytes.NewReader(nil), 4096)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.Empty(t, e)
+}

@@ -1,6 +1,7 @@
 package jupyter_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"strings"
@@ -298,4 +299,47 @@ func mustMarshal(t testing.TB, v any) json.RawMessage {
 	b, err := json.Marshal(v)
 	require.NoError(t, err)
 	return b
+}
+
+// TestBase64Content: a request whose payload is encoded as it is written (larger
+// than the write buffer, so it goes out in several fragments, and not a multiple
+// of the encoder's block) reaches the kernel as one message whose content is
+// Head, the payload's standard base64, and Tail, in both framings.
+func TestBase64Content(t *testing.T) {
+	t.Parallel()
+	data := make([]byte, 3<<20+1)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	for _, proto := range protocols {
+		t.Run(proto.String(), func(t *testing.T) {
+			t.Parallel()
+			got := make(chan *jupyter.Message, 1)
+			f := newFake(t, nil, func(k *jupytertest.Kernel, req *jupyter.Message) {
+				if req.Type() == "execute_request" {
+					got <- req
+					k.Reply(req, okReply(1))
+					return
+				}
+				jupytertest.DefaultHandler(k, req)
+			}, &jupyter.ConnOptions{Protocol: proto})
+			content := &jupyter.Base64Content{Head: []byte(`{"code":"","kernelbox":{"data":"`), Data: data, Tail: []byte(`"}}`)}
+			reply, err := f.conn.Request(testCtx(t), jupyter.ChannelShell, "execute_request", content)
+			require.NoError(t, err)
+			require.Equal(t, "execute_reply", reply.Type())
+			req := <-got
+			var c struct {
+				Code      string `json:"code"`
+				Kernelbox struct {
+					Data []byte `json:"data"` // encoding/json decodes standard base64
+				} `json:"kernelbox"`
+			}
+			require.NoError(t, req.DecodeContent(&c))
+			require.True(t, bytes.Equal(data, c.Kernelbox.Data), "the payload arrived intact (%d bytes of %d)", len(c.Kernelbox.Data), len(data))
+
+			// The connection goes on with ordinary requests.
+			_, err = f.conn.KernelInfo(testCtx(t))
+			require.NoError(t, err)
+		})
+	}
 }

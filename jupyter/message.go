@@ -1,7 +1,9 @@
 package jupyter
 
 import (
+	"encoding/base64"
 	"encoding/json"
+	"io"
 	"time"
 
 	"github.com/google/uuid"
@@ -44,6 +46,53 @@ type Message struct {
 	// message, the start of its text) and DroppedBytes how much was discarded.
 	Truncated    bool  `json:"-"`
 	DroppedBytes int64 `json:"-"`
+
+	payload *Base64Content // a request's content, when it was given as one
+}
+
+// Base64Content is request content whose last string is base64 written as the
+// message goes out, so that a large payload is neither encoded into a buffer of
+// its own nor copied into a frame: the content is Head, then Data in standard
+// base64, then Tail. Head must end inside a JSON string (after its opening
+// quote) and Tail close it and the object. Data must not change until the request
+// has been sent.
+type Base64Content struct {
+	Head, Data, Tail []byte
+}
+
+// base64Block is how many bytes of a payload are encoded at a time (a multiple of
+// 3, so that only the last block has padding).
+const base64Block = 24 << 10
+
+// contentLen returns the length of m's content as written.
+func (m *Message) contentLen() int {
+	if p := m.payload; p != nil {
+		return len(p.Head) + base64.StdEncoding.EncodedLen(len(p.Data)) + len(p.Tail)
+	}
+	return len(rawOrEmpty(m.Content))
+}
+
+// writeContent writes m's content to w.
+func (m *Message) writeContent(w io.Writer) error {
+	p := m.payload
+	if p == nil {
+		_, err := w.Write(rawOrEmpty(m.Content))
+		return err
+	}
+	if _, err := w.Write(p.Head); err != nil {
+		return err
+	}
+	buf := make([]byte, base64.StdEncoding.EncodedLen(base64Block))
+	for d := p.Data; len(d) > 0; {
+		n := min(len(d), base64Block)
+		base64.StdEncoding.Encode(buf, d[:n])
+		if _, err := w.Write(buf[:base64.StdEncoding.EncodedLen(n)]); err != nil {
+			return err
+		}
+		d = d[n:]
+	}
+	_, err := w.Write(p.Tail)
+	return err
 }
 
 // Type returns the message type from the header.
@@ -81,16 +130,23 @@ func mergeStream(dst *StreamContent, s streamFields) {
 // newMessage builds a request message for the given channel and type. A
 // content that is a json.RawMessage is taken as it is (not copied, compacted
 // or checked: it must be one JSON object), so a caller that built a large
-// content itself does not pay for a second copy of it.
+// content itself does not pay for a second copy of it; a *Base64Content is
+// written as the message is sent.
 func newMessage(session, channel, msgType string, content any) (*Message, error) {
-	raw, ok := content.(json.RawMessage)
-	if !ok {
+	var raw json.RawMessage
+	payload, _ := content.(*Base64Content)
+	switch c := content.(type) {
+	case *Base64Content:
+	case json.RawMessage:
+		raw = c
+	default:
 		var err error
 		if raw, err = json.Marshal(content); err != nil {
 			return nil, err
 		}
 	}
 	return &Message{
+		payload: payload,
 		Channel: channel,
 		Header: Header{
 			MsgID:    uuid.NewString(),

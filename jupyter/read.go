@@ -1,9 +1,11 @@
 package jupyter
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -74,28 +76,47 @@ func (c *Conn) read(ws *websocket.Conn, proto Protocol) (*Message, error) {
 	}
 }
 
+// readBuffers pools the read loops' scratch buffers: a message is read into one and
+// copied out at its exact size, so that a stream of large messages (file chunks of
+// megabytes) leaves one allocation each behind, not a buffer grown by doubling.
+var readBuffers sync.Pool
+
+const (
+	readBufferMin  = 16 << 10 // a new scratch buffer's size
+	readBufferKeep = 8 << 20  // larger scratch buffers are not kept
+)
+
 // readLimited reads r to its end, keeping at most max bytes, and returns the total
 // length read.
 func readLimited(r io.Reader, max int) ([]byte, int64, error) {
-	buf := make([]byte, 0, min(4096, max))
+	bp, _ := readBuffers.Get().(*[]byte)
+	if bp == nil {
+		b := make([]byte, 0, readBufferMin)
+		bp = &b
+	}
+	buf := (*bp)[:0]
+	defer func() {
+		if cap(buf) <= readBufferKeep {
+			*bp = buf[:0]
+			readBuffers.Put(bp)
+		}
+	}()
 	for {
-		if len(buf) == cap(buf) {
+		room := min(cap(buf), max)
+		if len(buf) == room {
 			if len(buf) >= max {
 				n, err := io.Copy(io.Discard, r)
-				return buf, int64(len(buf)) + n, err
+				return bytes.Clone(buf), int64(len(buf)) + n, err
 			}
-			grow := cap(buf) * 2
-			if grow > max {
-				grow = max
-			}
-			nb := make([]byte, len(buf), grow)
+			nb := make([]byte, len(buf), min(2*cap(buf), max))
 			copy(nb, buf)
 			buf = nb
+			room = cap(buf)
 		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
+		n, err := r.Read(buf[len(buf):room])
 		buf = buf[:len(buf)+n]
 		if err == io.EOF {
-			return buf, int64(len(buf)), nil
+			return bytes.Clone(buf), int64(len(buf)), nil
 		}
 		if err != nil {
 			return nil, 0, err

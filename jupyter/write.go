@@ -16,21 +16,17 @@ import (
 // like any allocator cache; it holds no state of its own.
 var writeBuffers = &sync.Pool{}
 
-const writeBufferSize = 4 << 20
+const writeBufferSize = 1 << 20
 
 // send writes one message.
 func (c *Conn) send(ctx context.Context, m *Message) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	var data []byte
-	var err error
 	frame := websocket.TextMessage
 	if c.proto == ProtocolV1 {
-		data, err = encodeV1(m)
 		frame = websocket.BinaryMessage
-	} else {
-		data, err = encodeLegacy(m)
 	}
+	head, tail, err := frameParts(m, c.proto)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", m.Header.MsgType, err)
 	}
@@ -39,7 +35,7 @@ func (c *Conn) send(ctx context.Context, m *Message) error {
 		deadline = d
 	}
 	_ = c.ws.SetWriteDeadline(deadline)
-	if err := c.ws.WriteMessage(frame, data); err != nil {
+	if err := c.write(frame, head, m, tail); err != nil {
 		// A Close or kernel death that raced the write is the reason to report,
 		// not the state of the socket it left behind.
 		reason := c.Err()
@@ -52,6 +48,25 @@ func (c *Conn) send(ctx context.Context, m *Message) error {
 		return fmt.Errorf("send %s: %w", m.Header.MsgType, err)
 	}
 	return nil
+}
+
+// write writes one message's frame, its content straight from m (no frame is
+// assembled first: a message larger than the write buffer goes out as several
+// WebSocket fragments).
+func (c *Conn) write(frame int, head []byte, m *Message, tail []byte) error {
+	w, err := c.ws.NextWriter(frame)
+	if err != nil {
+		return err
+	}
+	if _, err = w.Write(head); err == nil {
+		if err = m.writeContent(w); err == nil {
+			_, err = w.Write(tail)
+		}
+	}
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // pingLoop pings the server so that a silent dead peer is noticed.

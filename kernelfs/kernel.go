@@ -1,6 +1,7 @@
 package kernelfs
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	_ "embed"
@@ -161,12 +162,11 @@ func (k *Kernel) call1(ctx context.Context, conn *jupyter.Conn, op string, args 
 	return k.exec(ctx, conn, op, raw, out)
 }
 
-// withPayload encodes content with the payload seq carrying data: the base64 is
-// written once, straight into the message's content, which the connection
-// sends as it is (a 1 MiB chunk used to be copied four times on its way out:
-// base64 string, content, message; the server's memory grew with each chunk in
-// flight).
-func withPayload(content execContent, seq uint64, data []byte) (json.RawMessage, error) {
+// withPayload returns content with the payload seq carrying data, whose base64
+// is written straight to the socket as the request goes out (a 1 MiB chunk used
+// to be copied four times on its way out: base64 string, content, message,
+// frame; the server's memory grew with each chunk in flight).
+func withPayload(content execContent, seq uint64, data []byte) (*jupyter.Base64Content, error) {
 	head, err := json.Marshal(content)
 	if err != nil {
 		return nil, err
@@ -174,14 +174,10 @@ func withPayload(content execContent, seq uint64, data []byte) (json.RawMessage,
 	if len(head) < 2 || head[len(head)-1] != '}' {
 		return nil, fmt.Errorf("encode request: not a JSON object: %.40q", head)
 	}
-	out := make([]byte, 0, len(head)+base64.StdEncoding.EncodedLen(len(data))+48)
-	out = append(out, head[:len(head)-1]...)
-	out = append(out, `,"kernelbox":{"seq":`...)
-	out = strconv.AppendUint(out, seq, 10)
-	out = append(out, `,"data":"`...)
-	out = base64.StdEncoding.AppendEncode(out, data)
-	out = append(out, `"}}`...)
-	return out, nil
+	head = append(head[:len(head)-1], `,"kernelbox":{"seq":`...)
+	head = strconv.AppendUint(head, seq, 10)
+	head = append(head, `,"data":"`...)
+	return &jupyter.Base64Content{Head: head, Data: data, Tail: []byte(`"}}`)}, nil
 }
 
 // install runs the module's source in the kernel.
@@ -197,6 +193,42 @@ func (k *Kernel) install(ctx context.Context, conn *jupyter.Conn) error {
 // rawText makes exec store the text/plain answer as is instead of decoding JSON.
 type rawText *string
 
+// base64Data makes exec decode the text/plain answer as standard base64 (straight
+// from the reply's bytes: a chunk of megabytes is not copied into a string first).
+type base64Data *[]byte
+
+// replyText is a user expression's text/plain answer, kept as a string or, when
+// decode is set, decoded from base64.
+type replyText struct {
+	decode bool
+	text   string
+	data   []byte
+	found  bool
+}
+
+// UnmarshalJSON is handed the JSON string as it appears in the reply.
+func (t *replyText) UnmarshalJSON(b []byte) error {
+	t.found = true
+	if !t.decode {
+		return json.Unmarshal(b, &t.text)
+	}
+	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
+		return fmt.Errorf("text/plain is not a string: %.40q", b)
+	}
+	raw := b[1 : len(b)-1]
+	if bytes.IndexByte(raw, '\\') >= 0 { // escaped: unquote first (never seen)
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		raw = []byte(s)
+	}
+	t.data = make([]byte, base64.StdEncoding.DecodedLen(len(raw)))
+	n, err := base64.StdEncoding.Decode(t.data, raw)
+	t.data = t.data[:n]
+	return err
+}
+
 // exec sends one silent execute_request and decodes the answer of its user
 // expression "r".
 func (k *Kernel) exec(ctx context.Context, conn *jupyter.Conn, op string, content any, out any) error {
@@ -208,40 +240,59 @@ func (k *Kernel) exec(ctx context.Context, conn *jupyter.Conn, op string, conten
 		return fmt.Errorf("kernel %s: %w", op, errReplyTooBig)
 	}
 	// One decoding pass over a reply that may carry megabytes of base64.
-	var reply struct {
-		Status          string                `json:"status"`
-		Ename           string                `json:"ename"`
-		Evalue          string                `json:"evalue"`
-		UserExpressions map[string]exprResult `json:"user_expressions"`
-	}
+	_, decode := out.(base64Data)
+	r := &replyExpr{Data: replyData{Text: &replyText{decode: decode}}}
+	reply := struct {
+		Status          string `json:"status"`
+		Ename           string `json:"ename"`
+		Evalue          string `json:"evalue"`
+		UserExpressions struct {
+			R *replyExpr `json:"r"`
+		} `json:"user_expressions"`
+	}{}
+	reply.UserExpressions.R = r
 	if err := m.DecodeContent(&reply); err != nil {
 		return fmt.Errorf("kernel %s: decode reply: %w", op, err)
 	}
 	if reply.Status != "ok" {
 		return &KernelError{Op: op, Ename: firstNonEmpty(reply.Ename, reply.Status), Evalue: reply.Evalue}
 	}
-	r, ok := reply.UserExpressions["r"]
-	if !ok {
+	if r.Status == "" {
 		return fmt.Errorf("kernel %s: the reply has no user expression result (not an IPython kernel?)", op)
 	}
 	if r.Status != "ok" {
-		return exprError(op, r)
+		return exprError(op, exprResult{Status: r.Status, Ename: r.Ename, Evalue: r.Evalue})
 	}
-	text, ok := r.Data["text/plain"]
-	if !ok {
+	t := r.Data.Text
+	if !t.found {
 		return fmt.Errorf("kernel %s: the result has no text/plain", op)
 	}
-	if rt, ok := out.(rawText); ok {
-		*rt = text
+	switch o := out.(type) {
+	case rawText:
+		*o = t.text
+		return nil
+	case base64Data:
+		*o = t.data
+		return nil
+	case nil:
 		return nil
 	}
-	if out == nil {
-		return nil
-	}
-	if err := json.Unmarshal([]byte(text), out); err != nil {
-		return fmt.Errorf("kernel %s: decode answer %.80q: %w", op, text, err)
+	if err := json.Unmarshal([]byte(t.text), out); err != nil {
+		return fmt.Errorf("kernel %s: decode answer %.80q: %w", op, t.text, err)
 	}
 	return nil
+}
+
+// replyExpr is the user expression "r" of an execute_reply, decoded in place.
+type replyExpr struct {
+	Status string    `json:"status"`
+	Data   replyData `json:"data"`
+	Ename  string    `json:"ename"`
+	Evalue string    `json:"evalue"`
+}
+
+type replyData struct {
+	Text *replyText `json:"text/plain"`
 }
 
 // exprError classifies a failed user expression.

@@ -2,7 +2,6 @@ package kernelfs
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 
@@ -295,13 +294,9 @@ func (k *Kernel) OpenRead(ctx context.Context, conn *jupyter.Conn, rel string) (
 
 // ReadChunk reads up to n bytes at off; fewer at the end of the file.
 func (k *Kernel) ReadChunk(ctx context.Context, conn *jupyter.Conn, h Handle, off, n int64) ([]byte, error) {
-	var b64 string
-	if err := k.call(ctx, conn, "rread", chunkRequest{H: h, Off: off, N: n}, nil, rawText(&b64)); err != nil {
+	var data []byte
+	if err := k.call(ctx, conn, "rread", chunkRequest{H: h, Off: off, N: n}, nil, base64Data(&data)); err != nil {
 		return nil, err
-	}
-	data, err := base64.StdEncoding.DecodeString(b64)
-	if err != nil {
-		return nil, fmt.Errorf("kernel rread: %w", err)
 	}
 	return data, nil
 }

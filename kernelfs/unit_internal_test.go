@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -112,4 +113,27 @@ func TestKernelErrors(t *testing.T) {
 	require.ErrorIs(t, exprError("probe", exprResult{Ename: "NotSetUp", Evalue: "the session directory is not set up"}), ErrNotSetUp)
 	require.ErrorIs(t, exprError("stat", exprResult{Ename: "ModuleNotFoundError", Evalue: "No module named '" + moduleName + "'"}), errNotInstalled)
 	require.ErrorAs(t, exprError("stat", exprResult{Ename: "ModuleNotFoundError", Evalue: "No module named 'x'"}), &ke)
+}
+
+// TestReplyTextBase64: a text/plain answer is decoded from base64 straight from the
+// reply, also when the JSON escapes a character of it ("\/"); an answer that is not
+// a string, or not base64, is an error, never data.
+func TestReplyTextBase64(t *testing.T) {
+	for _, tc := range []struct{ json, want string }{
+		{`"aGVsbG8="`, "hello"},
+		{`"YT\/i"`, "a?\xe2"},
+		{`""`, ""},
+	} {
+		r := replyText{decode: true}
+		require.NoError(t, json.Unmarshal([]byte(tc.json), &r), tc.json)
+		assert.Equal(t, tc.want, string(r.data), tc.json)
+		assert.True(t, r.found)
+	}
+	for _, bad := range []string{`12`, `"not base64!"`, `{"a":1}`} {
+		r := replyText{decode: true}
+		assert.Error(t, json.Unmarshal([]byte(bad), &r), bad)
+	}
+	r := replyText{}
+	require.NoError(t, json.Unmarshal([]byte(`"{\"a\": 1}"`), &r))
+	assert.Equal(t, `{"a": 1}`, r.text)
 }
