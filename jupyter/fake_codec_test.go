@@ -198,26 +198,33 @@ func TestProtocolString(t *testing.T) {
 	require.Equal(t, "v1", ProtocolV1.String())
 }
 
-// TestReadLimitedExact: messages read through the shared scratch buffers come back
-// at their exact size and never share memory (a large message read before a small
-// one is not overwritten by it), and a message over the limit keeps its first max
-// bytes and reports its whole length.
+// TestReadLimitedExact: messages come back whole, a small one (read through the
+// shared scratch buffers) at its exact size, and never share memory (a message read
+// before another is not overwritten by it); a message over the limit keeps its
+// first max bytes and reports its whole length.
 func TestReadLimitedExact(t *testing.T) {
 	big := bytes.Repeat([]byte("0123456789"), 100_000)
 	a, n, err := readLimited(bytes.NewReader(big), 1<<20)
 	require.NoError(t, err)
 	require.EqualValues(t, len(big), n)
 	require.Equal(t, big, a)
-	require.LessOrEqual(t, cap(a), len(a)+16<<10, "no doubling slack kept")
-	b, n, err := readLimited(bytes.NewReader([]byte("small")), 1<<20)
+	s1, _, err := readLimited(bytes.NewReader(big[:1000]), 1<<20)
+	require.NoError(t, err)
+	require.LessOrEqual(t, cap(s1), 1024, "a small message keeps no slack")
+	s2, n, err := readLimited(bytes.NewReader([]byte("small")), 1<<20)
 	require.NoError(t, err)
 	require.EqualValues(t, 5, n)
-	require.Equal(t, "small", string(b))
-	require.Equal(t, big, a, "the first message is intact")
+	require.Equal(t, "small", string(s2))
+	require.Equal(t, big[:1000], s1, "the message read before is intact")
+	require.Equal(t, big, a, "the large message is intact")
 	c, n, err := readLimited(bytes.NewReader(big), 4096)
 	require.NoError(t, err)
 	require.EqualValues(t, len(big), n)
 	require.Equal(t, big[:4096], c)
+	c, n, err = readLimited(bytes.NewReader(big), 200_000)
+	require.NoError(t, err)
+	require.EqualValues(t, len(big), n)
+	require.Equal(t, big[:200_000], c)
 	e, n, err := readLimited(bytes.NewReader(nil), 4096)
 	require.NoError(t, err)
 	require.Zero(t, n)

@@ -76,47 +76,48 @@ func (c *Conn) read(ws *websocket.Conn, proto Protocol) (*Message, error) {
 	}
 }
 
-// readBuffers pools the read loops' scratch buffers: a message is read into one and
-// copied out at its exact size, so that a stream of large messages (file chunks of
-// megabytes) leaves one allocation each behind, not a buffer grown by doubling.
+// readBuffers pools the read loops' scratch buffers for small messages: one is read
+// into a scratch buffer and copied out at its exact size. A message that outgrows
+// the scratch buffer continues in a buffer of its own, grown by doubling and handed
+// over as it is; large buffers are not pooled, because what a pool keeps counts
+// as live memory (and Go's collector lets the heap grow to twice that).
 var readBuffers sync.Pool
 
-const (
-	readBufferMin  = 16 << 10 // a new scratch buffer's size
-	readBufferKeep = 8 << 20  // larger scratch buffers are not kept
-)
+const readBufferSize = 64 << 10
 
 // readLimited reads r to its end, keeping at most max bytes, and returns the total
 // length read.
 func readLimited(r io.Reader, max int) ([]byte, int64, error) {
 	bp, _ := readBuffers.Get().(*[]byte)
 	if bp == nil {
-		b := make([]byte, 0, readBufferMin)
+		b := make([]byte, readBufferSize)
 		bp = &b
 	}
+	defer readBuffers.Put(bp)
 	buf := (*bp)[:0]
-	defer func() {
-		if cap(buf) <= readBufferKeep {
-			*bp = buf[:0]
-			readBuffers.Put(bp)
-		}
-	}()
+	own := false // buf is not the scratch buffer
 	for {
 		room := min(cap(buf), max)
 		if len(buf) == room {
 			if len(buf) >= max {
 				n, err := io.Copy(io.Discard, r)
-				return bytes.Clone(buf), int64(len(buf)) + n, err
+				if !own {
+					buf = bytes.Clone(buf)
+				}
+				return buf, int64(len(buf)) + n, err
 			}
 			nb := make([]byte, len(buf), min(2*cap(buf), max))
 			copy(nb, buf)
-			buf = nb
+			buf, own = nb, true
 			room = cap(buf)
 		}
 		n, err := r.Read(buf[len(buf):room])
 		buf = buf[:len(buf)+n]
 		if err == io.EOF {
-			return bytes.Clone(buf), int64(len(buf)), nil
+			if !own {
+				buf = bytes.Clone(buf)
+			}
+			return buf, int64(len(buf)), nil
 		}
 		if err != nil {
 			return nil, 0, err

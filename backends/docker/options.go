@@ -21,7 +21,7 @@ const DefaultImage = "kernelbox/kernel:latest"
 
 // Defaults for the zero value of [Options].
 const (
-	DefaultReadyTimeout = 30 * time.Second
+	DefaultReadyTimeout = 60 * time.Second
 	DefaultMaxLifetime  = 24 * time.Hour
 	DefaultMemory       = 2 << 30   // bytes; swap is limited to the same value, so none is used
 	DefaultCPUs         = 2.0       // CPUs' worth of time (NanoCPUs)
@@ -49,7 +49,8 @@ type Options struct {
 	Logger *slog.Logger
 
 	// ReadyTimeout bounds how long Open waits for a container's Jupyter server to
-	// answer on its socket. Defaults to 30 s.
+	// answer on its socket. Defaults to 60 s (as the local backend: 24 containers
+	// started at once on two cores took over 30 s each in a loaded CI run).
 	ReadyTimeout time.Duration
 
 	// MaxLifetime is the hard limit on a container's life: after it, the server is
