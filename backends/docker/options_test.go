@@ -17,7 +17,7 @@ func TestResolveDefaults(t *testing.T) {
 		got, want any
 	}{
 		{"image", c.image, DefaultImage},
-		{"ready timeout", c.readyTimeout, 30 * time.Second},
+		{"ready timeout", c.readyTimeout, 60 * time.Second},
 		{"lifetime", c.lifetime, 24 * time.Hour},
 		{"uid", c.uid, 1000},
 		{"gid", c.gid, 1000},
