@@ -39,37 +39,7 @@ func (p Protocol) String() string {
 var errMalformed = errors.New("malformed message")
 
 // A client message is written as a head, its content, and a tail, so that a large
-// content goes to the socket without being copied into a frame first.
-
-// encodeLegacy encodes a client message as a legacy JSON text frame. Client messages
-// never carry buffers.
-func encodeLegacy(m *Message) ([]byte, error) {
-	return encodeWhole(m, ProtocolLegacy)
-}
-
-// encodeV1 encodes a client message as a v1 binary frame: a little-endian uint64 count
-// of offsets, the offsets, the channel name, then header, parent header, metadata and
-// content as separate JSON parts.
-func encodeV1(m *Message) ([]byte, error) {
-	return encodeWhole(m, ProtocolV1)
-}
-
-// encodeWhole assembles a client message's frame in memory (for tests and fakes;
-// Conn.send writes the parts to the socket).
-func encodeWhole(m *Message, proto Protocol) ([]byte, error) {
-	head, tail, err := frameParts(m, proto)
-	if err != nil {
-		return nil, err
-	}
-	var b bytes.Buffer
-	b.Grow(len(head) + m.contentLen() + len(tail))
-	b.Write(head)
-	if err := m.writeContent(&b); err != nil {
-		return nil, err
-	}
-	b.Write(tail)
-	return b.Bytes(), nil
-}
+// content goes to the socket without being copied into a frame first (Conn.write).
 
 // legacyTail closes a legacy frame after its content.
 var legacyTail = []byte(`,"buffers":[]}`)

@@ -230,3 +230,33 @@ func TestReadLimitedExact(t *testing.T) {
 	require.Zero(t, n)
 	require.Empty(t, e)
 }
+
+// encodeLegacy encodes a client message as a legacy JSON text frame. Client messages
+// never carry buffers.
+func encodeLegacy(m *Message) ([]byte, error) {
+	return encodeWhole(m, ProtocolLegacy)
+}
+
+// encodeV1 encodes a client message as a v1 binary frame: a little-endian uint64 count
+// of offsets, the offsets, the channel name, then header, parent header, metadata and
+// content as separate JSON parts.
+func encodeV1(m *Message) ([]byte, error) {
+	return encodeWhole(m, ProtocolV1)
+}
+
+// encodeWhole assembles a client message's frame in memory, as Conn.write sends
+// it in parts.
+func encodeWhole(m *Message, proto Protocol) ([]byte, error) {
+	head, tail, err := frameParts(m, proto)
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	b.Grow(len(head) + m.contentLen() + len(tail))
+	b.Write(head)
+	if err := m.writeContent(&b); err != nil {
+		return nil, err
+	}
+	b.Write(tail)
+	return b.Bytes(), nil
+}

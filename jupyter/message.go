@@ -134,9 +134,10 @@ func mergeStream(dst *StreamContent, s streamFields) {
 // written as the message is sent.
 func newMessage(session, channel, msgType string, content any) (*Message, error) {
 	var raw json.RawMessage
-	payload, _ := content.(*Base64Content)
+	var payload *Base64Content
 	switch c := content.(type) {
 	case *Base64Content:
+		payload = c
 	case json.RawMessage:
 		raw = c
 	default:

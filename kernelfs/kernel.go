@@ -84,12 +84,17 @@ type envelope struct {
 	Args any    `json:"args"`
 }
 
+// exprStatus is how a user expression's evaluation ended.
+type exprStatus struct {
+	Status string `json:"status"`
+	Ename  string `json:"ename"`
+	Evalue string `json:"evalue"`
+}
+
 // exprResult is one user expression's answer.
 type exprResult struct {
-	Status string            `json:"status"`
-	Data   map[string]string `json:"data"`
-	Ename  string            `json:"ename"`
-	Evalue string            `json:"evalue"`
+	exprStatus
+	Data map[string]string `json:"data"`
 }
 
 // KernelError is a file-sync operation that failed inside the kernel.
@@ -261,7 +266,7 @@ func (k *Kernel) exec(ctx context.Context, conn *jupyter.Conn, op string, conten
 		return fmt.Errorf("kernel %s: the reply has no user expression result (not an IPython kernel?)", op)
 	}
 	if r.Status != "ok" {
-		return exprError(op, exprResult{Status: r.Status, Ename: r.Ename, Evalue: r.Evalue})
+		return exprError(op, r.exprStatus)
 	}
 	t := r.Data.Text
 	if !t.found {
@@ -285,10 +290,8 @@ func (k *Kernel) exec(ctx context.Context, conn *jupyter.Conn, op string, conten
 
 // replyExpr is the user expression "r" of an execute_reply, decoded in place.
 type replyExpr struct {
-	Status string    `json:"status"`
-	Data   replyData `json:"data"`
-	Ename  string    `json:"ename"`
-	Evalue string    `json:"evalue"`
+	exprStatus
+	Data replyData `json:"data"`
 }
 
 type replyData struct {
@@ -296,7 +299,7 @@ type replyData struct {
 }
 
 // exprError classifies a failed user expression.
-func exprError(op string, r exprResult) error {
+func exprError(op string, r exprStatus) error {
 	switch {
 	case (r.Ename == "ModuleNotFoundError" || r.Ename == "ImportError") && strings.Contains(r.Evalue, moduleName):
 		return errNotInstalled

@@ -110,9 +110,9 @@ func TestKernelErrors(t *testing.T) {
 	require.Equal(t, "kernel wput: SyncError: checksum mismatch", e.Error())
 	var ke *KernelError
 	require.True(t, errors.As(error(e), &ke))
-	require.ErrorIs(t, exprError("probe", exprResult{Ename: "NotSetUp", Evalue: "the session directory is not set up"}), ErrNotSetUp)
-	require.ErrorIs(t, exprError("stat", exprResult{Ename: "ModuleNotFoundError", Evalue: "No module named '" + moduleName + "'"}), errNotInstalled)
-	require.ErrorAs(t, exprError("stat", exprResult{Ename: "ModuleNotFoundError", Evalue: "No module named 'x'"}), &ke)
+	require.ErrorIs(t, exprError("probe", exprStatus{Ename: "NotSetUp", Evalue: "the session directory is not set up"}), ErrNotSetUp)
+	require.ErrorIs(t, exprError("stat", exprStatus{Ename: "ModuleNotFoundError", Evalue: "No module named '" + moduleName + "'"}), errNotInstalled)
+	require.ErrorAs(t, exprError("stat", exprStatus{Ename: "ModuleNotFoundError", Evalue: "No module named 'x'"}), &ke)
 }
 
 // TestReplyTextBase64: a text/plain answer is decoded from base64 straight from the
