@@ -85,10 +85,17 @@ func TestServeSecondUID(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(home) })
 	require.NoError(t, os.Chown(home, 65534, 65534))
+	payload := filepath.Join(home, "payload.txt")
+	require.NoError(t, os.WriteFile(payload, []byte("from another uid"), 0o644))
+	require.NoError(t, os.Chown(payload, 65534, 65534))
 	others := map[string][]string{
 		"its own home":                   {"HOME=" + home},
 		"the serving user's runtime dir": {"HOME=" + home, "XDG_RUNTIME_DIR=" + rt},
 	}
+	// The owner's session holds a file the other uid must not read.
+	mine := []string{"HOME=" + os.Getenv("HOME"), "XDG_RUNTIME_DIR=" + rt}
+	out, code := cli(t, bin, mine, "", "exec", "--server", s.URL, "--session", "owner", "-c", "open('secret.txt', 'w').write('kept by the owner')")
+	require.Equal(t, 0, code, "exec as the serving uid: %s", out)
 	for name, env := range others {
 		t.Run("uid 65534 with "+name, func(t *testing.T) {
 			out, code := cli(t, bin, env, nobody, "sessions", "--server", s.URL)
@@ -101,12 +108,25 @@ func TestServeSecondUID(t *testing.T) {
 			assert.Contains(t, out, "unauthorized (401)")
 			assert.NotContains(t, out, "ran as 42")
 			assert.NotContains(t, out, "kernelbox: kernelbox:", "the error is prefixed twice")
+			// The session files and templates routes: the same refusal, nothing written.
+			for _, args := range [][]string{
+				{"cp", "--server", s.URL, filepath.Join(home, "payload.txt"), "intruder:planted.txt"},
+				{"ls", "--server", s.URL, "owner"},
+				{"cp", "--server", s.URL, "owner:secret.txt", "-"},
+				{"templates", "--server", s.URL},
+			} {
+				out, code := cli(t, bin, env, nobody, args...)
+				t.Logf("%s as uid %s: exit %d: %s", args[0], nobody, code, strings.TrimSpace(out))
+				assert.NotEqual(t, 0, code, "%v", args)
+				assert.Contains(t, out, "unauthorized (401)", "%v", args)
+				assert.NotContains(t, out, "kept by the owner", "%v", args)
+				assert.Equal(t, 1, strings.Count(out, "kernelbox:"), "the error is prefixed once: %s", out)
+			}
 		})
 	}
 
 	// The serving uid needs no token flag: the CLI reads the runtime file.
-	mine := []string{"HOME=" + os.Getenv("HOME"), "XDG_RUNTIME_DIR=" + rt}
-	out, code := cli(t, bin, mine, "", "exec", "--server", s.URL, "--session", "owner", "-c", "print('ran as', 6 * 7)")
+	out, code = cli(t, bin, mine, "", "exec", "--server", s.URL, "--session", "owner", "-c", "print('ran as', 6 * 7)")
 	require.Equal(t, 0, code, "exec as the serving uid: %s", out)
 	require.Contains(t, out, "ran as 42")
 	out, code = cli(t, bin, mine, "", "sessions", "--server", s.URL)

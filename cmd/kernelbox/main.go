@@ -33,9 +33,10 @@ func main() {
 }
 
 // unprefixed drops the "kernelbox: " the client's errors start with, which main
-// prints itself.
+// prints itself, also where a command wrapped such an error in its own context
+// ("SRC -> DST: kernelbox: ...").
 func unprefixed(msg string) string {
-	return strings.TrimPrefix(msg, "kernelbox: ")
+	return strings.ReplaceAll(strings.TrimPrefix(msg, "kernelbox: "), ": kernelbox: ", ": ")
 }
 
 // exitCode ends the process with a code, printing msg when it is not empty.
