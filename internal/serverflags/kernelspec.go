@@ -50,6 +50,21 @@ func SpecName(kernel string) string {
 // execute_reply as "kernelbox_foreign" (jupyter.ExecuteReply.Foreign), when not 0:
 // no extra expression is evaluated per call.
 //
+// It makes a flush of stdout or stderr with nothing to send return at once. ipykernel
+// flushes both streams three times in every cell, and each flush hands two callbacks
+// to the kernel's IO thread and sleeps until that thread has run them, wanted or not:
+// about 1.5 ms of a trivial cell's 7 (halved, against ipykernel over ZMQ, by this
+// alone). A flush is skipped only when every write to the stream that had returned
+// was already handed to the IO thread's queue by an earlier flush (a count of both,
+// the handed count taken before that flush empties the buffer): the status "idle"
+// the kernel sends after the cell still queues behind every write of the cell, as
+// before. A stream that echoes elsewhere keeps ipykernel's flush. With it go two
+// options: IPython's history database is off (its thread wrote every cell to
+// SQLite; In, Out, _i and %history for the kernel's own session work from memory,
+// and %history -g, across kernels, finds nothing), and ipykernel's 0.5 ms sleep
+// before each execute_reply is 0 (it gave iopub output a head start over the reply
+// for clients that stop reading at the reply; kernelbox reads until "idle").
+//
 // It tags what the kernel starts: KERNELBOX_KERNEL, named after the connection file
 // (kernel-ID), is in the environment of every process the kernel starts, which
 // survives setsid and reparenting; the server launcher kills the tagged processes
@@ -108,6 +123,7 @@ def _kb_start(self, *args, **kwargs):
     return _thread_start(self, *args, **kwargs)
 _threading.Thread.start = _kb_start
 _out_write = _iostream.OutStream.write
+_kb_lock = _threading.Lock()
 def _kb_write(self, string):
     cell = getattr(_threading.current_thread(), "_kb_cell", 0)
     if cell and cell != _kb["cell"]:
@@ -115,8 +131,25 @@ def _kb_write(self, string):
             _kb["foreign"] += len(string)
         except TypeError:
             pass
-    return _out_write(self, string)
+    n = _out_write(self, string)
+    with _kb_lock:
+        self._kb_writes = getattr(self, "_kb_writes", 0) + 1
+    return n
 _iostream.OutStream.write = _kb_write
+_flush_buffered = getattr(_iostream.OutStream, "_flush", None)
+_flush_synced = _iostream.OutStream.flush
+if _flush_buffered is not None:
+    def _kb_flush_buffered(self):
+        with _kb_lock:
+            n = getattr(self, "_kb_writes", 0)
+        _flush_buffered(self)
+        self._kb_flushed = n
+    def _kb_flush(self):
+        if getattr(self, "echo", None) is None and getattr(self, "_kb_flushed", 0) == getattr(self, "_kb_writes", 0):
+            return
+        return _flush_synced(self)
+    _iostream.OutStream._flush = _kb_flush_buffered
+    _iostream.OutStream.flush = _kb_flush
 _do_execute = _ipkernel.IPythonKernel.do_execute
 async def _kb_do_execute(self, code, silent, *args, **kwargs):
     if not silent:
@@ -184,7 +217,7 @@ func WriteKernelSpec(dataDir, python string) error {
 // it as a swarm config at JUPYTER_PATH/kernels/KernelName/kernel.json).
 func KernelSpec(python string) ([]byte, error) {
 	spec := map[string]any{
-		"argv":           []string{python, "-Xfrozen_modules=off", "-c", kernelLauncher, "-f", "{connection_file}"},
+		"argv":           []string{python, "-Xfrozen_modules=off", "-c", kernelLauncher, "-f", "{connection_file}", "--HistoryManager.enabled=False", "--IPythonKernel._execute_sleep=0"},
 		"display_name":   "Python 3 (kernelbox)",
 		"language":       "python",
 		"interrupt_mode": "signal",
