@@ -10,11 +10,11 @@ import (
 
 // kernelbox's kernel launcher makes a flush with nothing new to send return at once
 // (serverflags' kernelLauncher). Output a cell wrote must still come back with that
-// cell, also when the cell ends just as ipykernel's IO thread takes the buffer for
-// its own timed flush (0.2 s after the first write): the cell's last flush is then
-// skipped, and the write must already be queued ahead of "idle". The cells end
-// around that moment, on both streams, with and without a newline; the calls after
-// them get nothing that is not theirs.
+// cell when ipykernel's IO thread flushed it on its own timer (0.2 s after the first
+// write) just before the cell ended: the cell's own flushes are then skipped, and the
+// write must already be queued ahead of "idle". The cells end around that moment,
+// on both streams, with and without a newline; the calls after them get nothing
+// that is not theirs. (The IO thread caught inside that flush is the next test.)
 func TestLocalOutputAtTimedFlushKeptWithItsCell(t *testing.T) {
 	e := newEnv(t, nil)
 	e.run(t, "f", "import sys, time")
