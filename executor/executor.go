@@ -63,7 +63,8 @@ func New(opts Options) (*Executor, error) {
 			Logger: opts.Logger,
 		}
 	}
-	if err := checkData(perm, opts.Data); err != nil {
+	checked := map[string]bool{} // data directories whose files were checked
+	if err := checkData(perm, opts.Data, checked); err != nil {
 		return nil, err
 	}
 	if err := CheckKernelName(opts.Kernel); err != nil {
@@ -74,7 +75,7 @@ func New(opts Options) (*Executor, error) {
 		return nil, err
 	}
 	for _, t := range templates {
-		if err := checkData(perm, append(slices.Clone(opts.Data), t.Data...)); err != nil {
+		if err := checkData(perm, append(slices.Clone(opts.Data), t.Data...), checked); err != nil {
 			return nil, fmt.Errorf("template %q: %w", t.Name, err)
 		}
 	}
@@ -517,8 +518,10 @@ func (e *Executor) CreateSession(ctx context.Context, id, template string) (Sess
 	return s.info(), nil
 }
 
-// checkData validates the data mounts and checks each against the permission policy.
-func checkData(perm *permissions.Engine, data []DataMount) error {
+// checkData validates the data mounts and checks each against the permission
+// policy: its directory, and every entry below it (checkDataFiles) unless
+// checked holds the directory already; it adds those it checks.
+func checkData(perm *permissions.Engine, data []DataMount, checked map[string]bool) error {
 	seen := map[string]bool{}
 	for _, d := range data {
 		if d.Name == "" || d.Name == "." || d.Name == ".." || filepath.Base(d.Name) != d.Name {
@@ -529,8 +532,18 @@ func checkData(perm *permissions.Engine, data []DataMount) error {
 		}
 		seen[d.Name] = true
 		caps := []permissions.Capability{{Name: permissions.FilesystemRead, TargetArg: "dir"}}
-		if _, err := perm.Check(context.Background(), caps, map[string]any{"dir": d.HostDir}); err != nil {
+		rep, err := perm.Check(context.Background(), caps, map[string]any{"dir": d.HostDir})
+		if err != nil {
 			return fmt.Errorf("data mount %q: %w", d.Name, err)
+		}
+		for _, rc := range rep.Allowed(permissions.FilesystemRead) {
+			if checked[rc.Target] {
+				continue
+			}
+			if err := checkDataFiles(perm, d, rc.Target); err != nil { // datacheck.go
+				return err
+			}
+			checked[rc.Target] = true
 		}
 	}
 	return nil

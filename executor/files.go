@@ -101,5 +101,17 @@ func (s *session) files(j *job) error {
 	defer cancel()
 	stop := context.AfterFunc(s.ctx, cancel)
 	defer stop()
-	return j.files(ctx, hostFiles{s.ws})
+	return s.closedDuring(j, j.files(ctx, hostFiles{s.ws}))
+}
+
+// closedDuring returns err, the error of a files job's function, unless the
+// session's close cut it (its context ended while the caller's did not): then
+// it is ErrSessionClosed (session_closed), not the context.Canceled the work
+// ended with, which front ends answer as a caller that went away (499). A
+// caller that went away keeps its context's error.
+func (s *session) closedDuring(j *job, err error) error {
+	if err == nil || !errors.Is(err, context.Canceled) || j.ctx.Err() != nil || s.ctx.Err() == nil {
+		return err
+	}
+	return fmt.Errorf("%w: %q was closed during the files operation (%v)", ErrSessionClosed, s.id, err)
 }

@@ -137,7 +137,7 @@ func (s *session) runKernelFiles(j *job) {
 	ctx, cancel := context.WithCancel(j.ctx)
 	stop := context.AfterFunc(s.ctx, cancel)
 	files := &lentFiles{SessionFiles: fs}
-	err = j.files(ctx, files)
+	err = s.closedDuring(j, j.files(ctx, files))
 	j.finish(nil, err)
 	files.wait(ctx)
 	stop()

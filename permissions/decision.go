@@ -91,11 +91,12 @@ func evaluate(rules []compiledRule, rc ResolvedCapability) Decision {
 	}
 	var denies, overridable, asks, allows []compiledRule
 	exactAllow := false
+	var elems targetElems
 	for _, c := range rules {
 		if c.err != nil && c.rule.Effect == Allow {
 			continue // a broken allow allows nothing
 		}
-		if !c.matches(rc) {
+		if !c.matches(rc, &elems) {
 			continue
 		}
 		d.Matched = append(d.Matched, c.rule)

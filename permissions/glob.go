@@ -136,27 +136,42 @@ func literalPrefix(elems []elem) int {
 // It runs in O(len(pat)·len(names)) however many ** the pattern has.
 func matchElems(pat []elem, names []string) bool {
 	// reach[j] says that the pattern elements seen so far can match names[:j].
-	reach := make([]bool, len(names)+1)
+	// The two rows live on the stack for paths of up to 31 elements: this runs
+	// for every rule on every path a data mount holds.
+	var bufA, bufB [32]bool
+	n := len(names) + 1
+	var reach, next []bool
+	if n <= len(bufA) {
+		reach, next = bufA[:n], bufB[:n]
+	} else {
+		reach, next = make([]bool, n), make([]bool, n)
+	}
 	reach[0] = true
 	for _, e := range pat {
-		next := make([]bool, len(names)+1)
-		for j := 0; j <= len(names); j++ {
+		clear(next)
+		alive := false
+		for j := 0; j < n; j++ {
 			if !reach[j] {
 				continue
 			}
 			if e.kind == elemAny {
-				for k := j; k <= len(names); k++ {
+				for k := j; k < n; k++ {
 					next[k] = true
 				}
+				alive = true
 				break
 			}
 			if j < len(names) && e.matches(names[j]) {
 				next[j+1] = true
+				alive = true
 			}
 		}
-		reach = next
+		if !alive {
+			return false
+		}
+		reach, next = next, reach
 	}
-	return reach[len(names)]
+	return reach[n-1]
 }
 
 // matchWildcard reports whether s matches pattern, in which * matches any run of

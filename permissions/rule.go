@@ -178,7 +178,7 @@ func foldElems(elems []elem) []elem {
 // failing closed, to every capability its Capability glob matches (every capability
 // if that is empty) that has a target, or any capability if it has no Target
 // pattern; Evaluate never asks this of a broken allow rule, which matches nothing.
-func (c compiledRule) matches(rc ResolvedCapability) bool {
+func (c compiledRule) matches(rc ResolvedCapability, t *targetElems) bool {
 	if c.err == nil || c.rule.Capability != "" {
 		if !matchWildcard(c.rule.Capability, rc.Name) {
 			return false
@@ -193,15 +193,32 @@ func (c compiledRule) matches(rc ResolvedCapability) bool {
 	if c.err != nil {
 		return true
 	}
-	target := rc.Target
-	if c.rule.IgnoreCase {
-		target = strings.ToLower(target)
-	}
-	names := splitPath(target)
+	names := t.get(rc.Target, c.rule.IgnoreCase)
 	for _, alt := range c.alts {
 		if matchElems(alt, names) {
 			return true
 		}
 	}
 	return false
+}
+
+// targetElems holds a target's path elements, as given and lower-cased, split
+// once for all the rules that evaluate matches it with (splitting per rule was
+// most of the time an evaluation took).
+type targetElems struct {
+	names, lower []string
+	split, low   bool
+}
+
+func (t *targetElems) get(target string, ignoreCase bool) []string {
+	if ignoreCase {
+		if !t.low {
+			t.lower, t.low = splitPath(strings.ToLower(target)), true
+		}
+		return t.lower
+	}
+	if !t.split {
+		t.names, t.split = splitPath(target), true
+	}
+	return t.names
 }

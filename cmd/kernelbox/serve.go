@@ -66,16 +66,15 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			log.Warn("shutdown", "err", err)
 		}
 	}()
+	var ln net.Listener
 	if network == "unix" {
-		_ = os.Remove(addr)
-	}
-	ln, err := net.Listen(network, addr)
-	if err != nil {
+		var remove func()
+		if ln, remove, err = listenUnix(addr, log); err != nil { // listen.go
+			return err
+		}
+		defer remove()
+	} else if ln, err = net.Listen(network, addr); err != nil {
 		return err
-	}
-	if network == "unix" {
-		_ = os.Chmod(addr, 0o600)
-		defer os.Remove(addr)
 	}
 	if sn, ok := en.backend.(sessionNetworker); ok && network == "tcp" {
 		ln = sessionNetGuard{Listener: ln, nets: sn, log: log}
