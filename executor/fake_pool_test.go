@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/jupyter"
 	"github.com/kernelbox/kernelbox/jupyter/jupytertest"
 	"github.com/kernelbox/kernelbox/workspace"
 )
@@ -184,6 +185,16 @@ func TestPreloadKernelDeathDiagnosed(t *testing.T) {
 	_, err := e.Execute(context.Background(), executor.Request{SessionID: "s", Code: "print hi", Template: "small"})
 	require.ErrorIs(t, err, executor.ErrBackend)
 	require.Contains(t, err.Error(), `template "small": the kernel died while it ran the preload: kernel was OOM-killed (memory limit 256 MiB)`)
+	require.ErrorIs(t, err, jupyter.ErrKernelDied)
+
+	// A placement that knows no cause: the connection's own words, and the usual
+	// causes.
+	e2 := newEnvOn(t, newDiagnosing(t, ""), func(o *executor.Options) {
+		o.Templates = []executor.Template{{Name: "small", Preload: "die"}}
+	})
+	_, err = e2.Execute(context.Background(), executor.Request{SessionID: "s", Code: "print hi", Template: "small"})
+	require.ErrorIs(t, err, executor.ErrBackend)
+	require.Contains(t, err.Error(), `template "small": the kernel died while it ran the preload: kernel died (the server is restarting it; its state is lost); no cause known (common causes: os._exit, a crash in native code, running out of memory)`)
 }
 
 // A warm kernel's placement is told the session that takes it (Adopter), before that

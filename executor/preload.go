@@ -123,15 +123,31 @@ func (e *Executor) prepare(ctx context.Context, k *kernel) error {
 		cause := k.diagnose(dctx)
 		dcancel()
 		if cause == "" {
-			cause = "no cause known (the process exited; common causes: os._exit, a crash in native code, running out of memory)"
+			cause = err.Error() + "; no cause known (common causes: os._exit, a crash in native code, running out of memory"
+			if t.Memory > 0 {
+				cause += fmt.Sprintf(": the template's memory limit is %s", formatMiB(t.Memory))
+			}
+			cause += ")"
 		}
-		if t.Memory > 0 {
-			cause += fmt.Sprintf("; the template's memory limit is %s", formatMiB(t.Memory))
+		what := "the kernel died"
+		if !errors.Is(err, jupyter.ErrKernelDied) {
+			what = "the kernel's connection broke"
 		}
-		return fmt.Errorf("template %q: the kernel died while it ran the preload: %s: %w", t.Name, cause, err)
+		return &preloadDiedError{msg: fmt.Sprintf("template %q: %s while it ran the preload: %s", t.Name, what, cause), err: err}
 	}
 	return nil
 }
+
+// preloadDiedError is a kernel that died while it ran its template's preload: its
+// message is the placement's diagnosis, and it wraps the connection's error
+// (jupyter.ErrKernelDied, say).
+type preloadDiedError struct {
+	msg string
+	err error
+}
+
+func (e *preloadDiedError) Error() string { return e.msg }
+func (e *preloadDiedError) Unwrap() error { return e.err }
 
 // diagnoseWait bounds asking a placement why a kernel died.
 const diagnoseWait = 5 * time.Second
@@ -149,7 +165,7 @@ func formatMiB(n int64) string {
 func runSilent(ctx context.Context, conn *jupyter.Conn, tmpl, code string) (string, error) {
 	ex, err := conn.Execute(ctx, jupyter.ExecuteRequest{Code: code, Silent: true})
 	if err != nil {
-		return "", fmt.Errorf("template %q: preload: %w", tmpl, err)
+		return "", err
 	}
 	defer ex.Close()
 	var out strings.Builder
@@ -160,7 +176,7 @@ func runSilent(ctx context.Context, conn *jupyter.Conn, tmpl, code string) (stri
 			if err == io.EOF {
 				break
 			}
-			return printed(), fmt.Errorf("template %q: preload: %w", tmpl, err)
+			return printed(), err
 		}
 		if m.Type() == "stream" {
 			var sc jupyter.StreamContent
@@ -178,7 +194,7 @@ func runSilent(ctx context.Context, conn *jupyter.Conn, tmpl, code string) (stri
 	}
 	r, err := ex.Reply()
 	if err != nil {
-		return printed(), fmt.Errorf("template %q: preload: %w", tmpl, err)
+		return printed(), err
 	}
 	if r.Status == "ok" {
 		return printed(), nil
