@@ -39,6 +39,8 @@ type TemplateInfo struct {
 	// Preload says whether fresh kernels run a preload cell, PreloadBytes its size.
 	Preload      bool `json:"preload"`
 	PreloadBytes int  `json:"preload_bytes,omitempty"`
+	// PreloadTimeoutSeconds bounds the preload in each fresh kernel (0: no preload).
+	PreloadTimeoutSeconds float64 `json:"preload_timeout_seconds,omitempty"`
 	// Warm is its warm pool's size, WarmReady the kernels ready in it now.
 	Warm      int `json:"warm"`
 	WarmReady int `json:"warm_ready"`

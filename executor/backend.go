@@ -30,8 +30,12 @@ type Backend interface {
 // SessionSpec describes one session to place.
 type SessionSpec struct {
 	// ID is the session id, or a placeholder of the form ".warm-…" for warm-pool
-	// members that have no session yet. Used for labels and logs.
+	// members that have no session yet (Warm). Used for labels and logs.
 	ID string
+
+	// Warm says the placement is a warm pool's member, opened before any session
+	// takes it; when one does, a placement that is an Adopter is told its id.
+	Warm bool
 
 	// Dir is the host path of the session directory, holding inputs/ and outputs/.
 	// A warm-pool member's directory is renamed to its session's when it is taken,
@@ -89,6 +93,15 @@ type Server struct {
 // cause, or "" when none is known.
 type Diagnoser interface {
 	Diagnose(ctx context.Context) string
+}
+
+// Adopter is implemented by placements that show, where an operator looks, which
+// session they serve (a container's name in `docker ps`). A warm pool's placement is
+// opened for a placeholder session (SessionSpec.Warm); when a session takes its
+// kernel, the executor calls Adopt with the session's id before the session's first
+// call runs. An error is logged and the session keeps the kernel.
+type Adopter interface {
+	Adopt(ctx context.Context, session string) error
 }
 
 // KernelLogger is implemented by placements that can show what their Jupyter server

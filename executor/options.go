@@ -50,9 +50,27 @@ type Options struct {
 	// negative means no limit.
 	MaxStarting int
 
-	// StartTimeout bounds starting a session's kernel (server or container
-	// included). Defaults to 2 minutes.
+	// StartTimeout bounds starting a session's kernel: placing it (server or
+	// container included), starting and connecting to it, and its template's
+	// environment and preload. Defaults to DefaultStartTimeout (2 minutes).
 	StartTimeout time.Duration
+	// PreloadTimeout bounds, in each fresh kernel, the preload of a template that
+	// sets no Template.PreloadTimeout (with the environment set by code, when the
+	// backend does not set it): a start whose preload runs longer fails with a
+	// PreloadTimeoutError, naming the template and the bound, instead of holding
+	// its caller (and, for a warm kernel, its pool) until StartTimeout. It must
+	// be shorter than StartTimeout. Defaults to DefaultPreloadTimeout (60
+	// seconds), or half of StartTimeout when StartTimeout is under 2 minutes.
+	PreloadTimeout time.Duration
+
+	// WarmTurn is how long one warm kernel's start keeps the executor's single
+	// warm-start turn. Warm kernels are started one at a time, whichever their
+	// template, and only while no call runs; a start still going after WarmTurn
+	// (a slow or hung preload) gives the turn up and goes on beside the next one,
+	// within its own preload and start timeouts, so that one template's start
+	// never holds up another template's pool for longer than WarmTurn. Defaults
+	// to DefaultWarmTurn (5 seconds).
+	WarmTurn time.Duration
 
 	// MaxCodeBytes caps the size of a call's code. Defaults to 1 MiB.
 	MaxCodeBytes int
@@ -101,6 +119,13 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// Defaults of the Options fields that bound kernel starts.
+const (
+	DefaultStartTimeout   = 2 * time.Minute
+	DefaultPreloadTimeout = 60 * time.Second
+	DefaultWarmTurn       = 5 * time.Second
+)
+
 func (o *Options) setDefaults() {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
@@ -115,7 +140,11 @@ func (o *Options) setDefaults() {
 	def(&o.DefaultTimeout, 5*time.Minute)
 	def(&o.MaxTimeout, time.Hour)
 	def(&o.InterruptGrace, 3*time.Second)
-	def(&o.StartTimeout, 2*time.Minute)
+	def(&o.StartTimeout, DefaultStartTimeout)
+	if o.PreloadTimeout == 0 {
+		o.PreloadTimeout = min(DefaultPreloadTimeout, o.StartTimeout/2)
+	}
+	def(&o.WarmTurn, DefaultWarmTurn)
 	def(&o.IdleTimeout, 30*time.Minute)
 	def(&o.ShutdownTimeout, 20*time.Second)
 	defInt(&o.MaxCodeBytes, 1<<20)

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -18,9 +19,17 @@ import (
 // There is a pool per template with a warm size, each member past the template's
 // preload. Refills are bounded so that warm kernels never take CPU from live calls:
 // the executor starts one warm kernel at a time, whichever its template
-// (Executor.refill), and a start begins only while no call is running
-// (Executor.running is 0), so a kernel start and its preload (imports that take a
-// core for a second or more) never compete with a call that began before them.
+// (Executor.refill, the warm-start turn), and a start begins only while no call is
+// running (Executor.running is 0), so a kernel start and its preload (imports that
+// take a core for a second or more) never compete with a call that began before them.
+//
+// Each pool starts its kernels one after another (its fillLoop), so a template has
+// at most one warm start under way. A start keeps the executor's turn for at most
+// Options.WarmTurn: one still going then (a slow or hung preload) gives the turn up
+// and goes on, bounded by its template's preload timeout and the start timeout, so
+// that one template's failing start holds another template's pool up for WarmTurn,
+// not for the whole start timeout. More than one warm start runs at once only past
+// that bound, and at most one per template.
 type pool struct {
 	e    *Executor
 	t    *Template
@@ -75,6 +84,13 @@ func (p *pool) take(ctx context.Context, id string) (*workspace.Session, *kernel
 			p.ready = append(p.ready, w)
 			p.mu.Unlock()
 			return nil, nil
+		}
+		if a, ok := w.k.placement.(Adopter); ok {
+			actx, cancel := context.WithTimeout(ctx, adoptWait)
+			if err := a.Adopt(actx, id); err != nil {
+				p.e.log.Warn("warm pool: the kernel's placement could not record its new session; it keeps its pool name", "session", id, "kernel_id", w.k.id, "err", err)
+			}
+			cancel()
 		}
 		p.e.log.Debug("took a warm kernel", "session", id, "template", p.t.Name, "kernel_id", w.k.id)
 		return ws, w.k
@@ -136,6 +152,9 @@ func (p *pool) fillLoop() {
 		t.Stop()
 	}
 }
+
+// adoptWait bounds telling a warm kernel's placement the session that took it.
+const adoptWait = 5 * time.Second
 
 // poolRetry is how often a pool checks for members that died, and its first wait
 // after a failed start.
@@ -211,7 +230,18 @@ func (p *pool) startOne() bool {
 	if release == nil {
 		return false
 	}
-	defer release()
+	// The turn goes back when the start ends, or after WarmTurn if it is still
+	// going then (see pool).
+	var once sync.Once
+	giveBack := func() { once.Do(release) }
+	defer giveBack()
+	t0 := time.Now()
+	turn := time.AfterFunc(p.e.opts.WarmTurn, func() {
+		p.e.log.Info("warm pool: a start is still going after its turn; the next warm start may begin beside it",
+			"template", p.t.Name, "turn", p.e.opts.WarmTurn, "preload_timeout", p.t.PreloadTimeout)
+		giveBack()
+	})
+	defer turn.Stop()
 	ws, err := p.e.opts.Workspace.Warm()
 	if err != nil {
 		p.e.log.Warn("warm pool: create directory", "err", err)
@@ -224,7 +254,8 @@ func (p *pool) startOne() bool {
 		_ = p.e.opts.Workspace.Remove(ws.ID())
 		return false
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), p.e.opts.StartTimeout)
+	ctx, cancel := context.WithTimeoutCause(context.Background(), p.e.opts.StartTimeout,
+		fmt.Errorf("the start timeout (%s) ran out: %w", p.e.opts.StartTimeout, context.DeadlineExceeded))
 	defer cancel()
 	go func() {
 		select {
@@ -233,9 +264,12 @@ func (p *pool) startOne() bool {
 		case <-ctx.Done():
 		}
 	}()
-	k, err := p.e.startKernel(ctx, SessionSpec{ID: ws.ID(), Dir: ws.Dir(), Data: data, Template: *p.t})
+	k, err := p.e.startKernel(ctx, SessionSpec{ID: ws.ID(), Dir: ws.Dir(), Data: data, Template: *p.t, Warm: true})
 	if err != nil {
-		p.e.log.Warn("warm pool: start kernel", "template", p.t.Name, "err", err)
+		if ctx.Err() != nil && context.Cause(ctx) != ctx.Err() {
+			err = fmt.Errorf("%w: %w", context.Cause(ctx), err)
+		}
+		p.e.log.Warn("warm pool: start kernel", "template", p.t.Name, "elapsed", time.Since(t0).Round(time.Millisecond), "err", err)
 		_ = ws.Close()
 		_ = p.e.opts.Workspace.Remove(ws.ID())
 		return false
@@ -304,7 +338,15 @@ func (e *Executor) acquireKernel(ctx context.Context, s *session) (*kernel, erro
 	if err := e.copyData(s.ws, data); err != nil {
 		return nil, err
 	}
-	return e.startKernel(ctx, SessionSpec{ID: s.id, Dir: s.ws.Dir(), Data: data, Template: *s.tmpl})
+	t0 := time.Now()
+	k, err := e.startKernel(ctx, SessionSpec{ID: s.id, Dir: s.ws.Dir(), Data: data, Template: *s.tmpl})
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		// Say which bound ended it: the caller sees "context deadline exceeded"
+		// from whichever step was under way.
+		return nil, fmt.Errorf("the kernel start ran out of time after %s (it is bounded by the start timeout, %s, and by the call's max wait when the call sets one): %w",
+			time.Since(t0).Round(time.Millisecond), e.opts.StartTimeout, err)
+	}
+	return k, err
 }
 
 // copyData copies the data mounts into a session for backends that cannot mount them.

@@ -52,6 +52,10 @@ type Template struct {
 	// the template (started, restarted or replaced) before a call reaches it. An
 	// error in it fails the kernel's start with its traceback.
 	Preload string
+	// PreloadTimeout bounds the preload in each fresh kernel: one that runs
+	// longer fails the kernel's start with a PreloadTimeoutError. Zero means
+	// Options.PreloadTimeout; it must be shorter than Options.StartTimeout.
+	PreloadTimeout time.Duration
 
 	// Warm is how many kernels of the template are kept started ahead of need,
 	// past their preload.
@@ -121,9 +125,20 @@ func checkTemplates(o *Options) (map[string]*Template, error) {
 	if o.Backend != nil {
 		backend = o.Backend.Name()
 	}
+	if o.PreloadTimeout < 0 || o.PreloadTimeout >= o.StartTimeout {
+		return nil, fmt.Errorf("executor: Options.PreloadTimeout is %s; it must be positive and shorter than StartTimeout (%s)", o.PreloadTimeout, o.StartTimeout)
+	}
 	for _, t := range byName {
 		if t.Warm < 0 {
 			return nil, fmt.Errorf("template %q: warm must not be negative", t.Name)
+		}
+		switch {
+		case t.PreloadTimeout < 0:
+			return nil, fmt.Errorf("template %q: preload_timeout must not be negative", t.Name)
+		case t.PreloadTimeout == 0:
+			t.PreloadTimeout = o.PreloadTimeout
+		case t.PreloadTimeout >= o.StartTimeout:
+			return nil, fmt.Errorf("template %q: preload_timeout %s is not shorter than the start timeout (%s), which bounds the whole start, preload included", t.Name, t.PreloadTimeout, o.StartTimeout)
 		}
 		if t.IdleTimeout == 0 {
 			t.IdleTimeout = o.IdleTimeout
@@ -320,6 +335,9 @@ func (e *Executor) TemplateInfos() []api.TemplateInfo {
 		}
 		if t.MaxLifetime == 0 {
 			info.MaxLifetimeSeconds = l.MaxLifetime.Seconds()
+		}
+		if info.Preload {
+			info.PreloadTimeoutSeconds = t.PreloadTimeout.Seconds()
 		}
 		if t.IdleTimeout > 0 {
 			info.IdleTimeoutSeconds = t.IdleTimeout.Seconds()

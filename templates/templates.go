@@ -19,7 +19,10 @@
 //
 // Every field but "name" is optional; what a template leaves out is the server's
 // own setting (its flags), which also make up the template named "default" unless
-// the file defines one. A template never gets more than the server's flags give a
+// the file defines one. "preload_timeout" (a duration such as "20s") bounds the
+// preload in each fresh kernel; it defaults to the executor's
+// [executor.DefaultPreloadTimeout] (60 s) and must be at least 1 s and shorter than
+// the server's start timeout (2 minutes), which bounds the whole start. A template never gets more than the server's flags give a
 // session: one asking more memory, CPUs, pids, lifetime or idle time than [Caps] is
 // refused when the file is loaded, with the template, the field, what it asked and
 // the cap. Environment variables are listed to every client (GET /v1/templates
@@ -72,7 +75,14 @@ type Caps struct {
 	// IdleTimeout is --idle-timeout: a template may close idle sessions sooner,
 	// not later. Zero when the server never closes them.
 	IdleTimeout time.Duration
+	// StartTimeout is the executor's start timeout (executor.Options.StartTimeout),
+	// which a template's preload_timeout must be shorter than. Zero means
+	// executor.DefaultStartTimeout.
+	StartTimeout time.Duration
 }
+
+// MinPreloadTimeout is the shortest preload_timeout a template may set.
+const MinPreloadTimeout = time.Second
 
 // file is the JSON document.
 type file struct {
@@ -90,6 +100,7 @@ type entry struct {
 	Pids        int64             `json:"pids"`
 	Env         map[string]string `json:"env"`
 	Preload     lines             `json:"preload"`
+	PreloadWait string            `json:"preload_timeout"`
 	Warm        int               `json:"warm"`
 	IdleTimeout string            `json:"idle_timeout"`
 	MaxLifetime string            `json:"max_lifetime"`
@@ -248,6 +259,9 @@ func (e entry) template(baseDir string, caps Caps) (executor.Template, error) {
 	if t.MaxLifetime, err = duration("max_lifetime", e.MaxLifetime, caps.MaxLifetime, "the containers' max lifetime"); err != nil {
 		return t, err
 	}
+	if t.PreloadTimeout, err = preloadTimeout(e.PreloadWait, caps.StartTimeout); err != nil {
+		return t, err
+	}
 	names := make([]string, 0, len(e.Data))
 	for n := range e.Data {
 		names = append(names, n)
@@ -277,6 +291,27 @@ func duration(field, s string, capd time.Duration, capName string) (time.Duratio
 	}
 	if capd > 0 && d > capd {
 		return 0, fmt.Errorf("%s: asks %s, over the server's cap of %s (%s)", field, d, capd, capName)
+	}
+	return d, nil
+}
+
+// preloadTimeout parses preload_timeout: at least MinPreloadTimeout and shorter
+// than the start timeout (0: executor.DefaultStartTimeout). "" is 0, the server's.
+func preloadTimeout(s string, start time.Duration) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	if start <= 0 {
+		start = executor.DefaultStartTimeout
+	}
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil || d <= 0:
+		return 0, fmt.Errorf("preload_timeout %q: want a positive duration such as 20s or 90s", clip(s))
+	case d < MinPreloadTimeout:
+		return 0, fmt.Errorf("preload_timeout: %s; want at least %s", d, MinPreloadTimeout)
+	case d >= start:
+		return 0, fmt.Errorf("preload_timeout: asks %s; it must be shorter than the server's start timeout of %s, which bounds the whole start", d, start)
 	}
 	return d, nil
 }

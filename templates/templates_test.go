@@ -19,7 +19,7 @@ func TestParse(t *testing.T) {
 	ts, err := templates.Parse(strings.NewReader(`{"templates": [
 	  {"name": "analyst", "description": "pandas", "memory": "1g", "cpus": 1.5, "pids": 256,
 	   "env": {"OMP_NUM_THREADS": "1"}, "preload": ["import os", "x = 1"], "warm": 2,
-	   "idle_timeout": "10m", "max_lifetime": "2h", "data": {"ref": "refdata"}},
+	   "idle_timeout": "10m", "max_lifetime": "2h", "data": {"ref": "refdata"}, "preload_timeout": "90s"},
 	  {"name": "r", "kernel": "ir", "preload": "y <- 1"}
 	]}`), "/base", caps)
 	require.NoError(t, err)
@@ -34,6 +34,8 @@ func TestParse(t *testing.T) {
 	require.Equal(t, 10*time.Minute, a.IdleTimeout)
 	require.Equal(t, 2*time.Hour, a.MaxLifetime)
 	require.Equal(t, "/base/refdata", a.Data[0].HostDir)
+	require.Equal(t, 90*time.Second, a.PreloadTimeout)
+	require.Zero(t, ts[1].PreloadTimeout, "left out: the server's")
 	require.Equal(t, "ir", ts[1].Kernel)
 	require.Equal(t, "y <- 1", ts[1].Preload)
 }
@@ -58,6 +60,10 @@ func TestParseRefuses(t *testing.T) {
 		{"reserved env prefix", `{"templates": [{"name": "a", "env": {"JUPYTER_PATH": "/"}}]}`, []string{`env "JUPYTER_PATH"`}},
 		{"bad memory", `{"templates": [{"name": "a", "memory": "lots"}]}`, []string{`memory "lots"`}},
 		{"bad duration", `{"templates": [{"name": "a", "idle_timeout": "soon"}]}`, []string{`idle_timeout "soon"`}},
+		{"preload timeout at the start timeout", `{"templates": [{"name": "slow", "preload_timeout": "2m"}]}`, []string{`"slow"`, "preload_timeout", "2m0s", "shorter than the server's start timeout of 2m0s"}},
+		{"preload timeout too short", `{"templates": [{"name": "a", "preload_timeout": "10ms"}]}`, []string{"preload_timeout: 10ms; want at least 1s"}},
+		{"preload timeout negative", `{"templates": [{"name": "a", "preload_timeout": "-5s"}]}`, []string{`preload_timeout "-5s"`}},
+		{"preload timeout not a duration", `{"templates": [{"name": "a", "preload_timeout": 30}]}`, []string{`"a"`, "preload_timeout"}},
 		{"negative warm", `{"templates": [{"name": "a", "warm": -1}]}`, []string{"warm: -1"}},
 		{"no list", `{}`, []string{`no "templates"`}},
 		{"trailing data", `{"templates": []} {}`, []string{"after the document"}},
@@ -90,4 +96,16 @@ func TestLoadNamesFile(t *testing.T) {
 	_, err := templates.Load(p, caps)
 	require.ErrorContains(t, err, p)
 	require.ErrorContains(t, err, `template "x": memory: asks 3.0 GiB, over the server's cap of 2.0 GiB`)
+}
+
+// preload_timeout is held to the server's start timeout when the caps name one.
+func TestParsePreloadTimeoutCap(t *testing.T) {
+	t.Parallel()
+	short := caps
+	short.StartTimeout = 30 * time.Second
+	_, err := templates.Parse(strings.NewReader(`{"templates": [{"name": "p", "preload_timeout": "45s"}]}`), "/", short)
+	require.ErrorContains(t, err, `template "p": preload_timeout: asks 45s; it must be shorter than the server's start timeout of 30s`)
+	ts, err := templates.Parse(strings.NewReader(`{"templates": [{"name": "p", "preload_timeout": "29s"}]}`), "/", short)
+	require.NoError(t, err)
+	require.Equal(t, 29*time.Second, ts[0].PreloadTimeout)
 }

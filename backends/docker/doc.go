@@ -12,7 +12,8 @@
 // stops while its session lives (docker kill or stop, the max lifetime), so that the
 // session's next call gets a new container at once. owner.go labels containers with
 // the process that created them so that a later process can reap the containers of
-// one that crashed. image.go builds the kernel image from Debian packages without a
+// one that crashed; adopt.go names each container after the session it serves (and
+// renames a warm pool's container when a session takes it). image.go builds the kernel image from Debian packages without a
 // registry.
 //
 // The Docker daemon must run on the same machine as kernelbox: session directories and

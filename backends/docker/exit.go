@@ -56,7 +56,8 @@ func (p *Placement) watchExit() {
 					p.lose(-1)
 					return
 				}
-				p.b.cfg.log.Warn("watch container: wait failed; retrying", "session", p.session, "container", dockerapi.Short(p.id), "err", err)
+				_, session := p.names()
+				p.b.cfg.log.Warn("watch container: wait failed; retrying", "session", session, "container", dockerapi.Short(p.id), "err", err)
 			case <-ctx.Done():
 				return
 			}
@@ -73,7 +74,8 @@ func (p *Placement) watchExit() {
 // lose closes Lost, once.
 func (p *Placement) lose(code int64) {
 	p.loseOnce.Do(func() {
-		p.b.cfg.log.Info("container stopped while its session lives", "session", p.session, "container", dockerapi.Short(p.id), "exit_code", code)
+		_, session := p.names()
+		p.b.cfg.log.Info("container stopped while its session lives", "session", session, "container", dockerapi.Short(p.id), "exit_code", code)
 		close(p.lost)
 	})
 }

@@ -43,7 +43,8 @@ func (b *Backend) silentServers(ctx context.Context) error {
 			defer wg.Done()
 			if err := p.probe(ctx); err != nil {
 				mu.Lock()
-				silent = append(silent, fmt.Sprintf("%s (session %s): %v", p.name, p.session, err))
+				name, session := p.names()
+				silent = append(silent, fmt.Sprintf("%s (session %s): %v", name, session, err))
 				mu.Unlock()
 			}
 		}()

@@ -88,3 +88,20 @@ func TestFormatBytes(t *testing.T) {
 		}
 	}
 }
+
+// A diagnosis names whose memory limit it was: the template's, or the backend's.
+func TestLimitNote(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		p    *Placement
+		want string
+	}{
+		{&Placement{}, ""},
+		{&Placement{memory: 256 << 20}, " (memory limit 256 MiB)"},
+		{&Placement{memory: 256 << 20, memTmpl: true}, " at the template's memory limit (256 MiB)"},
+	} {
+		if got := tt.p.limitNote(); got != tt.want {
+			t.Errorf("limitNote(%d, %v) = %q, want %q", tt.p.memory, tt.p.memTmpl, got, tt.want)
+		}
+	}
+}

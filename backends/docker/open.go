@@ -53,7 +53,8 @@ type launch struct {
 	spec    executor.SessionSpec
 	cfg     config // the backend's, with the session's template applied
 	log     *slog.Logger
-	name    string // container name, kernelbox-<key>
+	key     string // random, names the container and its state directory
+	name    string // container name (containerName)
 	token   string // the server's token
 	sockDir string // host path of the state directory, mounted read-only
 	undo    undo.List
@@ -106,7 +107,8 @@ func (b *Backend) prepareDirs(l *launch) error {
 	if l.token, err = randomHex(32); err != nil {
 		return err
 	}
-	l.name = "kernelbox-" + key
+	l.key = key
+	l.name = containerName(l.spec.ID, l.spec.Template.Name, l.spec.Warm, key)
 	l.sockDir = filepath.Join(b.sockRoot, key)
 	if err := os.Mkdir(l.sockDir, 0o700); err != nil {
 		return fmt.Errorf("state dir: %w", err)
@@ -167,8 +169,8 @@ func (b *Backend) createContainer(ctx context.Context, l *launch) (*Placement, e
 		l.log.Warn("docker create warning", "container", dockerapi.Short(created.ID), "warning", w)
 	}
 	p := &Placement{
-		b: b, id: created.ID, name: l.name, session: l.spec.ID, sockDir: l.sockDir, started: l.t0, lost: make(chan struct{}),
-		memory: l.cfg.memory, lifetime: l.cfg.lifetime,
+		b: b, id: created.ID, key: l.key, name: l.name, session: l.spec.ID, sockDir: l.sockDir, started: l.t0, lost: make(chan struct{}),
+		memory: l.cfg.memory, memTmpl: l.spec.Template.Memory != 0, lifetime: l.cfg.lifetime,
 		server: executor.Server{
 			// Socket is set once the server's socket is pinned (awaitReady).
 			Endpoint: jupyter.Endpoint{URL: "http://localhost", Token: l.token},

@@ -20,10 +20,12 @@ import (
 // Labels set on every container the backend creates. LabelOwner, LabelBoot and
 // LabelHost identify the creating process well enough that a later process can tell
 // whether it is gone (see reap); LabelInstance tells one Backend's containers from
-// another's in the same process.
+// another's in the same process. LabelSession is the session a container was created
+// for: a warm pool's container keeps its pool placeholder after a session takes it
+// (Docker cannot change labels); its name follows the session (adopt.go).
 const (
 	LabelCreatedBy = "io.kernelbox.created-by" // always "kernelbox"
-	LabelSession   = "io.kernelbox.session"    // the session id (or warm-pool placeholder)
+	LabelSession   = "io.kernelbox.session"    // the session id it was created for (or a warm pool's placeholder)
 	LabelInstance  = "io.kernelbox.instance"   // the creating Backend's uuid
 	LabelOwner     = "io.kernelbox.owner"      // "<pid>:<start time>" of the creating process
 	LabelBoot      = "io.kernelbox.boot"       // the creating host's boot id

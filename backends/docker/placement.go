@@ -20,14 +20,14 @@ import (
 // Placement is one session's container. It is safe for concurrent use.
 type Placement struct {
 	b        *Backend
-	id       string // container id
-	name     string // container name
-	session  string
+	id       string   // container id
+	key      string   // the random part of its name, also its state directory's name
 	sockDir  string   // host path of the container's state directory
 	sock     *os.File // the server's socket, pinned (O_PATH); nil until ready
 	server   executor.Server
 	started  time.Time     // just before the container was created
 	memory   int64         // its memory limit (0: none), for diagnoses
+	memTmpl  bool          // the limit is its template's (not the backend's)
 	lifetime time.Duration // its max lifetime
 
 	closeMu sync.Mutex // held for the whole of close
@@ -38,6 +38,10 @@ type Placement struct {
 	lost      chan struct{} // closed by lose once the container stopped (exit.go)
 	loseOnce  sync.Once
 	stopWatch func() // ends watchExit's goroutine; nil until the server is ready
+
+	nameMu  sync.Mutex // guards name and session, which Adopt changes
+	name    string     // container name (adopt.go)
+	session string     // the session it serves, or the warm pool's placeholder
 
 	mu         sync.Mutex // guards the OOM fields
 	oomFile    string     // cgroup file with the OOM-kill counter; "" when unreadable
@@ -51,6 +55,7 @@ var (
 	_ executor.KernelLogger  = (*Placement)(nil)
 	_ executor.ResetReplacer = (*Placement)(nil)
 	_ executor.LossReporter  = (*Placement)(nil)
+	_ executor.Adopter       = (*Placement)(nil)
 )
 
 // Server returns the container's Jupyter server: its unix socket and its token. The
@@ -101,7 +106,8 @@ func (p *Placement) close(ctx context.Context) error {
 	}
 	p.closed = true
 	p.b.forget(p)
-	p.b.cfg.log.Debug("container removed", "session", p.session, "container", dockerapi.Short(p.id))
+	_, session := p.names()
+	p.b.cfg.log.Debug("container removed", "session", session, "container", dockerapi.Short(p.id))
 	return nil
 }
 
@@ -123,12 +129,13 @@ func (p *Placement) KernelLog(ctx context.Context, kernelID string) string {
 // reports an OOM kill that happened since the previous call: each kill is reported
 // once.
 func (p *Placement) Diagnose(ctx context.Context) string {
+	name, session := p.names()
 	r, err := p.b.api.ContainerInspect(ctx, p.id, client.ContainerInspectOptions{})
 	if dockerapi.IsNotFound(err) {
-		return "container " + p.name + " is gone (removed)"
+		return "container " + name + " is gone (removed)"
 	}
 	if err != nil || r.Container.State == nil {
-		p.b.cfg.log.Warn("diagnose: inspect container failed", "session", p.session, "container", dockerapi.Short(p.id), "err", err)
+		p.b.cfg.log.Warn("diagnose: inspect container failed", "session", session, "container", dockerapi.Short(p.id), "err", err)
 		return ""
 	}
 	st := r.Container.State
@@ -176,7 +183,8 @@ func (p *Placement) newOOMKills(ctx context.Context) bool {
 		// The cgroup is gone once the container stops; the daemon still has the events.
 		n, err = p.b.oomEvents(ctx, p.id, p.started)
 		if err != nil {
-			p.b.cfg.log.Warn("diagnose: count OOM kills failed", "session", p.session, "container", dockerapi.Short(p.id), "err", err)
+			_, session := p.names()
+			p.b.cfg.log.Warn("diagnose: count OOM kills failed", "session", session, "container", dockerapi.Short(p.id), "err", err)
 			return false
 		}
 		if n < p.oomSeen {
@@ -189,10 +197,14 @@ func (p *Placement) newOOMKills(ctx context.Context) bool {
 	return grew
 }
 
-// limitNote is " (memory limit 2.0 GiB)", or "" without a limit.
+// limitNote is " (memory limit 2.0 GiB)", " at the template's memory limit (256
+// MiB)" when the session's template set it, or "" without a limit.
 func (p *Placement) limitNote() string {
-	if p.memory <= 0 {
+	switch {
+	case p.memory <= 0:
 		return ""
+	case p.memTmpl:
+		return " at the template's memory limit (" + formatBytes(p.memory) + ")"
 	}
 	return " (memory limit " + formatBytes(p.memory) + ")"
 }
