@@ -22,7 +22,6 @@ type flagSet struct {
 	hideNote string
 
 	groups []flagGroup
-	seen   map[string]bool // flags already in a group
 }
 
 // flagGroup is a heading and the flags registered under it.
@@ -34,7 +33,7 @@ type flagGroup struct {
 // newFlags returns a command's flag set, which reports errors instead of exiting
 // and prints its groups for -h.
 func newFlags(name string, stderr io.Writer) *flagSet {
-	fs := &flagSet{FlagSet: flag.NewFlagSet("kernelbox "+name, flag.ContinueOnError), seen: map[string]bool{}}
+	fs := &flagSet{FlagSet: flag.NewFlagSet("kernelbox "+name, flag.ContinueOnError)}
 	fs.SetOutput(stderr)
 	fs.intro = "Usage: kernelbox " + name + " [flags]"
 	fs.Usage = func() { fs.printUsage(fs.Output()) }
@@ -44,21 +43,16 @@ func newFlags(name string, stderr io.Writer) *flagSet {
 // add registers a group of flags under title. Flags a command registers outside
 // any group are printed first, under "Flags:".
 func (s *flagSet) add(title string, register func(*flag.FlagSet)) {
-	s.claim() // what came before belongs to no group
+	before := map[string]bool{}
+	s.VisitAll(func(f *flag.Flag) { before[f.Name] = true })
 	register(s.FlagSet)
-	s.groups = append(s.groups, flagGroup{title: title, names: s.claim()})
-}
-
-// claim returns the flags registered since the last call, marking them seen.
-func (s *flagSet) claim() []string {
-	var names []string
+	g := flagGroup{title: title}
 	s.VisitAll(func(f *flag.Flag) {
-		if !s.seen[f.Name] {
-			s.seen[f.Name] = true
-			names = append(names, f.Name)
+		if !before[f.Name] {
+			g.names = append(g.names, f.Name)
 		}
 	})
-	return names
+	s.groups = append(s.groups, g)
 }
 
 // ungrouped returns the flags registered outside add.
@@ -139,7 +133,7 @@ func defaultNote(f *flag.Flag) string {
 	if zv, ok := z.Interface().(flag.Value); ok && zv.String() == f.DefValue {
 		return ""
 	}
-	if arg, _ := flag.UnquoteUsage(f); arg == "string" {
+	if t.String() == "*flag.stringValue" {
 		return fmt.Sprintf(" (default %q)", f.DefValue)
 	}
 	return fmt.Sprintf(" (default %s)", f.DefValue)

@@ -247,3 +247,36 @@ func TestRunBuildsNoServer(t *testing.T) {
 	require.Nil(t, en.calls)
 	require.Zero(t, en.mcp.MaxTextBytes)
 }
+
+// TestUsagePrinter: flags outside a group come first under "Flags:", each group
+// under its heading, one line per flag, defaults as package flag prints them
+// (none for a zero value, strings quoted), and hidden groups named at the end.
+func TestUsagePrinter(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	fs := newFlags("x", &out)
+	fs.intro = "Usage: kernelbox x [flags] ARG"
+	fs.String("own", "", "a flag of the command's own")
+	fs.add("First", func(fs *flag.FlagSet) {
+		fs.Bool("on", false, "a switch")
+		fs.String("name", "dflt", "a `NAME`")
+		fs.Int("zero", 0, "no default shown")
+	})
+	fs.add("Second", func(fs *flag.FlagSet) { fs.Duration("wait", 0, "hidden") })
+	fs.add("Third", func(fs *flag.FlagSet) { fs.Var(new(sizeFlag), "size", "a size") })
+	fs.show = func(title string) bool { return title != "Second" }
+	fs.hideNote = " (see elsewhere)"
+	require.Equal(t, exitCode{0, ""}, parse(fs, []string{"-h"}))
+	require.Equal(t, `Usage: kernelbox x [flags] ARG
+
+Flags:
+  -own string  a flag of the command's own
+First:
+  -name NAME   a NAME (default "dflt")
+  -on          a switch
+  -zero int    no default shown
+Third:
+  -size value  a size
+Not shown: Second (see elsewhere)
+`, out.String())
+}
