@@ -121,8 +121,13 @@ func flagHead(f *flag.Flag) string {
 }
 
 // defaultNote is " (default X)", or "" when the default is the type's zero
-// value, as package flag prints it.
+// value, as package flag prints it. A token's default is never printed: it comes
+// from the environment (KERNELBOX_TOKEN), and help text ends up in terminals,
+// screenshots and logs.
 func defaultNote(f *flag.Flag) string {
+	if f.Name == "token" || strings.HasSuffix(f.Name, "-token") {
+		return ""
+	}
 	t := reflect.TypeOf(f.Value)
 	var z reflect.Value
 	if t.Kind() == reflect.Pointer {

@@ -280,3 +280,15 @@ Third:
 Not shown: Second (see elsewhere)
 `, out.String())
 }
+
+// TestHelpHidesTokens: a token taken from the environment is the flag's default,
+// which -h never prints (package flag printed it: serve -h and exec -h showed
+// KERNELBOX_TOKEN).
+func TestHelpHidesTokens(t *testing.T) {
+	clearFlagEnv(t)
+	t.Setenv("KERNELBOX_TOKEN", "s3cret-token-value")
+	for _, cmd := range []string{"serve", "mcp", "exec", "attach", "sessions", "cp", "dashboard"} {
+		out := help(t, cmd)
+		assert.False(t, strings.Contains(out, "s3cret-token-value"), "kernelbox %s -h prints the token", cmd)
+	}
+}
