@@ -24,7 +24,7 @@ type callFlags struct {
 }
 
 func (c *callFlags) register(fs *flag.FlagSet) {
-	fs.DurationVar(&c.retention, "call-retention", time.Hour, "keep a finished call (its events and Result) this long for `kernelbox attach`, GET /v1/calls/ID and get_call")
+	fs.DurationVar(&c.retention, "call-retention", time.Hour, "keep a finished call (its events and Result) this long for kernelbox attach, GET /v1/calls/ID and get_call")
 	fs.IntVar(&c.maxCalls, "max-calls", 1000, "keep at most this many finished calls (the oldest go first)")
 	fs.Int64Var(&c.logBytes, "call-log-bytes", 16<<20, "bytes of events kept per call for replay; past it the oldest events are dropped, and readers told so")
 	fs.Int64Var(&c.totalLogBytes, "total-call-log-bytes", 256<<20, "bytes of events kept for replay by all calls together; past it the oldest finished calls' logs are emptied")
@@ -45,10 +45,7 @@ func attachCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var cf clientFlags
 	cf.register(fs)
 	asJSON := fs.Bool("json", false, "print the final Result as JSON instead of the call's output")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: kernelbox attach [flags] CALL_ID\n\nPrints a call's output from its start (every byte once, in order, reconnecting if the\nconnection drops), then its result, like exec. The call id comes from `kernelbox exec --detach`,\nthe Kernelbox-Call-Id header or GET /v1/sessions/ID/calls. Flags:")
-		fs.PrintDefaults()
-	}
+	fs.intro = "Usage: kernelbox attach [flags] CALL_ID\n\nPrints a call's output from its start (every byte once, in order, reconnecting if the\nconnection drops), then its result, like exec. The call id comes from `kernelbox exec --detach`,\nthe Kernelbox-Call-Id header or GET /v1/sessions/ID/calls."
 	// Flags may come after the call id too.
 	var id string
 	for len(args) > 0 {

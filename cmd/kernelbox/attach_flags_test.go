@@ -16,11 +16,9 @@ func TestCallFlags(t *testing.T) {
 	t.Parallel()
 	parse := func(args ...string) calls.Options {
 		t.Helper()
-		var f engineFlags
-		fs := newFlags("serve", io.Discard)
-		f.register(fs, "none")
+		fs, o := serveFlagSet(io.Discard)
 		require.NoError(t, fs.Parse(args))
-		return f.calls.options(nil)
+		return o.server.calls.options(nil)
 	}
 	o := parse()
 	assert.Equal(t, int64(16<<20), o.MaxLogBytes)

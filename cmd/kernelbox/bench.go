@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -9,17 +10,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kernelbox/kernelbox/backends/remote"
 	"github.com/kernelbox/kernelbox/calls"
+	"github.com/kernelbox/kernelbox/cmd/kernelbox/bench"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/httpapi"
-
-	"github.com/kernelbox/kernelbox/internal/bench"
 	"github.com/kernelbox/kernelbox/internal/pyfind"
 )
 
 func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("bench", stderr)
-	backends := fs.String("backends", "local", "comma-separated backends to measure: local, docker")
+	names := fs.String("backends", "local", "comma-separated backends to measure: "+strings.Join(benchBackends(), ", "))
 	short := fs.Bool("short", false, "a few iterations only (for CI; numbers are indicative)")
 	density := fs.Bool("density", false, "also measure memory at 1, 10 and 50 idle sessions")
 	python := fs.String("python", "", "Python with jupyter_client (default: KERNELBOX_PYTHON, /usr/bin/python3, python3)")
@@ -35,13 +36,17 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if *placement > 0 {
-		_, err = bench.RunPlacement(ctx, bench.PlacementConfig{Python: py, Gateways: *gateways, Sessions: *placement, Out: stdout})
+		_, err = bench.RunPlacement(ctx, bench.PlacementConfig{Python: py, Open: openGateways, Gateways: *gateways, Sessions: *placement, Out: stdout})
 		return err
+	}
+	measured, err := benchTable(splitList(*names), py)
+	if err != nil {
+		return exitCode{2, err.Error()}
 	}
 	_, err = bench.Run(ctx, bench.Config{
 		Python:    py,
 		Reference: *ref,
-		Backends:  splitList(*backends),
+		Backends:  measured,
 		Short:     *short,
 		Density:   *density,
 		Scenarios: splitList(*only),
@@ -49,6 +54,49 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Out:       stdout,
 	})
 	return err
+}
+
+// benchBackends names the rows of the backend table the benchmark can measure
+// with their defaults.
+func benchBackends() []string {
+	var names []string
+	for _, b := range backends() {
+		if b.bench {
+			names = append(names, b.name)
+		}
+	}
+	return names
+}
+
+// benchTable returns the benchmark's backends named by --backends, from the
+// backend table, each built with its defaults and python.
+func benchTable(names []string, python string) ([]bench.Backend, error) {
+	var out []bench.Backend
+	for _, name := range names {
+		b, err := lookupBackend(name)
+		if err != nil || !b.bench {
+			return nil, fmt.Errorf("--backends: %q: the benchmark measures %s", name, strings.Join(benchBackends(), ", "))
+		}
+		out = append(out, bench.Backend{
+			Name: b.name,
+			Open: func(ctx context.Context, log *slog.Logger) (executor.Backend, error) {
+				return b.open(ctx, &backendConfig{python: python}, log)
+			},
+			Containers: b.containers,
+		})
+	}
+	return out, nil
+}
+
+// openGateways builds the remote backend over the placement run's local
+// gateways, each with its own token (which --gateway-token, one token for all,
+// cannot say), checked every 500 ms.
+func openGateways(ctx context.Context, gws []bench.Gateway, log *slog.Logger) (executor.Backend, error) {
+	o := remote.Options{HealthInterval: 500 * time.Millisecond, Logger: log}
+	for _, g := range gws {
+		o.Gateways = append(o.Gateways, remote.Gateway{URL: g.URL, Token: g.Token})
+	}
+	return remote.New(ctx, o)
 }
 
 // benchServe serves e for the benchmark's http scenario with serve's own

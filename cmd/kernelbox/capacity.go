@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"time"
 
-	"github.com/kernelbox/kernelbox/backends/docker"
 	"github.com/kernelbox/kernelbox/internal/capacity"
 )
 
@@ -43,39 +41,23 @@ func (s *sizeFlag) Set(v string) error {
 
 var errZeroSize = errors.New("a size of 0: give a size such as 2g, or none for no limit")
 
-// dockerCapacity plans the docker sessions' memory: the per-session limit (--memory)
-// and the session cap (--max-sessions), each derived when not given, from the memory
-// the daemon reports. Without a daemon answer the plan derives no cap, and the
-// executor's default applies.
-func dockerCapacity(ctx context.Context, memory sizeFlag, maxSessions int) (capacity.Plan, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	mem, err := docker.DaemonMemory(ctx, "")
-	return capacity.Make(capacity.Input{
-		Memory:               mem,
-		SessionMemory:        int64(memory),
-		DefaultSessionMemory: docker.DefaultMemory,
-		MaxSessions:          maxSessions,
-	}), err
-}
-
-// planCapacity fills in the docker backend's per-session memory and session cap, and
-// warns when the flags promise the sessions more memory than the daemon's machine
-// has. Other backends set no memory limit and keep the executor's default cap.
-func (f *engineFlags) planCapacity(ctx context.Context, log *slog.Logger) {
-	if f.backend != "docker" {
+// planCapacity fills in the backend's per-session memory and session cap, and
+// warns when the flags promise the sessions more memory than the machine has.
+// Backends that plan nothing set no memory limit and keep the executor's default cap.
+func (f *engineFlags) planCapacity(ctx context.Context, b backend, log *slog.Logger) {
+	if b.plan == nil {
 		return
 	}
-	plan, err := dockerCapacity(ctx, f.memory, f.maxSessions)
+	plan, err := b.plan(ctx, &f.backends, f.pool.maxSessions)
 	if err != nil {
-		log.Warn("capacity: the docker daemon's memory is unknown; --max-sessions keeps its fixed default", "err", err)
+		log.Warn("capacity: the "+b.name+" daemon's memory is unknown; --max-sessions keeps its fixed default", "err", err)
 	}
 	f.applyPlan(plan, log)
 }
 
 // applyPlan takes the plan's values and logs it, with a warning when it overcommits.
 func (f *engineFlags) applyPlan(plan capacity.Plan, log *slog.Logger) {
-	f.sessionMemory, f.maxSessions = plan.SessionMemory, plan.MaxSessions
+	f.backends.sessionMemory, f.pool.maxSessions = plan.SessionMemory, plan.MaxSessions
 	if w := plan.Warning("--memory", "--max-sessions"); w != "" {
 		log.Warn("capacity: memory overcommitted: " + w)
 		return

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"flag"
 	"io"
 	"log/slog"
 	"os/exec"
@@ -38,20 +37,18 @@ func TestPlanCapacityFlags(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			var f engineFlags
-			fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-			fs.SetOutput(io.Discard)
-			f.register(fs, "docker")
-			require.NoError(t, fs.Parse(tt.args))
+			fs, o := serveFlagSet(io.Discard)
+			require.NoError(t, fs.Parse(append([]string{"--backend", "docker"}, tt.args...)))
+			f := o.engine
 			var logs bytes.Buffer
 			f.applyPlan(capacity.Make(capacity.Input{
-				Memory: host, SessionMemory: int64(f.memory), DefaultSessionMemory: 2 << 30, MaxSessions: f.maxSessions,
+				Memory: host, SessionMemory: int64(f.backends.memory), DefaultSessionMemory: 2 << 30, MaxSessions: f.pool.maxSessions,
 			}), slog.New(slog.NewTextHandler(&logs, nil)))
-			require.Equal(t, tt.memory, f.sessionMemory)
-			require.Equal(t, tt.sessions, f.maxSessions)
+			require.Equal(t, tt.memory, f.backends.sessionMemory)
+			require.Equal(t, tt.sessions, f.pool.maxSessions)
 			if tt.warn == "" {
 				require.NotContains(t, logs.String(), "overcommitted")
-				require.LessOrEqual(t, int64(f.maxSessions)*f.sessionMemory, int64(host), "the defaults overcommit")
+				require.LessOrEqual(t, int64(f.pool.maxSessions)*f.backends.sessionMemory, int64(host), "the defaults overcommit")
 			} else {
 				require.Contains(t, logs.String(), "level=WARN")
 				require.Contains(t, logs.String(), tt.warn)

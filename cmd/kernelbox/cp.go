@@ -40,10 +40,7 @@ func cpCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cf clientFlags
 	cf.register(fs)
 	noClobber := fs.Bool("n", false, "do not overwrite files in the session")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: kernelbox cp [flags] SRC DST\n\nOne side is SESSION:PATH (relative to the session directory), the other a local path\nor - for stdin/stdout. Directories are copied recursively. An upload creates the session.")
-		fs.PrintDefaults()
-	}
+	fs.intro = "Usage: kernelbox cp [flags] SRC DST\n\nOne side is SESSION:PATH (relative to the session directory), the other a local path\nor - for stdin/stdout. Directories are copied recursively. An upload creates the session."
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -211,10 +208,7 @@ func lsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cf clientFlags
 	cf.register(fs)
 	max := fs.Int("max", 0, "list at most this many entries (default: the server's, 10000)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: kernelbox ls [flags] SESSION[:DIR]")
-		fs.PrintDefaults()
-	}
+	fs.intro = "Usage: kernelbox ls [flags] SESSION[:DIR]"
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -254,10 +248,7 @@ func rmCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cf clientFlags
 	cf.register(fs)
 	recursive := fs.Bool("r", false, "remove a directory and everything in it")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: kernelbox rm [flags] SESSION:PATH")
-		fs.PrintDefaults()
-	}
+	fs.intro = "Usage: kernelbox rm [flags] SESSION:PATH"
 	if err := parse(fs, args); err != nil {
 		return err
 	}

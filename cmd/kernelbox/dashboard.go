@@ -21,11 +21,9 @@ type dashboardFlags struct {
 	off bool
 }
 
-// registerDashboard adds --no-dashboard to serve's flags.
-func registerDashboard(fs *flag.FlagSet) *dashboardFlags {
-	d := &dashboardFlags{}
+// register adds --no-dashboard to serve's flags.
+func (d *dashboardFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&d.off, "no-dashboard", false, "do not serve the dashboard web page at / (the HTTP API is unchanged)")
-	return d
 }
 
 // mountDashboard serves the dashboard page at GET / (exactly) and its assets under

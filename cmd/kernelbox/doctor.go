@@ -2,25 +2,32 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
-	"github.com/kernelbox/kernelbox/backends/docker"
-	"github.com/kernelbox/kernelbox/backends/swarm"
 	"github.com/kernelbox/kernelbox/internal/pyfind"
 )
 
+// reportFunc reports one finding of doctor: what was checked, what was found, and
+// when it is not good, how to fix it.
+type reportFunc func(good bool, what, detail, fix string)
+
+// doctorCmd runs each backend's check (the backend table's doctor), then the one
+// the kernel image's build needs.
 func doctorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("doctor", stderr)
-	python := fs.String("python", "", "Python to check (default: KERNELBOX_PYTHON, /usr/bin/python3, python3)")
-	image := fs.String("image", docker.DefaultImage, "kernel image to check")
-	var memory sizeFlag
-	fs.Var(&memory, "memory", "per-session memory limit to check against the docker daemon's memory (as for serve)")
+	fs.intro = "Usage: kernelbox doctor [flags]\n\nChecks what each backend needs on this machine, with the backends' flags as serve takes them."
+	var c backendConfig
 	maxSessions := fs.Int("max-sessions", 0, "session cap to check against the docker daemon's memory (as for serve)")
-	swarmHost := fs.String("swarm-host", "", "also check a swarm manager's daemon for --backend swarm, e.g. unix:///var/run/docker.sock: nodes ready, each daemon with no-new-privileges and the image (runs a short probe job on every node)")
+	fs.StringVar(&c.swarm.host, "swarm-host", "", "also check a swarm manager's daemon for --backend swarm, e.g. unix:///var/run/docker.sock: nodes ready, each daemon with no-new-privileges and the image (runs a short probe job on every node)")
+	for _, g := range doctorFlags() {
+		fs.add(g.title, func(fs *flag.FlagSet) { g.register(&c, fs) })
+	}
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -35,47 +42,9 @@ func doctorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			fmt.Fprintf(stdout, "       fix: %s\n", fix)
 		}
 	}
-
-	py, err := pyfind.Find(*python)
-	if err != nil {
-		report(false, "python + jupyter", err.Error(), "bash scripts/setup.sh  (or: apt-get install python3-jupyter-server python3-ipykernel python3-pandas python3-matplotlib)")
-	} else {
-		ver := pythonVersions(ctx, py)
-		report(true, "python + jupyter", py+" "+ver, "")
-	}
-
-	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(cctx, "docker", "version", "--format", "{{.Server.Version}} (API {{.Server.APIVersion}})").CombinedOutput()
-	if err != nil {
-		report(false, "docker engine", strings.TrimSpace(string(out)), "install and start Docker (Debian: apt-get install docker.io) to use --backend docker")
-	} else {
-		report(true, "docker engine", strings.TrimSpace(string(out)), "")
-		has, err := docker.ImageExists(cctx, *image)
-		switch {
-		case err != nil:
-			report(false, "kernel image", err.Error(), "")
-		case !has:
-			report(false, "kernel image", *image+" is missing", "kernelbox image build  (or: bash backends/docker/kernel-image/build.sh)")
-		default:
-			report(true, "kernel image", *image, "")
-		}
-		// What serve would promise docker sessions with these flags.
-		plan, err := dockerCapacity(cctx, memory, *maxSessions)
-		if err != nil {
-			report(false, "docker capacity", err.Error(), "")
-		} else {
-			report(!plan.Overcommitted(), "docker capacity", plan.String(), plan.Warning("--memory", "--max-sessions"))
-		}
-	}
-	if *swarmHost != "" {
-		sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		detail, err := swarm.Check(sctx, swarm.Options{DockerHost: *swarmHost, Image: *image, Self: "doctor"})
-		cancel()
-		if err != nil {
-			report(false, "swarm", err.Error(), `each node's daemon.json needs "no-new-privileges": true and the image (docker save IMAGE | docker -H NODE load); see docs/swarm.md`)
-		} else {
-			report(true, "swarm", detail, "")
+	for _, b := range backends() {
+		if b.doctor != nil {
+			b.doctor(ctx, &c, *maxSessions, report)
 		}
 	}
 	if _, err := exec.LookPath("debootstrap"); err != nil {
@@ -87,6 +56,31 @@ func doctorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return exitCode{1, "some checks failed; see the fixes above"}
 	}
 	return nil
+}
+
+// doctorFlags are the groups of backend flags the table marks for doctor: the
+// Python and the image it checks, and the memory it checks against the daemon's.
+func doctorFlags() []backendFlags {
+	var out []backendFlags
+	for _, b := range backends() {
+		for _, g := range b.flags {
+			if g.doctor && !slices.ContainsFunc(out, func(o backendFlags) bool { return o.title == g.title }) {
+				out = append(out, g)
+			}
+		}
+	}
+	return out
+}
+
+// doctorPython checks the Python the local backend (and the benchmark's reference)
+// runs: jupyter_server and ipykernel importable.
+func doctorPython(ctx context.Context, c *backendConfig, _ int, report reportFunc) {
+	py, err := pyfind.Find(c.python)
+	if err != nil {
+		report(false, "python + jupyter", err.Error(), "bash scripts/setup.sh  (or: apt-get install python3-jupyter-server python3-ipykernel python3-pandas python3-matplotlib)")
+		return
+	}
+	report(true, "python + jupyter", py+" "+pythonVersions(ctx, py), "")
 }
 
 func pythonVersions(ctx context.Context, py string) string {

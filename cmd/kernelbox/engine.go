@@ -20,54 +20,47 @@ import (
 	"github.com/kernelbox/kernelbox/workspace"
 )
 
-// engineFlags configure an executor; serve, mcp and run share them.
+// engineFlags configure an executor: serve, mcp and run build one from them. The
+// flags are in groups (flags.go), and a command registers only the groups it uses:
+// run has no pool, calls or MCP flags.
 type engineFlags struct {
-	backend     string
-	workspace   string
-	artifacts   string
-	workdir     string
-	policy      string
-	python      string
-	image       string
-	data        multiFlag
-	warm        int
-	maxSessions int
-	idleTimeout time.Duration
-	timeout     time.Duration
-	maxOutput   int
-	logLevel    string
-	templates   string      // templates.go; serve and mcp only
-	mcp         mcpFlags    // mcp.go
-	remote      remoteFlags // remote.go
-	swarm       swarmFlags  // swarm.go
-	calls       callFlags   // attach.go
-	disk        diskFlags   // disk.go
-
-	// capacity.go
-	memory        sizeFlag // --memory as given; 0 = derive
-	sessionMemory int64    // the docker per-session limit planCapacity settled on
+	backend   string
+	workspace string
+	artifacts string
+	workdir   string
+	policy    string
+	data      multiFlag
+	timeout   time.Duration
+	maxOutput int
+	logLevel  string
+	disk      diskFlags     // disk.go
+	pool      poolFlags     // templates.go; serve and mcp register it, run keeps its defaults
+	backends  backendConfig // backends.go: every backend's own flags
 }
 
-func (f *engineFlags) register(fs *flag.FlagSet, defaultBackend string) {
-	fs.StringVar(&f.backend, "backend", envOr("KERNELBOX_BACKEND", defaultBackend), "where kernels run: none, local (UNSANDBOXED), docker, remote (existing Jupyter servers, --gateway), swarm (a service per session on Docker Swarm, --swarm-*)")
-	fs.StringVar(&f.workspace, "workspace", envOr("KERNELBOX_WORKSPACE", defaultWorkspace()), "directory for session dirs (and artifacts, unless --artifacts)")
-	fs.StringVar(&f.artifacts, "artifacts", "", "shared artifacts directory (default WORKSPACE/artifacts)")
-	fs.StringVar(&f.workdir, "workdir", "", "directory whose files inputs may be read from by default, ${workdir} in policies (default: current directory)")
-	fs.StringVar(&f.policy, "policy", "", "permission policy JSON file (default: built-in rules)")
-	fs.StringVar(&f.python, "python", "", "Python with jupyter_server and ipykernel, for --backend local (default: KERNELBOX_PYTHON, /usr/bin/python3, python3)")
-	fs.StringVar(&f.image, "image", "", "kernel image for --backend docker (default kernelbox/kernel:latest)")
+// newEngineFlags returns the engine's defaults, which are also its flags' defaults.
+func newEngineFlags(defaultBackend string) *engineFlags {
+	return &engineFlags{
+		backend:   envOr("KERNELBOX_BACKEND", defaultBackend),
+		workspace: envOr("KERNELBOX_WORKSPACE", defaultWorkspace()),
+		timeout:   5 * time.Minute,
+		logLevel:  "info",
+		pool:      poolFlags{idleTimeout: 30 * time.Minute},
+	}
+}
+
+// register adds the engine's own flags, the "Engine" group: what every command
+// that builds an executor takes, whichever backend it runs.
+func (f *engineFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.backend, "backend", f.backend, backendUsage())
+	fs.StringVar(&f.workspace, "workspace", f.workspace, "directory for session dirs (and artifacts, unless --artifacts)")
+	fs.StringVar(&f.artifacts, "artifacts", f.artifacts, "shared artifacts directory (default WORKSPACE/artifacts)")
+	fs.StringVar(&f.workdir, "workdir", f.workdir, "directory whose files inputs may be read from by default, ${workdir} in policies (default: current directory)")
+	fs.StringVar(&f.policy, "policy", f.policy, "permission policy JSON file (default: built-in rules)")
 	fs.Var(&f.data, "data", "NAME=HOSTDIR: expose a host dir read-only at data/NAME in every session (repeatable)")
-	fs.IntVar(&f.warm, "warm", 0, "kernels (or containers) kept started ahead of need")
-	fs.IntVar(&f.maxSessions, "max-sessions", 0, "maximum live sessions, warm ones included (default: for docker, as many --memory sessions as fit in the daemon's memory less a 10% (at least 1 GiB) reserve, 1 to 64; otherwise one per 384 MiB of RAM, 4 to 64)")
-	fs.Var(&f.memory, "memory", "per-session memory limit for --backend docker, e.g. 2g or 512m, none for no limit; swap is limited to the same (default 2 GiB, or the whole budget when less)")
-	fs.DurationVar(&f.idleTimeout, "idle-timeout", 30*time.Minute, "close sessions idle this long (0 = never)")
-	fs.DurationVar(&f.timeout, "timeout", 5*time.Minute, "default per-call timeout")
-	fs.IntVar(&f.maxOutput, "max-output-bytes", 0, "stdout+stderr kept per call (default 8 MiB)")
-	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	f.mcp.register(fs)
-	f.remote.register(fs)
-	f.swarm.register(fs)
-	f.calls.register(fs)
+	fs.DurationVar(&f.timeout, "timeout", f.timeout, "default per-call timeout")
+	fs.IntVar(&f.maxOutput, "max-output-bytes", f.maxOutput, "stdout+stderr kept per call (default 8 MiB)")
+	fs.StringVar(&f.logLevel, "log-level", f.logLevel, "debug, info, warn or error")
 	f.disk.register(fs)
 }
 
@@ -75,11 +68,14 @@ func (f *engineFlags) register(fs *flag.FlagSet, defaultBackend string) {
 type engine struct {
 	exec    *executor.Executor
 	backend executor.Backend
+	kind    backend // its row of the backend table
 	ws      *workspace.Manager
 	log     *slog.Logger
-	metrics *metrics.Metrics  // metrics.go
-	mcp     mcpserver.Options // mcp.go
-	calls   *calls.Registry   // shared by the HTTP API and MCP
+	metrics *metrics.Metrics // metrics.go
+
+	// Set by serverFlags.serve, for the commands that serve clients (server.go).
+	mcp   mcpserver.Options
+	calls *calls.Registry // shared by the HTTP API and MCP
 }
 
 func (f *engineFlags) logger(w io.Writer) (*slog.Logger, error) {
@@ -92,6 +88,65 @@ func (f *engineFlags) logger(w io.Writer) (*slog.Logger, error) {
 
 // build wires the workspace, permission engine, backend and executor.
 func (f *engineFlags) build(ctx context.Context, log *slog.Logger, approver permissions.Approver) (*engine, error) {
+	kind, err := lookupBackend(f.backend)
+	if err != nil {
+		return nil, err
+	}
+	ws, err := f.newWorkspace(log)
+	if err != nil {
+		return nil, err
+	}
+	perm, err := f.permissions(ws, log, approver)
+	if err != nil {
+		ws.Close()
+		return nil, err
+	}
+	m := newMetrics()
+	perm.OnDecision = m.ObserveDecision
+	data, err := f.dataMounts()
+	if err != nil {
+		ws.Close()
+		return nil, err
+	}
+	f.planCapacity(ctx, kind, log) // capacity.go
+	limits, caps := f.serverLimits(kind)
+	tmpls, err := f.pool.loadTemplates(caps)
+	if err != nil {
+		ws.Close()
+		return nil, err
+	}
+	backend, err := kind.open(ctx, &f.backends, log)
+	if err != nil {
+		ws.Close()
+		return nil, err
+	}
+	e, err := executor.New(executor.Options{
+		Backend:        backend,
+		Workspace:      ws,
+		Permissions:    perm,
+		Data:           data,
+		DefaultTimeout: f.timeout,
+		MaxSessions:    f.pool.maxSessions,
+		IdleTimeout:    idleOption(f.pool.idleTimeout),
+		MaxStreamBytes: f.maxOutput,
+		Warm:           f.pool.warm,
+		Templates:      tmpls,
+		Limits:         limits,
+		Observer:       m,
+		Logger:         log,
+	})
+	if err != nil {
+		_ = backend.Close(context.Background())
+		ws.Close()
+		return nil, err
+	}
+	m.WatchSessions(e.Sessions)
+	m.WatchTemplates(e.TemplateInfos)
+	return &engine{exec: e, backend: backend, kind: kind, ws: ws, log: log, metrics: m}, nil
+}
+
+// newWorkspace opens the workspace the flags describe.
+func (f *engineFlags) newWorkspace(log *slog.Logger) (*workspace.Manager, error) {
 	wsRoot, err := filepath.Abs(f.workspace)
 	if err != nil {
 		return nil, err
@@ -110,66 +165,16 @@ func (f *engineFlags) build(ctx context.Context, log *slog.Logger, approver perm
 	if err != nil {
 		return nil, fmt.Errorf("workspace: %w", err)
 	}
-	perm, err := f.permissions(ws, log, approver)
-	if err != nil {
-		ws.Close()
-		return nil, err
-	}
-	m := newMetrics()
-	perm.OnDecision = m.ObserveDecision
-	data, err := f.dataMounts()
-	if err != nil {
-		ws.Close()
-		return nil, err
-	}
-	f.planCapacity(ctx, log) // capacity.go
-	limits, caps := f.serverLimits()
-	tmpls, err := f.loadTemplates(caps)
-	if err != nil {
-		ws.Close()
-		return nil, err
-	}
-	backend, err := newBackend(ctx, f, log)
-	if err != nil {
-		ws.Close()
-		return nil, err
-	}
-	idle := idleOption(f.idleTimeout)
-	e, err := executor.New(executor.Options{
-		Backend:        backend,
-		Workspace:      ws,
-		Permissions:    perm,
-		Data:           data,
-		DefaultTimeout: f.timeout,
-		MaxSessions:    f.maxSessions,
-		IdleTimeout:    idle,
-		MaxStreamBytes: f.maxOutput,
-		Warm:           f.warm,
-		Templates:      tmpls,
-		Limits:         limits,
-		Observer:       m,
-		Logger:         log,
-	})
-	if err != nil {
-		if backend != nil {
-			_ = backend.Close(context.Background())
-		}
-		ws.Close()
-		return nil, err
-	}
-	m.WatchSessions(e.Sessions)
-	m.WatchTemplates(e.TemplateInfos)
-	reg := calls.New(e, f.calls.options(log))
-	mo := f.mcpOptions(log)
-	mo.Calls = reg
-	return &engine{exec: e, backend: backend, ws: ws, log: log, metrics: m, mcp: mo, calls: reg}, nil
+	return ws, nil
 }
 
-// close stops the executor (which ends the calls still running) and then waits
-// for the calls' goroutines.
+// close stops the executor (which ends the calls still running), then waits for
+// the calls' goroutines, if the engine serves calls.
 func (en *engine) close() error {
 	err := en.exec.Close()
-	_ = en.calls.Close()
+	if en.calls != nil {
+		_ = en.calls.Close()
+	}
 	en.ws.Close()
 	return err
 }
@@ -224,13 +229,6 @@ func (f *engineFlags) dataMounts() ([]executor.DataMount, error) {
 		out = append(out, executor.DataMount{Name: name, HostDir: abs})
 	}
 	return out, nil
-}
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
 }
 
 // stdinIsTerminal reports whether stdin is an interactive terminal.

@@ -35,18 +35,15 @@ func execCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var cf clientFlags
 	cf.register(fs)
 	session := fs.String("session", "default", "session id (calls with the same id share state)")
-	template := fs.String("template", "", "template a new session is created with (see `kernelbox templates`); a session keeps its own")
+	template := fs.String("template", "", "template a new session is created with (see kernelbox templates); a session keeps its own")
 	code := fs.String("c", "", "code to run (else read from FILE, or from stdin with -)")
 	timeout := fs.Duration("timeout", 0, "call timeout: the code's run only (default: the server's)")
 	maxWait := fs.Duration("max-wait", 0, "bound on the whole call (queue, kernel start, run); a call that cannot start in time does not run")
 	asJSON := fs.Bool("json", false, "print the final Result as JSON instead of streaming output")
-	detach := fs.Bool("detach", false, "start the call and print its id at once (JSON with --json); follow it with `kernelbox attach ID`")
+	detach := fs.Bool("detach", false, "start the call and print its id at once (JSON with --json); follow it with kernelbox attach ID")
 	var inputs multiFlag
 	fs.Var(&inputs, "input", "host file to stage as inputs/<basename> (repeatable)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: kernelbox exec [flags] (-c CODE | FILE | -)")
-		fs.PrintDefaults()
-	}
+	fs.intro = "Usage: kernelbox exec [flags] (-c CODE | FILE | -)"
 	if err := parse(fs, args); err != nil {
 		return err
 	}

@@ -3,6 +3,15 @@
 // as a notebook runner (run), and with tools to set it up (doctor, image build).
 //
 // Run `kernelbox help` for the commands; each takes -h.
+//
+// Where to start reading: run.go lists the commands. backends.go is the backend
+// table, the one place that knows the backends: each row has the backend's flags,
+// its limits (the caps on templates), its capacity planning, its constructor and
+// its doctor check, and every command, the templates loader, doctor and the
+// benchmark read it. flags.go groups a command's flags under headings; each
+// command registers only the groups it uses (serve_flags.go, server.go,
+// engine.go). engine.go builds the executor from them. The benchmark's harness is
+// the package ./bench.
 package main
 
 import (

@@ -30,25 +30,30 @@ func (m *mcpFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&m.maxImage, "mcp-max-image", envInt("KERNELBOX_MCP_MAX_IMAGE", 256<<10), "MCP: bytes of images returned inline per answer; larger ones are returned as artifact links (also KERNELBOX_MCP_MAX_IMAGE)")
 }
 
-// mcpOptions returns the MCP server options the flags describe.
-func (f *engineFlags) mcpOptions(log *slog.Logger) mcpserver.Options {
+// options returns the MCP server options the flags describe; timeout is the
+// engine's default per-call timeout.
+func (m *mcpFlags) options(timeout time.Duration, log *slog.Logger) mcpserver.Options {
 	return mcpserver.Options{
-		MaxTextBytes:   f.mcp.maxText,
-		MaxImageBytes:  f.mcp.maxImage,
-		DefaultTimeout: f.timeout,
+		MaxTextBytes:   m.maxText,
+		MaxImageBytes:  m.maxImage,
+		DefaultTimeout: timeout,
 		Logger:         log,
 	}
 }
 
-func mcpCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// mcpFlagSet returns the flags of `kernelbox mcp`: serve's, without the HTTP
+// server's own.
+func mcpFlagSet(stderr io.Writer) (*flagSet, *engineFlags, *serverFlags) {
 	fs := newFlags("mcp", stderr)
-	var ef engineFlags
-	ef.register(fs, "none")
-	ef.registerTemplates(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: kernelbox mcp [flags]\n\nServes MCP over stdio (stdin/stdout), for Claude Desktop, Claude Code or any MCP client.\nLogs go to stderr. Flags:")
-		fs.PrintDefaults()
-	}
+	fs.intro = "Usage: kernelbox mcp [flags]\n\nServes MCP over stdio (stdin/stdout), for Claude Desktop, Claude Code or any MCP client.\nLogs go to stderr."
+	ef, sf := newEngineFlags("none"), &serverFlags{}
+	registerServer(fs, ef, sf)
+	ef.backends.register(fs)
+	return fs, ef, sf
+}
+
+func mcpCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, ef, sf := mcpFlagSet(stderr)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -65,12 +70,13 @@ func mcpCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	sf.serve(en, ef.timeout, log)
 	defer func() {
 		if err := en.close(); err != nil {
 			log.Warn("shutdown", "err", err)
 		}
 	}()
-	if en.exec.Backend() == "none" {
+	if !en.kind.runsCode {
 		log.Warn("backend none: execute_code will refuse every call; pass --backend docker (or local, unsandboxed)")
 	}
 	log.Info("kernelbox mcp: serving MCP on stdio", "backend", en.exec.Backend(), "workspace", en.ws.Root(), "artifacts", en.ws.ArtifactsDir())

@@ -28,7 +28,9 @@ type remoteFlags struct {
 	reapAfter  time.Duration
 }
 
-func (r *remoteFlags) register(fs *flag.FlagSet) {
+// registerRemote adds the remote backend's flags.
+func (c *backendConfig) registerRemote(fs *flag.FlagSet) {
+	r := &c.remote
 	fs.Var(&r.gateways, "gateway", "--backend remote: gateway URL, http(s)://HOST:PORT[/PREFIX]; comma-separated or repeated for several (also KERNELBOX_GATEWAY)")
 	// No env default here: the flag's default would be printed by -h.
 	fs.StringVar(&r.token, "gateway-token", "", "--backend remote: gateway token (default KERNELBOX_GATEWAY_TOKEN, which keeps it out of the process list)")
@@ -96,10 +98,10 @@ func parseKernelEnv(kvs []string) (map[string]string, error) {
 	return env, nil
 }
 
-// newRemote builds the remote backend; it checks the gateways (bounded). It returns
+// openRemote builds the remote backend; it checks the gateways (bounded). It returns
 // the interface, so that a failure is a nil interface rather than a nil pointer in one.
-func (r *remoteFlags) newRemote(ctx context.Context, log *slog.Logger) (executor.Backend, error) {
-	o, err := r.options(log)
+func openRemote(ctx context.Context, c *backendConfig, log *slog.Logger) (executor.Backend, error) {
+	o, err := c.remote.options(log)
 	if err != nil {
 		return nil, err
 	}

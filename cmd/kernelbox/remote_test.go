@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"io"
 	"net"
 	"os"
@@ -22,12 +21,9 @@ import (
 
 func parseRemote(t *testing.T, args ...string) (remote.Options, error) {
 	t.Helper()
-	fs := flag.NewFlagSet("t", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	var ef engineFlags
-	ef.register(fs, "none")
+	fs, o := serveFlagSet(io.Discard)
 	require.NoError(t, fs.Parse(args))
-	return ef.remote.options(nil)
+	return o.engine.backends.remote.options(nil)
 }
 
 func TestRemoteFlags(t *testing.T) {
@@ -71,12 +67,9 @@ func TestRemoteFlags(t *testing.T) {
 	}
 
 	// The token never shows in the usage text.
-	fs := flag.NewFlagSet("t", flag.ContinueOnError)
-	var ef engineFlags
-	ef.register(fs, "none")
 	var usage strings.Builder
-	fs.SetOutput(&usage)
-	fs.PrintDefaults()
+	fs, _ := serveFlagSet(&usage)
+	fs.Usage()
 	require.NotContains(t, usage.String(), "from-env")
 	require.Contains(t, usage.String(), "-gateway-token")
 }

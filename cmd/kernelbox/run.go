@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"strings"
 )
 
 // command is one subcommand.
@@ -64,27 +62,3 @@ func usage(w io.Writer) {
 	}
 	fmt.Fprintln(w, "\nRun `kernelbox COMMAND -h` for a command's flags.")
 }
-
-// newFlags returns a flag set that reports errors instead of exiting.
-func newFlags(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("kernelbox "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
-}
-
-// parse parses flags, turning -h into a clean exit and bad flags into exit code 2.
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return exitCode{0, ""}
-		}
-		return exitCode{2, ""}
-	}
-	return nil
-}
-
-// multiFlag collects a repeatable string flag.
-type multiFlag []string
-
-func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
-func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }

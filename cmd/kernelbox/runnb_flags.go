@@ -13,7 +13,7 @@ import (
 
 // runOptions is the parsed and checked command line of `kernelbox run`.
 type runOptions struct {
-	engine      engineFlags
+	engine      *engineFlags
 	in          string // the notebook's path, "-" for stdin
 	nb          *notebook.Notebook
 	out         string // where the executed notebook goes, "-" for stdout
@@ -30,11 +30,9 @@ type runOptions struct {
 // exitCode 2 (bad usage or input), except a flag error, which flag has already
 // reported.
 func parseRunArgs(args []string, stderr io.Writer) (*runOptions, error) {
-	o := &runOptions{}
-	fs := newFlags("run", stderr)
-	o.engine.register(fs, "local")
+	o := &runOptions{engine: newEngineFlags("local")}
 	var params, inputs multiFlag
-	registerRunFlags(fs, o, &params, &inputs)
+	fs := o.flagSet(stderr, &params, &inputs)
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return nil, err
@@ -73,25 +71,45 @@ func parseRunArgs(args []string, stderr io.Writer) (*runOptions, error) {
 	return o, nil
 }
 
-// registerRunFlags defines run's own flags on fs, writing into o; the repeatable
-// -p and --input go to params and inputs.
-func registerRunFlags(fs *flag.FlagSet, o *runOptions, params, inputs *multiFlag) {
+// runUsage is what `kernelbox run -h` prints above the flags.
+const runUsage = `Usage: kernelbox run [flags] IN.ipynb
+
+Runs the notebook's code cells in order in one kernel and writes the executed notebook.
+Exit status: 0 ok, 1 a cell failed (the output notebook is still written), 2 bad usage or input.`
+
+// flagSet returns run's flags: its own ("Notebook"), the engine's and the
+// backends'. No pool, calls or MCP flags: run serves no client and has one
+// session. -h shows the flags of the backend --backend names (the local one by
+// default) and names the other backends' groups on one line.
+func (o *runOptions) flagSet(stderr io.Writer, params, inputs *multiFlag) *flagSet {
+	fs := newFlags("run", stderr)
+	fs.intro = runUsage
+	fs.add("Notebook", func(fs *flag.FlagSet) { o.register(fs, params, inputs) })
+	fs.add("Engine", o.engine.register)
+	o.engine.backends.register(fs)
+	fs.show = func(title string) bool {
+		group, read := isBackendGroup(title, o.engine.backend)
+		return !group || read
+	}
+	fs.hideNote = " (kernelbox run --backend NAME -h shows them)"
+	return fs
+}
+
+// register defines run's own flags on fs, writing into o; the repeatable -p and
+// --input go to params and inputs.
+func (o *runOptions) register(fs *flag.FlagSet, params, inputs *multiFlag) {
 	fs.StringVar(&o.out, "o", "", "output notebook; - for stdout (default: IN.out.ipynb next to IN, or stdout when IN is -)")
 	fs.Var(params, "p", "NAME=VALUE: inject a parameter, papermill style (repeatable); VALUE is JSON, a number, true/false/None, or else a string")
 	fs.Var(inputs, "input", "host file to stage as inputs/<basename> before the first cell (repeatable)")
 	fs.DurationVar(&o.cellTimeout, "cell-timeout", 0, "timeout of each cell (default: --timeout)")
 	fs.BoolVar(&o.allowErrors, "allow-errors", false, "keep running after a cell raises (the run still exits 1); cells tagged raises-exception may always raise")
 	fs.BoolVar(&o.quiet, "quiet", false, "do not print a progress line per cell")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: kernelbox run [flags] IN.ipynb\n\nRuns the notebook's code cells in order in one kernel and writes the executed notebook.\nExit status: 0 ok, 1 a cell failed (the output notebook is still written), 2 bad usage or input.\nFlags:")
-		fs.PrintDefaults()
-	}
 }
 
 // parseInterspersed parses flags that may come before or after the positional
 // arguments (`kernelbox run in.ipynb -o out.ipynb`), which package flag alone does
 // not allow, and returns the positional ones. Everything after "--" is positional.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+func parseInterspersed(fs *flagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := parse(fs, args); err != nil {

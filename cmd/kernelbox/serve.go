@@ -18,38 +18,19 @@ import (
 )
 
 func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("serve", stderr)
-	var ef engineFlags
-	ef.register(fs, "none")
-	ef.registerTemplates(fs)
-	listen := fs.String("listen", "127.0.0.1:8700", "address to listen on: HOST:PORT or unix:PATH")
-	token := fs.String("token", os.Getenv("KERNELBOX_TOKEN"), "bearer token required on every request (also KERNELBOX_TOKEN); without it a TCP listener makes a random one and keeps it in a 0600 runtime file for this user's clients")
-	var allowedHosts hostList
-	fs.Var(&allowedHosts, "allowed-host", "Host name clients use to reach a non-loopback listener (repeatable or comma list); loopback names are always accepted on a loopback listener")
-	idle := fs.Duration("conn-idle-timeout", 60*time.Second, "close HTTP keep-alive connections idle this long between requests")
-	maxConns := fs.Int("max-conns", defaultMaxConns(), "most HTTP connections open at once (default from the file limit); the last 32 serve only requests with the token and /healthz, and past it new connections are closed at once")
-	var nbo httpapi.Options
-	fs.Int64Var(&nbo.MaxNotebookBytes, "max-notebook-bytes", httpapi.DefaultMaxNotebookBytes, "largest request to POST /v1/notebooks/run, in bytes; over it the answer is 413 too_large")
-	fs.IntVar(&nbo.MaxNotebookCells, "max-notebook-cells", httpapi.DefaultMaxNotebookCells, "most cells in a notebook sent to POST /v1/notebooks/run; over it the answer is 413 too_large")
-	fs.IntVar(&nbo.MaxNotebookRuns, "max-notebook-runs", httpapi.DefaultMaxNotebookRuns, "notebooks run at once through POST /v1/notebooks/run; past it the answer is 429 too_many_notebook_runs, at once")
-	dash := registerDashboard(fs)
+	fs, o := serveFlagSet(stderr) // serve_flags.go
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return exitCode{2, "serve takes no arguments: " + strings.Join(fs.Args(), " ")}
+	if err := o.serve.check(fs); err != nil {
+		return err
 	}
-	if *maxConns < 2 {
-		return exitCode{2, "--max-conns must be at least 2"}
-	}
-	if nbo.MaxNotebookBytes <= 0 || nbo.MaxNotebookCells <= 0 || nbo.MaxNotebookRuns <= 0 {
-		return exitCode{2, "--max-notebook-bytes, --max-notebook-cells and --max-notebook-runs must be positive"}
-	}
+	ef, sv := o.engine, &o.serve
 	log, err := ef.logger(stderr)
 	if err != nil {
 		return exitCode{2, err.Error()}
 	}
-	network, addr, err := listenAddr(*listen)
+	network, addr, err := listenAddr(sv.listen)
 	if err != nil {
 		return exitCode{2, err.Error()}
 	}
@@ -61,6 +42,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	o.server.serve(en, ef.timeout, log)
 	defer func() {
 		if err := en.close(); err != nil {
 			log.Warn("shutdown", "err", err)
@@ -79,25 +61,26 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if sn, ok := en.backend.(sessionNetworker); ok && network == "tcp" {
 		ln = sessionNetGuard{Listener: ln, nets: sn, log: log}
 	}
-	generated := *token == ""
-	guard, removeToken, err := serveGuard(network, addr, ln.Addr().String(), token, allowedHosts)
+	generated := sv.token == ""
+	guard, removeToken, err := serveGuard(network, addr, ln.Addr().String(), &sv.token, sv.allowedHosts)
 	if err != nil {
 		_ = ln.Close()
 		return err
 	}
 	defer removeToken()
 	mux := http.NewServeMux()
-	nbo.Token, nbo.Workspace, nbo.Logger, nbo.Calls = *token, en.ws, log, en.calls
+	nbo := sv.notebooks
+	nbo.Token, nbo.Workspace, nbo.Logger, nbo.Calls = sv.token, en.ws, log, en.calls
 	apiHandler := httpapi.New(en.exec, nbo)
 	mux.Handle("/", apiHandler)
-	mountMCP(mux, en, *token, log)
-	mountMetrics(mux, en, *token)
-	mountDashboard(mux, dash, log)
-	srv, limited := newHTTPServer(ln, *maxConns, *idle, log, *token, guard, apiHandler, mux)
+	mountMCP(mux, en, sv.token, log)
+	mountMetrics(mux, en, sv.token)
+	mountDashboard(mux, &sv.dashboard, log)
+	srv, limited := newHTTPServer(ln, sv.maxConns, sv.connIdle, log, sv.token, guard, apiHandler, mux)
 	limited.register(en.metrics.Registry())
 	fmt.Fprintf(stdout, "kernelbox serving on %s (backend %s, workspace %s, artifacts %s)\n",
-		*listen, en.exec.Backend(), en.ws.Root(), en.ws.ArtifactsDir())
-	if network == "tcp" && !dash.off {
+		sv.listen, en.exec.Backend(), en.ws.Root(), en.ws.ArtifactsDir())
+	if network == "tcp" && !sv.dashboard.off {
 		// The token itself is never printed: stdout often ends up in a log.
 		where := "the --token you gave"
 		if dir, err := runtimefile.Dir(); err == nil && generated {
@@ -105,8 +88,14 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		fmt.Fprintf(stdout, "dashboard: http://%s/ (log in with %s)\n", ln.Addr(), where)
 	}
+	return serveUntilDone(ctx, srv, limited, en, log)
+}
+
+// serveUntilDone serves ln until the server fails or ctx ends; then it stops the
+// executor (ending the calls in flight) and shuts the server down.
+func serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener, en *engine, log *slog.Logger) error {
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(limited) }()
+	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
 		return err

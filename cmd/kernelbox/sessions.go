@@ -26,7 +26,7 @@ func clientCmd(name string, args []string, stderr io.Writer) (*flag.FlagSet, *cl
 	if err != nil {
 		return nil, nil, exitCode{2, err.Error()}
 	}
-	return fs, c, nil
+	return fs.FlagSet, c, nil
 }
 
 func sessionsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {

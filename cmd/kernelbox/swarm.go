@@ -4,10 +4,10 @@ import (
 	"context"
 	"flag"
 	"log/slog"
+	"time"
 
 	"github.com/kernelbox/kernelbox/backends/swarm"
 	"github.com/kernelbox/kernelbox/executor"
-	"github.com/kernelbox/kernelbox/templates"
 )
 
 // swarmFlags configure --backend swarm: one hardened swarm service per session,
@@ -24,7 +24,10 @@ type swarmFlags struct {
 	reserveCPUs   float64
 }
 
-func (s *swarmFlags) register(fs *flag.FlagSet) {
+// registerSwarm adds the swarm backend's own flags; it reads --image and --memory
+// too (registerContainer).
+func (c *backendConfig) registerSwarm(fs *flag.FlagSet) {
+	s := &c.swarm
 	fs.StringVar(&s.host, "swarm-host", "", "--backend swarm: a swarm manager's Docker daemon, e.g. unix:///var/run/docker.sock (default DOCKER_HOST, else the local socket)")
 	fs.StringVar(&s.self, "swarm-self", "", "--backend swarm: the container kernelbox runs in, attached to each session's overlay network (default: this hostname, Docker's short container id)")
 	fs.StringVar(&s.owner, "swarm-owner", "", "--backend swarm: this deployment's name in labels; at start, what another (dead) kernelbox of the same owner left is removed (default kernelbox)")
@@ -35,14 +38,16 @@ func (s *swarmFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&s.reserveCPUs, "swarm-reserve-cpus", 0, "--backend swarm: CPUs the scheduler reserves per session (default 0.05)")
 }
 
-func (s *swarmFlags) newSwarm(ctx context.Context, f *engineFlags, log *slog.Logger) (executor.Backend, error) {
+// openSwarm builds the swarm backend.
+func openSwarm(ctx context.Context, c *backendConfig, log *slog.Logger) (executor.Backend, error) {
+	s := &c.swarm
 	return swarm.New(ctx, swarm.Options{
 		DockerHost:    s.host,
 		Self:          s.self,
 		Owner:         s.owner,
-		Image:         f.image,
+		Image:         c.image,
 		Constraints:   s.constraints,
-		Memory:        int64(f.memory),
+		Memory:        int64(c.memory),
 		CPUs:          s.cpus,
 		PidsLimit:     s.pids,
 		ReserveMemory: int64(s.reserveMemory),
@@ -51,11 +56,12 @@ func (s *swarmFlags) newSwarm(ctx context.Context, f *engineFlags, log *slog.Log
 	})
 }
 
-// limits returns what one swarm session gets from the flags, which are also the
-// caps on every template (as serverLimits does for docker).
-func (s *swarmFlags) limits(f *engineFlags, caps templates.Caps) (executor.Limits, templates.Caps) {
+// swarmLimits is what one swarm session gets from the flags: its image and
+// service limits.
+func swarmLimits(c *backendConfig) executor.Limits {
+	s := &c.swarm
 	l := executor.Limits{
-		Kernel: "python3", Image: f.image, Memory: int64(f.memory), CPUs: s.cpus, Pids: s.pids,
+		Kernel: "python3", Image: c.image, Memory: int64(c.memory), CPUs: s.cpus, Pids: s.pids,
 		MaxLifetime: swarm.DefaultMaxLifetime,
 	}
 	if l.Image == "" {
@@ -76,6 +82,22 @@ func (s *swarmFlags) limits(f *engineFlags, caps templates.Caps) (executor.Limit
 		}
 	}
 	l.CPUs = max(l.CPUs, 0)
-	caps.Memory, caps.CPUs, caps.Pids, caps.MaxLifetime = l.Memory, l.CPUs, l.Pids, l.MaxLifetime
-	return l, caps
+	return l
+}
+
+// doctorSwarm checks a swarm manager's daemon, when doctor was given --swarm-host:
+// nodes ready, each daemon with no-new-privileges and the image (a short probe
+// job on every node).
+func doctorSwarm(ctx context.Context, c *backendConfig, _ int, report reportFunc) {
+	if c.swarm.host == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	detail, err := swarm.Check(ctx, swarm.Options{DockerHost: c.swarm.host, Image: c.image, Self: "doctor"})
+	if err != nil {
+		report(false, "swarm", err.Error(), `each node's daemon.json needs "no-new-privileges": true and the image (docker save IMAGE | docker -H NODE load); see docs/swarm.md`)
+		return
+	}
+	report(true, "swarm", detail, "")
 }

@@ -5,61 +5,58 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kernelbox/kernelbox/backends/docker"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/templates"
 )
 
-// registerTemplates adds --templates, a server flag (serve and mcp).
-func (f *engineFlags) registerTemplates(fs *flag.FlagSet) {
-	fs.StringVar(&f.templates, "templates", "", "JSON file of named session templates (kernel, image, limits, env, preload, warm pool); none of them may ask more than the flags give a session (see README, Templates)")
+// poolFlags shape the sessions a server keeps across calls: their number, warm
+// pool, idle timeout and templates. serve and mcp register them; run, which has
+// one session for the length of a notebook, keeps newEngineFlags' defaults.
+type poolFlags struct {
+	warm        int
+	maxSessions int
+	idleTimeout time.Duration
+	templates   string
+}
+
+// register adds the "Sessions" group.
+func (p *poolFlags) register(fs *flag.FlagSet) {
+	fs.IntVar(&p.warm, "warm", p.warm, "kernels (or containers) kept started ahead of need")
+	fs.IntVar(&p.maxSessions, "max-sessions", p.maxSessions, "maximum live sessions, warm ones included (default: for docker, as many --memory sessions as fit in the daemon's memory less a 10% (at least 1 GiB) reserve, 1 to 64; otherwise one per 384 MiB of RAM, 4 to 64)")
+	fs.DurationVar(&p.idleTimeout, "idle-timeout", p.idleTimeout, "close sessions idle this long (0 = never)")
+	fs.StringVar(&p.templates, "templates", p.templates, "JSON file of named session templates (kernel, image, limits, env, preload, warm pool); none of them may ask more than the flags give a session (see README, Templates)")
 }
 
 // serverLimits returns what one session gets from the flags, which are also the caps
-// on every template: for docker its image and container limits; other backends set
-// no container limits.
-func (f *engineFlags) serverLimits() (executor.Limits, templates.Caps) {
+// on every template: the backend's limits (for docker and swarm its image and
+// container limits; other backends set none) and the idle timeout.
+func (f *engineFlags) serverLimits(b backend) (executor.Limits, templates.Caps) {
 	caps := templates.Caps{}
-	if f.idleTimeout > 0 {
-		caps.IdleTimeout = f.idleTimeout
+	if f.pool.idleTimeout > 0 {
+		caps.IdleTimeout = f.pool.idleTimeout
 	}
-	if f.backend == "swarm" {
-		return f.swarm.limits(f, caps)
-	}
-	if f.backend != "docker" {
+	if b.limits == nil {
 		return executor.Limits{Kernel: "python3"}, caps
 	}
-	l := executor.Limits{
-		Kernel: "python3", Image: f.image, Memory: f.sessionMemory,
-		CPUs: docker.DefaultCPUs, Pids: docker.DefaultPidsLimit, MaxLifetime: docker.DefaultMaxLifetime,
-	}
-	if l.Image == "" {
-		l.Image = docker.DefaultImage
-	}
-	switch {
-	case l.Memory == 0:
-		l.Memory = docker.DefaultMemory
-	case l.Memory < 0:
-		l.Memory = 0 // --memory none
-	}
+	l := b.limits(&f.backends)
 	caps.Memory, caps.CPUs, caps.Pids, caps.MaxLifetime = l.Memory, l.CPUs, l.Pids, l.MaxLifetime
 	return l, caps
 }
 
 // loadTemplates reads --templates, if given.
-func (f *engineFlags) loadTemplates(caps templates.Caps) ([]executor.Template, error) {
-	if f.templates == "" {
+func (p *poolFlags) loadTemplates(caps templates.Caps) ([]executor.Template, error) {
+	if p.templates == "" {
 		return nil, nil
 	}
-	ts, err := templates.Load(f.templates, caps)
+	ts, err := templates.Load(p.templates, caps)
 	if err != nil {
 		return nil, fmt.Errorf("--templates: %w", err)
 	}
 	return ts, nil
 }
 
-// templateTimeout is the idle timeout the executor takes from the flag: its 0 means
-// never, the option's 0 means the default.
+// idleOption is the idle timeout the executor takes from the flag: the flag's 0
+// means never, the option's 0 means the default.
 func idleOption(d time.Duration) time.Duration {
 	if d == 0 {
 		return -1

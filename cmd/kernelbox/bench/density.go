@@ -74,7 +74,7 @@ func openSessions(ctx context.Context, e *executor.Executor, from, to int) error
 
 // perSession returns the average memory of one session's kernel and how it was read.
 func (r *runner) perSession(n int) (float64, string) {
-	if r.backend == "docker" {
+	if r.spec.Containers {
 		return dockerMemory(n)
 	}
 	var total float64

@@ -1,8 +1,13 @@
-// Package bench measures kernelbox against references measured in the same run,
-// interleaved, because the machines it runs on are shared and noisy: only ratios
-// measured side by side mean anything. The reference for kernel work is
-// bench/reference.py, which does the same work straight over ZMQ with jupyter_client;
-// for file work it is a plain copy. Start reading at [Run].
+// Package bench is the harness of `kernelbox bench`: it measures kernelbox against
+// references measured in the same run, interleaved, because the machines it runs on
+// are shared and noisy: only ratios measured side by side mean anything. The
+// reference for kernel work is bench/reference.py (at the top of the repository),
+// which does the same work straight over ZMQ with jupyter_client; for file work it
+// is a plain copy. Start reading at [Run].
+//
+// It drives an executor and knows no backend: the command hands it each backend to
+// measure as a [Backend] built from its backend table, and the HTTP server to
+// measure as a [ServeFunc].
 package bench
 
 import (
@@ -17,8 +22,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kernelbox/kernelbox/backends/docker"
-	"github.com/kernelbox/kernelbox/backends/local"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/permissions"
 	"github.com/kernelbox/kernelbox/workspace"
@@ -26,12 +29,12 @@ import (
 
 // Config selects what to measure.
 type Config struct {
-	// Python runs the reference script (and the local backend).
+	// Python runs the reference script.
 	Python string
 	// Reference is the path of bench/reference.py.
 	Reference string
-	// Backends to measure: "local", "docker".
-	Backends []string
+	// Backends to measure, in order.
+	Backends []Backend
 	// Short runs a few iterations of each scenario (for CI, so the benchmark
 	// cannot rot); the numbers are then only indicative.
 	Short bool
@@ -40,13 +43,26 @@ type Config struct {
 	// Scenarios limits the run to these (cold, trivial, http, stream, lines,
 	// stage, restage, artifacts, warm, analyst). Empty means all.
 	Scenarios []string
-	// Serve serves the HTTP API for the http scenario; nil serves httpapi
-	// behind its guard (`kernelbox bench` passes serve's own server).
+	// Serve serves the HTTP API for the http scenario (`kernelbox bench` passes
+	// serve's own server). The http scenario fails without it.
 	Serve ServeFunc
 	// Out receives the report.
 	Out io.Writer
 	// Logger receives progress. Defaults to discarding it.
 	Logger *slog.Logger
+}
+
+// Backend is one backend to measure.
+type Backend struct {
+	// Name labels the backend's rows.
+	Name string
+	// Open builds a new instance of the backend: each executor of the run gets its
+	// own, which the executor closes.
+	Open func(ctx context.Context, log *slog.Logger) (executor.Backend, error)
+	// Containers says each session is a Docker container on this host, whose
+	// memory `docker stats` reports; otherwise the memory rows read the RSS of
+	// this process's kernel children.
+	Containers bool
 }
 
 // Row is one measured scenario.
@@ -85,12 +101,12 @@ func Run(ctx context.Context, c Config) ([]Row, error) {
 	}
 	defer os.RemoveAll(tmp)
 	var rows []Row
-	for _, name := range c.Backends {
-		r := &runner{c: c, ref: ref, backend: name, dir: filepath.Join(tmp, name)}
+	for _, b := range c.Backends {
+		r := &runner{c: c, ref: ref, spec: b, backend: b.Name, dir: filepath.Join(tmp, b.Name)}
 		got, err := r.run(ctx)
 		rows = append(rows, got...)
 		if err != nil {
-			return rows, fmt.Errorf("%s: %w", name, err)
+			return rows, fmt.Errorf("%s: %w", b.Name, err)
 		}
 	}
 	print(c.Out, rows)
@@ -101,7 +117,8 @@ func Run(ctx context.Context, c Config) ([]Row, error) {
 type runner struct {
 	c       Config
 	ref     *reference
-	backend string
+	spec    Backend
+	backend string // spec.Name
 	dir     string
 	data    string
 }
@@ -129,15 +146,7 @@ func (r *runner) newExecutor(ctx context.Context, warm int, templates ...executo
 	if err != nil {
 		return nil, nil, err
 	}
-	var b executor.Backend
-	switch r.backend {
-	case "local":
-		b, err = local.New(local.Options{Python: r.c.Python, Logger: r.c.Logger})
-	case "docker":
-		b, err = docker.New(ctx, docker.Options{Logger: r.c.Logger})
-	default:
-		err = fmt.Errorf("unknown backend %q", r.backend)
-	}
+	b, err := r.spec.Open(ctx, r.c.Logger)
 	if err != nil {
 		ws.Close()
 		return nil, nil, err

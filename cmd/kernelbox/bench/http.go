@@ -14,25 +14,33 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/kernelbox/kernelbox/calls"
 	"github.com/kernelbox/kernelbox/executor"
-	"github.com/kernelbox/kernelbox/httpapi"
+	"github.com/kernelbox/kernelbox/internal/undo"
 )
 
 // ServeFunc serves e's HTTP API on ln, requiring token, as `kernelbox serve`
-// does; stop ends it. [Config.Serve] lets the command pass its own server, so
-// that the benchmark measures the same handler chain (guard, connection cap).
+// does; stop ends it. The command passes its own server as [Config.Serve], so
+// that the benchmark measures serve's handler chain (guard, connection cap)
+// without knowing it.
 type ServeFunc func(ln net.Listener, e *executor.Executor, token string) (stop func(), err error)
 
-// serveAPI is the default ServeFunc: the API behind its guard, without the
-// command's connection cap.
-func serveAPI(ln net.Listener, e *executor.Executor, token string) (func(), error) {
-	reg := calls.New(e, calls.Options{})
-	h := httpapi.New(e, httpapi.Options{Token: token, Calls: reg})
-	srv := &http.Server{Handler: httpapi.Guard(httpapi.GuardOptions{Token: token, Loopback: true, Public: []string{"/healthz"}}, h),
-		ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	return func() { _ = srv.Close(); _ = reg.Close() }, nil
+// The kinds of call the http scenario measures, each in blocks.
+const (
+	zmq       = iota // the reference: jupyter_client over ZMQ
+	lib              // executor.Execute from Go
+	httpNew          // serve's server, urllib: a new connection per call
+	httpKeep         // serve's server, http.client: one connection
+	bareNew          // a bare Go handler around the executor, urllib
+	bareKeep         // the same, one connection
+	floorNew         // a handler answering the same bytes at once, urllib
+	floorKeep        // the same, one connection
+	kinds
+)
+
+// httpTargets are the servers the http scenario calls, and serve's token.
+type httpTargets struct {
+	url, token, bare, floor string
+	session                 string
 }
 
 // httpTrivial measures the trivial cell from a Python client over HTTP (urllib
@@ -43,96 +51,23 @@ func serveAPI(ln net.Listener, e *executor.Executor, token string) (func(), erro
 // same bytes at once (the client in a hot loop), all in one loop of small
 // blocks whose order rotates.
 func (r *runner) httpTrivial(ctx context.Context, e *executor.Executor) ([]Row, error) {
-	serve := r.c.Serve
-	if serve == nil {
-		serve = serveAPI
-	}
-	var tb [16]byte
-	_, _ = rand.Read(tb[:])
-	token := hex.EncodeToString(tb[:])
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	var stops undo.List
+	defer func() { _ = stops.Run(time.Minute) }()
+	t, err := r.httpServers(ctx, e, &stops)
 	if err != nil {
 		return nil, err
 	}
-	stop, err := serve(ln, e, token)
-	if err != nil {
-		_ = ln.Close()
-		return nil, err
-	}
-	defer stop()
-	url := "http://" + ln.Addr().String()
-	const session = "http"
-	if _, _, err := r.exec(ctx, e, executor.Request{SessionID: session, Code: "x = 0"}); err != nil {
-		return nil, err
-	}
-	answer, err := postTrivial(ctx, url, token, session)
-	if err != nil {
-		return nil, err
-	}
-	floorURL, stopFloor, err := serveBytes(answer)
-	if err != nil {
-		return nil, err
-	}
-	defer stopFloor()
-	bareURL, stopBare, err := serveBare(e)
-	if err != nil {
-		return nil, err
-	}
-	defer stopBare()
-
-	rounds, block := r.iters(4, 50), r.iters(5, 10)
-	const (
-		zmq = iota
-		lib
-		httpNew
-		httpKeep
-		bareNew
-		bareKeep
-		floorNew
-		floorKeep
-		kinds
-	)
 	times := make([][]float64, kinds)
 	i := 0
 	run := func(kind int) error {
 		first := i + 1
-		i += block
-		switch kind {
-		case zmq:
-			a, err := r.ref.do("trivial", strconv.Itoa(block))
-			if err != nil {
-				return err
-			}
-			times[kind] = append(times[kind], a.MS...)
-		case lib:
-			for k := 0; k < block; k++ {
-				_, d, err := r.exec(ctx, e, executor.Request{SessionID: session, Code: "x = " + strconv.Itoa(first+k) + "; x + 1"})
-				if err != nil {
-					return err
-				}
-				times[kind] = append(times[kind], ms(d))
-			}
-		default:
-			mode, u, s := "new", url, session
-			if kind == httpKeep || kind == bareKeep || kind == floorKeep {
-				mode = "keepalive"
-			}
-			if kind == bareNew || kind == bareKeep {
-				u = bareURL
-			}
-			if kind == floorNew || kind == floorKeep {
-				u, s = floorURL, "-"
-			}
-			a, err := r.ref.do("http", mode, u, token, s, strconv.Itoa(block), strconv.Itoa(first))
-			if err != nil {
-				return err
-			}
-			times[kind] = append(times[kind], a.MS...)
-		}
-		return nil
+		i += r.iters(5, 10)
+		d, err := r.httpBlock(ctx, e, t, kind, first, r.iters(5, 10))
+		times[kind] = append(times[kind], d...)
+		return err
 	}
 	main := []int{zmq, lib, httpNew, httpKeep, bareNew, bareKeep}
-	for round := 0; round < rounds; round++ {
+	for round := 0; round < r.iters(4, 50); round++ {
 		for k := range main {
 			if err := run(main[(round+k)%len(main)]); err != nil {
 				return nil, err
@@ -144,6 +79,89 @@ func (r *runner) httpTrivial(ctx context.Context, e *executor.Executor) ([]Row, 
 			}
 		}
 	}
+	return r.httpRows(times), nil
+}
+
+// httpServers starts the servers the http scenario calls: serve's (r.c.Serve),
+// the bare handler and the floor, each stopped by stops.
+func (r *runner) httpServers(ctx context.Context, e *executor.Executor, stops *undo.List) (httpTargets, error) {
+	t := httpTargets{session: "http"}
+	if r.c.Serve == nil {
+		return t, errors.New("no Config.Serve to measure")
+	}
+	var tb [16]byte
+	_, _ = rand.Read(tb[:])
+	t.token = hex.EncodeToString(tb[:])
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return t, err
+	}
+	stop, err := r.c.Serve(ln, e, t.token)
+	if err != nil {
+		_ = ln.Close()
+		return t, err
+	}
+	stops.Add("stop serve", func(context.Context) error { stop(); return nil })
+	t.url = "http://" + ln.Addr().String()
+	if _, _, err := r.exec(ctx, e, executor.Request{SessionID: t.session, Code: "x = 0"}); err != nil {
+		return t, err
+	}
+	answer, err := postTrivial(ctx, t.url, t.token, t.session)
+	if err != nil {
+		return t, err
+	}
+	t.floor, stop, err = serveBytes(answer)
+	if err != nil {
+		return t, err
+	}
+	stops.Add("stop floor", func(context.Context) error { stop(); return nil })
+	t.bare, stop, err = serveBare(e)
+	if err != nil {
+		return t, err
+	}
+	stops.Add("stop bare", func(context.Context) error { stop(); return nil })
+	return t, nil
+}
+
+// httpBlock makes n calls of one kind, numbered from first, and returns their times in ms.
+func (r *runner) httpBlock(ctx context.Context, e *executor.Executor, t httpTargets, kind, first, n int) ([]float64, error) {
+	switch kind {
+	case zmq:
+		a, err := r.ref.do("trivial", strconv.Itoa(n))
+		if err != nil {
+			return nil, err
+		}
+		return a.MS, nil
+	case lib:
+		var out []float64
+		for k := 0; k < n; k++ {
+			_, d, err := r.exec(ctx, e, executor.Request{SessionID: t.session, Code: "x = " + strconv.Itoa(first+k) + "; x + 1"})
+			if err != nil {
+				return out, err
+			}
+			out = append(out, ms(d))
+		}
+		return out, nil
+	}
+	mode, u, s := "new", t.url, t.session
+	if kind == httpKeep || kind == bareKeep || kind == floorKeep {
+		mode = "keepalive"
+	}
+	if kind == bareNew || kind == bareKeep {
+		u = t.bare
+	}
+	if kind == floorNew || kind == floorKeep {
+		u, s = t.floor, "-"
+	}
+	a, err := r.ref.do("http", mode, u, t.token, s, strconv.Itoa(n), strconv.Itoa(first))
+	if err != nil {
+		return nil, err
+	}
+	return a.MS, nil
+}
+
+// httpRows turns the http scenario's times into rows against the ZMQ reference.
+func (r *runner) httpRows(times [][]float64) []Row {
 	ref50, ref99 := percentile(times[zmq], .5), percentile(times[zmq], .99)
 	row := func(kind int, name, note string) Row {
 		return Row{Name: r.backend + name, N: len(times[kind]), KB50: percentile(times[kind], .5), KB99: percentile(times[kind], .99),
@@ -159,7 +177,7 @@ func (r *runner) httpTrivial(ctx context.Context, e *executor.Executor) ([]Row, 
 			Note: "against a Go handler answering the same bytes at once (a hot loop)"},
 		{Name: "python HTTP client alone, keep-alive", N: len(times[floorKeep]), KB50: percentile(times[floorKeep], .5), KB99: percentile(times[floorKeep], .99),
 			Note: "the same, one connection"},
-	}, nil
+	}
 }
 
 // postTrivial makes one call over HTTP and returns the answer's bytes.

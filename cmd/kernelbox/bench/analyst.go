@@ -165,7 +165,7 @@ func (r *runner) warmMemory(ctx context.Context, e *executor.Executor, templates
 				return nil, err
 			}
 			rss[j] += kib * 1024
-			if r.backend == "docker" {
+			if r.spec.Containers {
 				box[j] += containerMemory(f[1])
 			}
 			if err := e.CloseSession(ctx, id); err != nil {
@@ -177,7 +177,7 @@ func (r *runner) warmMemory(ctx context.Context, e *executor.Executor, templates
 	var rows []Row
 	for j, tmpl := range templates {
 		note := fmt.Sprintf("kernel RSS %.1f MB", mb(rss[j]/float64(n)))
-		if r.backend == "docker" {
+		if r.spec.Containers {
 			note += fmt.Sprintf("; container %.1f MB (docker stats)", mb(box[j]/float64(n)))
 		}
 		rows = append(rows, Row{Name: fmt.Sprintf("%s: memory per warm kernel, %s", r.backend, what[tmpl]), N: n, Note: note})

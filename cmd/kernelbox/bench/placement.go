@@ -13,7 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kernelbox/kernelbox/backends/remote"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/jupyterproc"
 	"github.com/kernelbox/kernelbox/jupyter"
@@ -27,6 +26,9 @@ import (
 type PlacementConfig struct {
 	// Python runs the gateways (Jupyter Server) and their kernels.
 	Python string
+	// Open builds the remote backend over the gateways; the command passes its
+	// own wiring, so that the harness imports no backend.
+	Open func(ctx context.Context, gateways []Gateway, log *slog.Logger) (executor.Backend, error)
 	// Gateways is how many gateways to spread over. Defaults to 4.
 	Gateways int
 	// Sessions is how many sessions to place. Defaults to 200.
@@ -37,6 +39,11 @@ type PlacementConfig struct {
 	Out io.Writer
 	// Logger receives progress. Defaults to discarding it.
 	Logger *slog.Logger
+}
+
+// Gateway is one local Jupyter Server the placement run starts: its URL and token.
+type Gateway struct {
+	URL, Token string
 }
 
 // PlacementRow is one measured placement run.
@@ -104,7 +111,7 @@ func startFleet(ctx context.Context, c PlacementConfig, n int) (_ *fleet, err er
 	if f.tmp, err = os.MkdirTemp("", "kernelbox-placement-"); err != nil {
 		return nil, err
 	}
-	var gws []remote.Gateway
+	var gws []Gateway
 	for i := range n {
 		root := filepath.Join(f.tmp, fmt.Sprintf("gw%d", i))
 		if err := os.MkdirAll(root, 0o700); err != nil {
@@ -120,9 +127,9 @@ func startFleet(ctx context.Context, c PlacementConfig, n int) (_ *fleet, err er
 			return nil, err
 		}
 		f.clients = append(f.clients, cl)
-		gws = append(gws, remote.Gateway{URL: s.Endpoint().URL, Token: s.Endpoint().Token})
+		gws = append(gws, Gateway{URL: s.Endpoint().URL, Token: s.Endpoint().Token})
 	}
-	b, err := remote.New(ctx, remote.Options{Gateways: gws, HealthInterval: 500 * time.Millisecond, Logger: c.Logger})
+	b, err := c.Open(ctx, gws, c.Logger)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"log/slog"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/kernelbox/kernelbox/backends/docker"
+	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/internal/capacity"
+)
+
+// registerContainer adds the flags docker and swarm share: the kernel image and
+// each session's memory.
+func (c *backendConfig) registerContainer(fs *flag.FlagSet) {
+	fs.StringVar(&c.image, "image", "", "kernel image for --backend docker (default kernelbox/kernel:latest)")
+	fs.Var(&c.memory, "memory", "per-session memory limit for --backend docker, e.g. 2g or 512m, none for no limit; swap is limited to the same (default 2 GiB, or the whole budget when less)")
+}
+
+// openDocker builds the docker backend with the memory capacity planning settled on.
+func openDocker(ctx context.Context, c *backendConfig, log *slog.Logger) (executor.Backend, error) {
+	return docker.New(ctx, docker.Options{Image: c.image, Memory: c.sessionMemory, Logger: log})
+}
+
+// dockerLimits is what one docker session gets: its image and container limits.
+func dockerLimits(c *backendConfig) executor.Limits {
+	l := executor.Limits{
+		Kernel: "python3", Image: c.image, Memory: c.sessionMemory,
+		CPUs: docker.DefaultCPUs, Pids: docker.DefaultPidsLimit, MaxLifetime: docker.DefaultMaxLifetime,
+	}
+	if l.Image == "" {
+		l.Image = docker.DefaultImage
+	}
+	switch {
+	case l.Memory == 0:
+		l.Memory = docker.DefaultMemory
+	case l.Memory < 0:
+		l.Memory = 0 // --memory none
+	}
+	return l
+}
+
+// dockerPlan plans the docker sessions' memory from what the daemon reports.
+func dockerPlan(ctx context.Context, c *backendConfig, maxSessions int) (capacity.Plan, error) {
+	return dockerCapacity(ctx, c.memory, maxSessions)
+}
+
+// dockerCapacity plans the docker sessions' memory: the per-session limit (--memory)
+// and the session cap (--max-sessions), each derived when not given, from the memory
+// the daemon reports. Without a daemon answer the plan derives no cap, and the
+// executor's default applies.
+func dockerCapacity(ctx context.Context, memory sizeFlag, maxSessions int) (capacity.Plan, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	mem, err := docker.DaemonMemory(ctx, "")
+	return capacity.Make(capacity.Input{
+		Memory:               mem,
+		SessionMemory:        int64(memory),
+		DefaultSessionMemory: docker.DefaultMemory,
+		MaxSessions:          maxSessions,
+	}), err
+}
+
+// doctorDocker checks the Docker engine, the kernel image, and what serve would
+// promise docker sessions with these flags.
+func doctorDocker(ctx context.Context, c *backendConfig, maxSessions int, report reportFunc) {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "docker", "version", "--format", "{{.Server.Version}} (API {{.Server.APIVersion}})").CombinedOutput()
+	if err != nil {
+		report(false, "docker engine", strings.TrimSpace(string(out)), "install and start Docker (Debian: apt-get install docker.io) to use --backend docker")
+		return
+	}
+	report(true, "docker engine", strings.TrimSpace(string(out)), "")
+	image := c.image
+	if image == "" {
+		image = docker.DefaultImage
+	}
+	has, err := docker.ImageExists(ctx, image)
+	switch {
+	case err != nil:
+		report(false, "kernel image", err.Error(), "")
+	case !has:
+		report(false, "kernel image", image+" is missing", "kernelbox image build  (or: bash backends/docker/kernel-image/build.sh)")
+	default:
+		report(true, "kernel image", image, "")
+	}
+	plan, err := dockerCapacity(ctx, c.memory, maxSessions)
+	if err != nil {
+		report(false, "docker capacity", err.Error(), "")
+	} else {
+		report(!plan.Overcommitted(), "docker capacity", plan.String(), plan.Warning("--memory", "--max-sessions"))
+	}
+}

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/kernelbox/kernelbox/httpapi"
+)
+
+// serveFlags are serve's own flags, the "Server" group: the listener, its token
+// and Host names, the connections, notebooks over HTTP and the dashboard.
+type serveFlags struct {
+	listen       string
+	token        string
+	allowedHosts hostList
+	connIdle     time.Duration
+	maxConns     int
+	notebooks    httpapi.Options // the notebook limits only
+	dashboard    dashboardFlags  // dashboard.go
+}
+
+// register adds the "Server" group.
+func (s *serveFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&s.listen, "listen", "127.0.0.1:8700", "address to listen on: HOST:PORT or unix:PATH")
+	fs.StringVar(&s.token, "token", os.Getenv("KERNELBOX_TOKEN"), "bearer token required on every request (also KERNELBOX_TOKEN); without it a TCP listener makes a random one and keeps it in a 0600 runtime file for this user's clients")
+	fs.Var(&s.allowedHosts, "allowed-host", "Host name clients use to reach a non-loopback listener (repeatable or comma list); loopback names are always accepted on a loopback listener")
+	fs.DurationVar(&s.connIdle, "conn-idle-timeout", 60*time.Second, "close HTTP keep-alive connections idle this long between requests")
+	fs.IntVar(&s.maxConns, "max-conns", defaultMaxConns(), "most HTTP connections open at once (default from the file limit); the last 32 serve only requests with the token and /healthz, and past it new connections are closed at once")
+	nb := &s.notebooks
+	fs.Int64Var(&nb.MaxNotebookBytes, "max-notebook-bytes", httpapi.DefaultMaxNotebookBytes, "largest request to POST /v1/notebooks/run, in bytes; over it the answer is 413 too_large")
+	fs.IntVar(&nb.MaxNotebookCells, "max-notebook-cells", httpapi.DefaultMaxNotebookCells, "most cells in a notebook sent to POST /v1/notebooks/run; over it the answer is 413 too_large")
+	fs.IntVar(&nb.MaxNotebookRuns, "max-notebook-runs", httpapi.DefaultMaxNotebookRuns, "notebooks run at once through POST /v1/notebooks/run; past it the answer is 429 too_many_notebook_runs, at once")
+	s.dashboard.register(fs)
+}
+
+// check refuses values serve cannot run with, and arguments.
+func (s *serveFlags) check(fs *flagSet) error {
+	if fs.NArg() > 0 {
+		return exitCode{2, "serve takes no arguments: " + strings.Join(fs.Args(), " ")}
+	}
+	if s.maxConns < 2 {
+		return exitCode{2, "--max-conns must be at least 2"}
+	}
+	if s.notebooks.MaxNotebookBytes <= 0 || s.notebooks.MaxNotebookCells <= 0 || s.notebooks.MaxNotebookRuns <= 0 {
+		return exitCode{2, "--max-notebook-bytes, --max-notebook-cells and --max-notebook-runs must be positive"}
+	}
+	return nil
+}
+
+// serveOptions are the flags of `kernelbox serve`.
+type serveOptions struct {
+	engine *engineFlags
+	server serverFlags // server.go: calls and MCP
+	serve  serveFlags
+}
+
+// serveFlagSet returns the flags of `kernelbox serve`, in groups: the engine's,
+// the sessions', the calls', MCP's, the server's own and each backend's.
+func serveFlagSet(stderr io.Writer) (*flagSet, *serveOptions) {
+	fs := newFlags("serve", stderr)
+	fs.intro = "Usage: kernelbox serve [flags]\n\nServes the HTTP API (and MCP over HTTP at /mcp) and the dashboard."
+	o := &serveOptions{engine: newEngineFlags("none")}
+	registerServer(fs, o.engine, &o.server)
+	fs.add("Server", o.serve.register)
+	o.engine.backends.register(fs)
+	return fs, o
+}
