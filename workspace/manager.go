@@ -321,6 +321,7 @@ func (m *Manager) openSession(name string, exclusive bool) (*Session, error) {
 		return nil, err
 	}
 	if s.reused {
+		s.sweepTemps()
 		s.leftover = s.baseline()
 	}
 	return s, nil
