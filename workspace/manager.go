@@ -109,6 +109,16 @@ type Options struct {
 	// no limit.
 	MaxArtifactsTotalBytes int64
 
+	// MaxKeptSessions bounds, when DiskQuota is set, how many closed session
+	// directories are kept (kept.go): a directory whose last Session closed
+	// without Remove (the executor closed it for being idle, or shut down) keeps
+	// its files for the session's next incarnation, its disk unmounted but its
+	// image kept. Past this many, the one closed longest ago is deleted with its
+	// image (its artifacts stay), so session disks take at most (open sessions +
+	// MaxKeptSessions) × DiskQuota of the host. Defaults to 32; negative keeps
+	// none (a directory is deleted when its last Session closes).
+	MaxKeptSessions int
+
 	// RemoveArtifacts makes Remove delete the session's artifacts along with its
 	// directory. Defaults to false: artifacts stay after their session is
 	// removed, until the operator deletes them.
@@ -140,8 +150,14 @@ type Manager struct {
 	artifacts *os.Root
 	stale     []*os.Root
 
-	// mu serializes creating, renaming and removing session directories.
-	mu sync.Mutex
+	// mu serializes creating, renaming and removing session directories, and
+	// guards what kept.go knows of them: how many Sessions are open on each
+	// (open), the closed ones kept, oldest first (kept), and the ids whose kept
+	// directory was deleted since (evicted).
+	mu      sync.Mutex
+	open    map[string]int
+	kept    []string
+	evicted map[string]bool
 
 	// private are the directories no source may lie in (open.go), guarded by
 	// privMu since Protect may add to them while sessions stage.
@@ -214,6 +230,7 @@ func New(opts Options) (*Manager, error) {
 	}
 	m.emptyTrash()
 	m.setupDisks()
+	m.setupKept()
 	m.setupBudget()
 	return m, nil
 }
@@ -230,6 +247,9 @@ func withDefaults(o Options) Options {
 	}
 	if o.MaxArtifactFiles <= 0 {
 		o.MaxArtifactFiles = DefaultMaxArtifactFiles
+	}
+	if o.MaxKeptSessions == 0 {
+		o.MaxKeptSessions = DefaultMaxKeptSessions
 	}
 	if o.DirMode == 0 {
 		o.DirMode = DefaultDirMode
@@ -317,11 +337,13 @@ func (m *Manager) openSession(name string, exclusive bool) (*Session, error) {
 		return nil, err
 	}
 	if err := s.init(); err != nil {
-		s.root.Close()
+		s.Close()
 		return nil, err
 	}
 	if s.reused {
-		s.sweepTemps()
+		if s.first {
+			s.sweepTemps()
+		}
 		s.leftover = s.baseline()
 	}
 	return s, nil
@@ -366,7 +388,12 @@ func (m *Manager) openSessionDir(name string, exclusive bool) (*Session, error) 
 		restaged: map[string]restage{},
 		seen:     map[string]fileState{},
 		reused:   existed,
+		first:    m.open[name] == 0,
 	}
+	if m.takeEvicted(name) && !existed {
+		s.evicted = true
+	}
+	m.openedDir(name)
 	return s, nil
 }
 
@@ -417,6 +444,10 @@ func (m *Manager) Adopt(s *Session, id string) (*Session, error) {
 			s.root = root
 		}
 	}
+	if m.open[s.id]--; m.open[s.id] <= 0 {
+		delete(m.open, s.id)
+	}
+	m.openedDir(id)
 	m.log.Debug("adopted warm session", "session", id, "warm", s.id)
 	// The directory handle follows the rename, so the new Session keeps it and
 	// everything s learned; only the artifacts handle, which is per id, is dropped.
@@ -480,6 +511,13 @@ func (m *Manager) detach(id string) (*os.Root, string, error) {
 	if m.sessions == nil {
 		return nil, "", ErrClosed
 	}
+	m.unkeep(id)
+	delete(m.evicted, id)
+	return m.detachLocked(id)
+}
+
+// detachLocked is detach under m.mu.
+func (m *Manager) detachLocked(id string) (*os.Root, string, error) {
 	if _, err := m.sessions.Lstat(id); errors.Is(err, fs.ErrNotExist) {
 		return nil, "", m.removeImage(id)
 	}
