@@ -333,6 +333,14 @@ func (c *collector) file(dir *os.Root, e fs.DirEntry, rel string) {
 		c.errs = append(c.errs, fmt.Errorf("collect %q: %d bytes, over the %d-byte artifact limit: %w", rel, fi.Size(), limit, ErrTooLarge))
 		return
 	}
+	if share := s.m.ArtifactsShare(); share > 0 && fi.Size() > share {
+		// It could never fit: said once per version, as a file over the limit is.
+		st.skipped = true
+		s.seen[rel] = st
+		c.errs = append(c.errs, fmt.Errorf("collect %q: %d bytes, more than session %s's whole %d-byte artifacts share (its disk quota, at most half of the artifacts directory's total): %w: %w",
+			rel, fi.Size(), s.id, share, ErrSessionArtifactsFull, ErrArtifactsFull))
+		return
+	}
 	f, err := dir.OpenFile(name, openReadFlags, 0)
 	if err != nil {
 		c.errs = append(c.errs, fmt.Errorf("collect %q: %w", rel, bare(err)))
@@ -469,19 +477,19 @@ func (c *collector) copyArtifact(src *os.File, rel string, size int64, prevSum s
 	// Counted against the budget before the copy, net of the artifact it
 	// replaces (for a moment both exist: one file's worth of overshoot).
 	old := replacedSize(dir, path.Base(rel))
-	if err := s.m.reserve(size - old); err != nil {
+	if err := s.m.reserve(s.id, size-old); err != nil {
 		return Artifact{}, false, err
 	}
 	reserved := size - old
 	f, tmp, err := createTemp(dir, "", s.m.opts.FileMode)
 	if err != nil {
-		s.m.release(reserved)
+		s.m.release(s.id, reserved)
 		return Artifact{}, false, err
 	}
 	defer func() {
 		if tmp != "" {
 			_ = dir.Remove(tmp)
-			s.m.release(reserved)
+			s.m.release(s.id, reserved)
 		}
 	}()
 	// No more than size: a file appended to faster than it is copied would
@@ -495,7 +503,7 @@ func (c *collector) copyArtifact(src *os.File, rel string, size int64, prevSum s
 		return Artifact{}, false, err
 	}
 	// A file that shrank while it was copied is counted as copied.
-	s.m.release(size - cp.n)
+	s.m.release(s.id, size-cp.n)
 	reserved = cp.n - old
 	a = Artifact{
 		Path:   s.artifactPath(rel),
@@ -589,12 +597,12 @@ func (s *Session) SaveDisplay(name string, data []byte, mimeType string) (Artifa
 		return Artifact{}, fmt.Errorf("save display %q: %w", name, err)
 	}
 	need := int64(len(data)) - replacedSize(art, rel)
-	if err := s.m.reserve(need); err != nil {
+	if err := s.m.reserve(s.id, need); err != nil {
 		return Artifact{}, fmt.Errorf("save display %q: %w", name, err)
 	}
 	f, tmp, err := createTemp(art, dir, s.m.opts.FileMode)
 	if err != nil {
-		s.m.release(need)
+		s.m.release(s.id, need)
 		return Artifact{}, fmt.Errorf("save display %q: %w", name, err)
 	}
 	_, err = f.Write(data)
@@ -606,7 +614,7 @@ func (s *Session) SaveDisplay(name string, data []byte, mimeType string) (Artifa
 	}
 	if err != nil {
 		_ = art.Remove(tmp)
-		s.m.release(need)
+		s.m.release(s.id, need)
 		return Artifact{}, fmt.Errorf("save display %q: %w", name, err)
 	}
 	sum := sha256.Sum256(data)

@@ -56,6 +56,7 @@ func (m *Manager) closedDir(name string) {
 		return
 	}
 	delete(m.open, name)
+	m.forgetSession(name)
 	if m.sessions == nil {
 		m.mu.Unlock()
 		return // Close unmounted everything

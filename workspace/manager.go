@@ -109,6 +109,19 @@ type Options struct {
 	// no limit.
 	MaxArtifactsTotalBytes int64
 
+	// MaxSessionArtifactsBytes limits the artifacts of one session: its part of
+	// the artifacts directory, all its calls and display data together. An
+	// artifact that would take it over is refused like one over
+	// MaxArtifactsTotalBytes (ErrSessionArtifactsFull, which matches
+	// ErrArtifactsFull too); a single file bigger than the whole share is
+	// reported once per version, as one over MaxArtifactBytes is. It is never
+	// more than half of MaxArtifactsTotalBytes when that is set, so that no
+	// session alone can fill the artifacts directory and have another's
+	// artifacts refused. Defaults to DiskQuota (a session may keep as artifacts
+	// what it may keep on its disk), else that half; negative means the half
+	// only, or no limit without a total.
+	MaxSessionArtifactsBytes int64
+
 	// MaxKeptSessions bounds, when DiskQuota is set, how many closed session
 	// directories are kept (kept.go): a directory whose last Session closed
 	// without Remove (the executor closed it for being idle, or shut down) keeps
