@@ -1,8 +1,10 @@
 package workspace
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -106,4 +108,38 @@ func TestKeptSessionsNone(t *testing.T) {
 		require.NoError(t, s.Close())
 	}
 	assert.Equal(t, []string{"a", "b", "c"}, dirNames(t, filepath.Join(m.Root(), "sessions")))
+}
+
+// TestKeptConcurrentOpenClose: Sessions on one directory opened and closed at
+// once from many goroutines: while any is open the disk is mounted (every
+// write lands on it), after the last close it is not, and nothing is lost.
+func TestKeptConcurrentOpenClose(t *testing.T) {
+	m := newManager(t, func(o *Options) { o.DiskQuota = 16 << 20 })
+	disks := requireDisks(t, m)
+	sessions := filepath.Join(m.Root(), "sessions")
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				s, err := m.Open("s")
+				if !assert.NoError(t, err) {
+					return
+				}
+				if disks {
+					fi, err := os.Stat(s.Dir())
+					assert.NoError(t, err)
+					assert.NotEqual(t, m.disks.sessionsDev, devOf(fi), "open, so mounted")
+				}
+				assert.NoError(t, os.WriteFile(filepath.Join(s.Dir(), "outputs", fmt.Sprintf("g%d-%d", g, i)), nil, 0o644))
+				assert.NoError(t, s.Close())
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Empty(t, mountsBelow(sessions))
+	assert.Equal(t, []string{"s"}, m.KeptSessions())
+	s := openSession(t, m, "s")
+	assert.Len(t, dirNames(t, filepath.Join(s.Dir(), "outputs")), 160)
 }
