@@ -232,9 +232,14 @@ func (m *Manager) removeArtifacts(id string) error {
 type fullError struct {
 	session           string
 	need, used, limit int64
+	whole             bool // need is more than the whole share: it never fits
 }
 
 func (e *fullError) Error() string {
+	if e.whole {
+		return fmt.Sprintf("%s: %d bytes, more than session %s's whole %d-byte share (its disk quota, at most half of the artifacts directory's total); not collected",
+			ErrSessionArtifactsFull, e.need, e.session, e.limit)
+	}
 	if e.session != "" {
 		return fmt.Sprintf("%s: %d bytes would take session %s's artifacts (%d bytes) over its %d-byte share (its disk quota, at most half of the artifacts directory's total); not collected",
 			ErrSessionArtifactsFull, e.need, e.session, e.used, e.limit)

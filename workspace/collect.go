@@ -335,8 +335,7 @@ func (c *collector) file(dir *os.Root, e fs.DirEntry, rel string) {
 		// It could never fit: said once per version, as a file over the limit is.
 		st.skipped = true
 		s.seen[rel] = st
-		c.errs = append(c.errs, fmt.Errorf("collect %q: %d bytes, more than session %s's whole %d-byte artifacts share (its disk quota, at most half of the artifacts directory's total): %w: %w",
-			rel, fi.Size(), s.id, share, ErrSessionArtifactsFull, ErrArtifactsFull))
+		c.errs = append(c.errs, fmt.Errorf("collect %q: %w", rel, &fullError{session: s.id, need: fi.Size(), limit: share, whole: true}))
 		return
 	}
 	f, err := dir.OpenFile(name, openReadFlags, 0)

@@ -33,7 +33,7 @@ func TestArtifactsShareSparseFiles(t *testing.T) {
 	require.ErrorIs(t, err, ErrSessionArtifactsFull)
 	require.ErrorIs(t, err, ErrArtifactsFull)
 	for i := range 3 {
-		assert.Contains(t, err.Error(), fmt.Sprintf(`collect "sparse%d.bin": 1048576000 bytes, more than session a's whole 33554432-byte artifacts share`, i))
+		assert.Contains(t, err.Error(), fmt.Sprintf(`collect "sparse%d.bin": session artifacts share exceeded: 1048576000 bytes, more than session a's whole 33554432-byte share`, i))
 	}
 	used, _ := m.ArtifactsUsage()
 	assert.Zero(t, used)
