@@ -243,6 +243,7 @@ func (s *session) openWorkspace() error {
 		return fmt.Errorf("open session directory: %w", err)
 	}
 	s.ws = ws
+	s.noteEvicted(ws)
 	if reused, n := ws.Reused(); reused && !s.everAlive {
 		// The files outlived an earlier kernel of this id (a kernelbox restart):
 		// kept by design, but its variables are gone.

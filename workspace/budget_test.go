@@ -16,45 +16,55 @@ func TestArtifactsBudgetRefuses(t *testing.T) {
 		o.MaxArtifactsTotalBytes = 250 * kib
 		o.RemoveArtifacts = true
 	})
+	// Without a quota, each session's share is half the total.
+	assert.EqualValues(t, 125*kib, m.ArtifactsShare())
 	a := openSession(t, m, "a")
 	for _, n := range []string{"1", "2", "3"} {
 		writeFile(t, filepath.Join(a.Dir(), "outputs", n), strings.Repeat(n, 100*kib))
 	}
 	arts, err := a.Collect()
 	require.ErrorIs(t, err, ErrArtifactsFull)
-	require.Len(t, arts, 2)
+	require.ErrorIs(t, err, ErrSessionArtifactsFull)
+	require.Len(t, arts, 1)
 	first := arts[0].Name
 	refused := map[string]bool{"1": true, "2": true, "3": true}
-	delete(refused, arts[0].Name)
-	delete(refused, arts[1].Name)
-	require.Len(t, refused, 1)
+	delete(refused, first)
+	require.Len(t, refused, 2)
 	for n := range refused {
 		assert.Contains(t, err.Error(), `collect "`+n+`"`)
 		assert.NoFileExists(t, filepath.Join(m.ArtifactsDir(), "a", n))
 	}
-	assert.Contains(t, err.Error(), "over its 256000-byte total limit")
+	assert.Contains(t, err.Error(), "over its 128000-byte share")
 	used, limit := m.ArtifactsUsage()
-	assert.EqualValues(t, 200*kib, used)
+	assert.EqualValues(t, 100*kib, used)
 	assert.EqualValues(t, 250*kib, limit)
 
 	// Refused again, and said again, while there is no room.
 	arts, err = a.Collect()
-	require.ErrorIs(t, err, ErrArtifactsFull)
+	require.ErrorIs(t, err, ErrSessionArtifactsFull)
 	assert.Empty(t, arts)
 
 	// Rewriting an artifact counts only the difference.
 	writeFile(t, filepath.Join(a.Dir(), "outputs", first), strings.Repeat("x", 100*kib))
 	arts, err = a.Collect()
-	require.ErrorIs(t, err, ErrArtifactsFull)
+	require.ErrorIs(t, err, ErrSessionArtifactsFull)
 	require.Len(t, arts, 1)
 	used, _ = m.ArtifactsUsage()
-	assert.EqualValues(t, 200*kib, used)
+	assert.EqualValues(t, 100*kib, used)
 
-	// The budget is shared by all sessions, display data included.
+	// Another session has its own share, and only the total, shared by all
+	// sessions with display data included, stops the third.
 	b := openSession(t, m, "b")
-	_, err = b.SaveDisplay("p.png", make([]byte, 60*kib), "image/png")
+	writeFile(t, filepath.Join(b.Dir(), "outputs", "big"), strings.Repeat("b", 100*kib))
+	arts, err = b.Collect()
+	require.NoError(t, err)
+	require.Len(t, arts, 1)
+	c := openSession(t, m, "c")
+	_, err = c.SaveDisplay("p.png", make([]byte, 60*kib), "image/png")
 	require.ErrorIs(t, err, ErrArtifactsFull)
-	_, err = b.SaveDisplay("small.png", make([]byte, 10*kib), "image/png")
+	assert.NotErrorIs(t, err, ErrSessionArtifactsFull)
+	assert.Contains(t, err.Error(), "over its 256000-byte total limit")
+	_, err = c.SaveDisplay("small.png", make([]byte, 10*kib), "image/png")
 	require.NoError(t, err)
 
 	// Removing a session with RemoveArtifacts gives its share back.
@@ -62,8 +72,8 @@ func TestArtifactsBudgetRefuses(t *testing.T) {
 	require.NoError(t, m.Remove("a"))
 	assert.NoDirExists(t, filepath.Join(m.ArtifactsDir(), "a"))
 	used, _ = m.ArtifactsUsage()
-	assert.EqualValues(t, 10*kib, used)
-	_, err = b.SaveDisplay("p.png", make([]byte, 60*kib), "image/png")
+	assert.EqualValues(t, 110*kib, used)
+	_, err = c.SaveDisplay("p.png", make([]byte, 60*kib), "image/png")
 	require.NoError(t, err)
 }
 

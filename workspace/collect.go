@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"mime"
-	"net/http"
 	"os"
 	"path"
 	"path/filepath"
@@ -333,6 +331,13 @@ func (c *collector) file(dir *os.Root, e fs.DirEntry, rel string) {
 		c.errs = append(c.errs, fmt.Errorf("collect %q: %d bytes, over the %d-byte artifact limit: %w", rel, fi.Size(), limit, ErrTooLarge))
 		return
 	}
+	if share := s.m.ArtifactsShare(); share > 0 && fi.Size() > share {
+		// It could never fit: said once per version, as a file over the limit is.
+		st.skipped = true
+		s.seen[rel] = st
+		c.errs = append(c.errs, fmt.Errorf("collect %q: %w", rel, &fullError{session: s.id, need: fi.Size(), limit: share, whole: true}))
+		return
+	}
 	f, err := dir.OpenFile(name, openReadFlags, 0)
 	if err != nil {
 		c.errs = append(c.errs, fmt.Errorf("collect %q: %w", rel, bare(err)))
@@ -469,19 +474,19 @@ func (c *collector) copyArtifact(src *os.File, rel string, size int64, prevSum s
 	// Counted against the budget before the copy, net of the artifact it
 	// replaces (for a moment both exist: one file's worth of overshoot).
 	old := replacedSize(dir, path.Base(rel))
-	if err := s.m.reserve(size - old); err != nil {
+	if err := s.m.reserve(s.id, size-old); err != nil {
 		return Artifact{}, false, err
 	}
 	reserved := size - old
 	f, tmp, err := createTemp(dir, "", s.m.opts.FileMode)
 	if err != nil {
-		s.m.release(reserved)
+		s.m.release(s.id, reserved)
 		return Artifact{}, false, err
 	}
 	defer func() {
 		if tmp != "" {
 			_ = dir.Remove(tmp)
-			s.m.release(reserved)
+			s.m.release(s.id, reserved)
 		}
 	}()
 	// No more than size: a file appended to faster than it is copied would
@@ -495,7 +500,7 @@ func (c *collector) copyArtifact(src *os.File, rel string, size int64, prevSum s
 		return Artifact{}, false, err
 	}
 	// A file that shrank while it was copied is counted as copied.
-	s.m.release(size - cp.n)
+	s.m.release(s.id, size-cp.n)
 	reserved = cp.n - old
 	a = Artifact{
 		Path:   s.artifactPath(rel),
@@ -561,74 +566,6 @@ func (c *collector) artifactDir(rel string) (*os.Root, error) {
 // artifactPath is the host path of the artifact rel of this session.
 func (s *Session) artifactPath(rel string) string {
 	return filepath.Join(s.m.artifactsDir, s.id, filepath.FromSlash(rel))
-}
-
-// SaveDisplay writes rich display output (an image/png, image/svg+xml or text/html
-// from a cell's display data, say) to <artifacts>/<id>/display/<name>, atomically,
-// and returns it as an artifact. name must be a plain file name (ErrInvalidName)
-// and the caller keeps names unique; an existing artifact of that name is
-// replaced. mimeType may be empty, in which case it is guessed like Collect does.
-// Data over MaxArtifactBytes is refused with ErrTooLarge.
-//
-// An output file written to outputs/display/<name> would be collected to the same
-// place; the later of the two wins.
-func (s *Session) SaveDisplay(name string, data []byte, mimeType string) (Artifact, error) {
-	if err := checkName(name); err != nil {
-		return Artifact{}, fmt.Errorf("save display: %w", err)
-	}
-	if limit := s.m.opts.MaxArtifactBytes; int64(len(data)) > limit {
-		return Artifact{}, fmt.Errorf("save display %q: %d bytes, over the %d-byte artifact limit: %w", name, len(data), limit, ErrTooLarge)
-	}
-	art, err := s.artifactsRoot()
-	if err != nil {
-		return Artifact{}, fmt.Errorf("save display %q: %w", name, err)
-	}
-	const dir = "display"
-	rel := dir + "/" + name
-	if err := mkdirs(art, dir, s.m.opts.DirMode); err != nil {
-		return Artifact{}, fmt.Errorf("save display %q: %w", name, err)
-	}
-	need := int64(len(data)) - replacedSize(art, rel)
-	if err := s.m.reserve(need); err != nil {
-		return Artifact{}, fmt.Errorf("save display %q: %w", name, err)
-	}
-	f, tmp, err := createTemp(art, dir, s.m.opts.FileMode)
-	if err != nil {
-		s.m.release(need)
-		return Artifact{}, fmt.Errorf("save display %q: %w", name, err)
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = art.Rename(tmp, rel)
-	}
-	if err != nil {
-		_ = art.Remove(tmp)
-		s.m.release(need)
-		return Artifact{}, fmt.Errorf("save display %q: %w", name, err)
-	}
-	sum := sha256.Sum256(data)
-	if mimeType == "" {
-		mimeType = detectMIME(name, data[:min(len(data), 512)])
-	}
-	return Artifact{
-		Path:   s.artifactPath(rel),
-		Name:   rel,
-		Size:   int64(len(data)),
-		SHA256: hex.EncodeToString(sum[:]),
-		MIME:   mimeType,
-	}, nil
-}
-
-// detectMIME guesses a media type from name's extension, else from head (the
-// first up to 512 bytes of the content).
-func detectMIME(name string, head []byte) string {
-	if t := mime.TypeByExtension(path.Ext(name)); t != "" {
-		return t
-	}
-	return http.DetectContentType(head)
 }
 
 // baseline records the files outputs/ already holds when a session directory is

@@ -18,3 +18,4 @@ func (d *disks) attach(img, dir string) error          { return errors.ErrUnsupp
 func detach(dir string) error                          { return errors.ErrUnsupported }
 func bindMount(src, dst string) error                  { return errors.ErrUnsupported }
 func mountsBelow(dir string) []string                  { return nil }
+func loopOf(img string) (string, bool)                 { return "", false }

@@ -170,9 +170,9 @@ func TestDiskQuotaSurvivesRestart(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(s.Dir(), "outputs", "f"), []byte("data"), 0o644))
 	w, err := m1.Warm()
 	require.NoError(t, err)
-	s.Close()
-	w.Close()
-	// m1 is not closed: a crash leaves its disks mounted.
+	// Neither they nor m1 are closed: a crash leaves their disks mounted. (Closed
+	// once the second Manager is done, after its cleanup.)
+	t.Cleanup(func() { s.Close(); w.Close() })
 	require.Len(t, mountsBelow(filepath.Join(root, "sessions")), 2)
 
 	m2 := newManager(t, func(o *Options) { o.Root = root; o.DiskQuota = 16 << 20 })
@@ -198,12 +198,40 @@ func TestDiskQuotaCloseUnmounts(t *testing.T) {
 	}
 	s, err := m.Open("s")
 	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(s.Dir(), "outputs", "f"), []byte("data"), 0o644))
+	img := filepath.Join(root, diskImagesDir, "s.img")
+	// A second Session on the same directory keeps the disk mounted.
+	s2, err := m.Open("s")
+	require.NoError(t, err)
 	require.NoError(t, s.Close())
 	require.Len(t, mountsBelow(filepath.Join(root, "sessions")), 1)
-	require.NoError(t, m.Close())
-	// Nothing is left mounted, so the directory can be deleted as any other.
+	// Closing the last one unmounts it at once and lets its loop device go; the
+	// image stays, and reopening mounts it again with its files.
+	require.NoError(t, s2.Close())
 	assert.Empty(t, mountsBelow(filepath.Join(root, "sessions")))
+	assert.FileExists(t, img)
+	waitNoLoop(t, img)
+	assert.Equal(t, []string{"s"}, m.KeptSessions())
+	s, err = m.Open("s")
+	require.NoError(t, err)
+	assert.Empty(t, m.KeptSessions())
+	require.Len(t, mountsBelow(filepath.Join(root, "sessions")), 1)
+	assert.Equal(t, "data", readFile(t, filepath.Join(s.Dir(), "outputs", "f")))
+	// Close unmounts what is still open.
+	require.NoError(t, m.Close())
+	require.NoError(t, s.Close())
+	assert.Empty(t, mountsBelow(filepath.Join(root, "sessions")))
+	waitNoLoop(t, img)
+	// Nothing is left mounted, so the directory can be deleted as any other.
 	require.NoError(t, os.RemoveAll(root))
+}
+
+// waitNoLoop waits until no loop device is backed by img: a lazy unmount
+// frees the device once the last user lets go.
+func waitNoLoop(tb testing.TB, img string) {
+	tb.Helper()
+	require.Eventually(tb, func() bool { _, held := loopOf(img); return !held }, 10*time.Second, 10*time.Millisecond,
+		"a loop device still holds %s", img)
 }
 
 func TestEnforceDiskQuotaDeletesNewestFirst(t *testing.T) {

@@ -2,15 +2,22 @@
 // agent's input files into a session before code runs, and after each execution
 // copies what the code wrote to outputs/ into a shared artifacts directory.
 //
-// Start reading at Manager (manager.go) and Session (session.go); then Stage
-// (stage.go), Collect (collect.go; writers_linux.go finds the processes that still
-// hold an output open for writing), the artifact lookups (artifacts.go) and AddData
-// (data.go); disk.go gives each session a disk of its own for Options.DiskQuota and
-// budget.go holds the artifacts directory to Options.MaxArtifactsTotalBytes. sessionfiles.go
-// is the files API's side (Session.Put, Get, List, Remove): paths walked with
-// openat O_NOFOLLOW from the session's own handle. files.go holds the low-level file operations they share; open.go
-// opens host sources (inputs, data directories) without following a link at any
-// component, and keeps kernelbox's own directories out of staging (ErrPrivate).
+// Start reading at Manager (manager.go, its Options in options.go) and Session
+// (session.go); then Stage (stage.go), Collect (collect.go; writers_linux.go finds
+// the processes that still hold an output open for writing; display.go saves rich
+// display data), the artifact lookups (artifacts.go) and AddData (data.go).
+// disk.go gives each session a disk of its own for Options.DiskQuota; kept.go
+// unmounts it when the session's last handle closes and bounds how many closed
+// sessions keep their files (Options.MaxKeptSessions); budget.go holds the
+// artifacts directory to Options.MaxArtifactsTotalBytes and each session to its
+// share of it. sessionfiles.go is the files API's side (Session.Put, Get, List,
+// Remove): paths walked with openat O_NOFOLLOW from the session's own handle;
+// removeall.go deletes a tree the kernel made with a bounded number of
+// descriptors however deep it is, and sweep.go removes the temporary files a
+// killed kernelbox left in a session. files.go holds the low-level file
+// operations they share; open.go opens host sources (inputs, data directories)
+// without following a link at any component, and keeps kernelbox's own
+// directories out of staging (ErrPrivate).
 //
 // Layout:
 //

@@ -43,6 +43,11 @@ var (
 	// artifacts directory over Options.MaxArtifactsTotalBytes.
 	ErrArtifactsFull = errors.New("artifacts budget exceeded")
 
+	// ErrSessionArtifactsFull means an artifact was refused because it would take
+	// its session's artifacts over the session's share
+	// (Options.MaxSessionArtifactsBytes). It comes wrapped with ErrArtifactsFull.
+	ErrSessionArtifactsFull = errors.New("session artifacts share exceeded")
+
 	// ErrDiskQuota means a session directory held more than Options.DiskQuota
 	// after a call, on a system where the quota is not enforced by a file system
 	// of the session's own; EnforceDiskQuota deleted the newest files to bring it

@@ -13,6 +13,8 @@ import (
 	"os"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // The low-level file operations shared by staging, collection and data copies.
@@ -262,56 +264,33 @@ func chmodDir(root *os.Root, name string, mode fs.FileMode) error {
 	return f.Chmod(mode)
 }
 
-// removeTree removes name and everything under it. Read-only directories (data
-// copies are 0555) cannot be emptied by a non-root owner, so on failure it makes
-// the directories under name writable and tries again.
+// removeTree removes name (one element, relative to root) and everything under
+// it, without following a link and holding a bounded number of descriptors
+// however deep the tree (removeall.go). Read-only directories (data copies are
+// 0555) cannot be emptied by a non-root owner: it gives them write permission.
 func removeTree(root *os.Root, name string) error {
-	err := root.RemoveAll(name)
-	if err == nil {
-		return nil
-	}
-	fi, lerr := root.Lstat(name)
-	if lerr != nil || !fi.IsDir() {
-		return err
-	}
-	sub, oerr := openDir(root, name)
-	if oerr != nil {
-		return err
-	}
-	if chmodDir(root, name, 0o700) == nil {
-		makeWritable(sub)
-	}
-	sub.Close()
-	return root.RemoveAll(name)
-}
-
-// makeWritable gives the owner rwx on every directory under dir, best effort.
-// It never follows links: it descends only into entries that readdir reports as
-// directories and that openDir confirms.
-func makeWritable(dir *os.Root) {
-	d, err := dir.Open(".")
+	d, err := root.Open(".")
 	if err != nil {
-		return
+		return err
 	}
 	defer d.Close()
-	for {
-		entries, err := d.ReadDir(256)
-		for _, e := range entries {
-			if !e.IsDir() {
-				continue
-			}
-			if chmodDir(dir, e.Name(), 0o700) != nil {
-				continue
-			}
-			if sub, err := openDir(dir, e.Name()); err == nil {
-				makeWritable(sub)
-				sub.Close()
-			}
-		}
-		if err != nil {
-			return
-		}
+	// Fd is safe here: a directory is never in the poller.
+	dir := int(d.Fd())
+	var st unix.Stat_t
+	if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); errors.Is(err, unix.ENOENT) {
+		return nil
+	} else if err != nil {
+		return &fs.PathError{Op: "remove", Path: name, Err: err}
 	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		err = unix.Unlinkat(dir, name, 0)
+	} else {
+		err = removeAllAt(dir, name, true)
+	}
+	if err != nil && !errors.Is(err, unix.ENOENT) {
+		return &fs.PathError{Op: "remove", Path: name, Err: err}
+	}
+	return nil
 }
 
 // mkdirs creates the slash-separated directory dir (relative to root) and any

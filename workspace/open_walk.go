@@ -44,6 +44,29 @@ func walkNoFollow(path string, flags int) (*os.File, error) {
 	return f, err
 }
 
+// walkBeneath opens the slash path rel below dir one component at a time, each
+// with openat(2) O_NOFOLLOW relative to the one before, the last with flags.
+// rel must have no empty, "." or ".." component.
+func walkBeneath(dir int, rel string, flags int) (int, error) {
+	parts := strings.Split(rel, "/")
+	cur := dir
+	for _, name := range parts[:len(parts)-1] {
+		fd, err := openat(cur, name, walkDirFlags)
+		if cur != dir {
+			unix.Close(cur)
+		}
+		if err != nil {
+			return -1, err
+		}
+		cur = fd
+	}
+	fd, err := openat(cur, parts[len(parts)-1], flags|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+	if cur != dir {
+		unix.Close(cur)
+	}
+	return fd, err
+}
+
 func openFD(dir int, name, path string, flags int) (*os.File, error) {
 	fd, err := openat(dir, name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC)
 	if err != nil {

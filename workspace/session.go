@@ -48,6 +48,11 @@ type Session struct {
 	reused   bool
 	leftover int
 
+	// first: no other Session of the Manager was open on the directory when
+	// this one was opened; evicted: see Evicted.
+	first   bool
+	evicted bool
+
 	// watched is set when the last walk put an inotify watch on every directory of
 	// outputs/; dirty when an event arrived for one since (watch.go).
 	watched  bool
@@ -61,7 +66,10 @@ func (s *Session) ID() string { return s.id }
 // Dir returns the absolute host path of the session directory.
 func (s *Session) Dir() string { return s.dir }
 
-// Close releases the session's directory handles. It does not remove anything.
+// Close releases the session's directory handles. It does not remove anything:
+// when it was the last Session open on the directory, the directory is kept
+// for the session's next incarnation with its disk unmounted (see
+// Options.MaxKeptSessions).
 func (s *Session) Close() error {
 	// Load, not watcher(): a session that never collected starts no watcher, and
 	// another session's first Collect may be starting it right now.
@@ -69,13 +77,17 @@ func (s *Session) Close() error {
 		w.forget(s)
 	}
 	var err error
-	if s.root != nil {
+	opened := s.root != nil
+	if opened {
 		err = s.root.Close()
 	}
 	if s.art != nil {
 		err = errors.Join(err, s.art.Close())
 	}
 	s.root, s.art = nil, nil
+	if opened {
+		s.m.closedDir(s.id)
+	}
 	return err
 }
 

@@ -344,42 +344,9 @@ func (s *Session) Remove(path string, recursive bool) error {
 		if !recursive {
 			return 0, &fileError{op: op, path: path, why: "is a directory (remove it recursively)", errs: []error{ErrIsDirectory}}
 		}
-		return 0, errnoError(op, path, removeAllAt(dir, base))
+		return 0, errnoError(op, path, removeAllAt(dir, base, false))
 	})
 	return err
-}
-
-// removeAllAt removes the directory name in dir with everything below it,
-// descending only through real directories opened with O_NOFOLLOW.
-func removeAllAt(dir int, name string) error {
-	fd, err := openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
-	if err != nil {
-		return err
-	}
-	d := os.NewFile(uintptr(fd), name)
-	for {
-		names, rerr := d.Readdirnames(256)
-		for _, n := range names {
-			var st unix.Stat_t
-			if err := unix.Fstatat(fd, n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-				continue
-			}
-			if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-				err = removeAllAt(fd, n)
-			} else {
-				err = unix.Unlinkat(fd, n, 0)
-			}
-			if err != nil && !errors.Is(err, unix.ENOENT) {
-				d.Close()
-				return err
-			}
-		}
-		if rerr != nil {
-			break
-		}
-	}
-	d.Close()
-	return unix.Unlinkat(dir, name, unix.AT_REMOVEDIR)
 }
 
 // Entry is one entry of a session directory listing.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"strconv"
@@ -20,6 +21,7 @@ type diskFlags struct {
 	quota        byteSize
 	maxArtifacts byteSize
 	onClose      string
+	kept         int
 }
 
 func (f *diskFlags) register(fs *flag.FlagSet) {
@@ -27,6 +29,7 @@ func (f *diskFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.quota, "disk-quota", "disk space per session directory, e.g. 4GiB (0 = no limit); as root each session gets a loop-mounted ext4 of this size, otherwise the excess is deleted after each call")
 	fs.Var(&f.maxArtifacts, "max-artifacts-bytes", "total size of the artifacts directory, all sessions together (0 = no limit); artifacts past it are refused with a note on the call")
 	fs.StringVar(&f.onClose, "artifacts-on-close", "keep", "what closing a session does to its artifacts: keep or delete")
+	fs.IntVar(&f.kept, "max-kept-sessions", workspace.DefaultMaxKeptSessions, "with --disk-quota: how many closed (idle) sessions keep their files and disk image for their next call, unmounted; past it the one closed longest ago is deleted (0 = none)")
 }
 
 // apply sets the workspace options the flags control.
@@ -38,7 +41,7 @@ func (f *diskFlags) apply(o *workspace.Options) error {
 	default:
 		return fmt.Errorf("--artifacts-on-close: %q is neither keep nor delete", f.onClose)
 	}
-	o.DiskQuota = int64(f.quota)
+	o.DiskQuota, o.MaxKeptSessions = int64(f.quota), cmp.Or(f.kept, -1) // the flag's 0 is the option's "none"
 	o.MaxArtifactsTotalBytes = int64(f.maxArtifacts)
 	return nil
 }

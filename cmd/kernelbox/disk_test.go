@@ -25,11 +25,13 @@ func TestDiskFlags(t *testing.T) {
 		want    workspace.Options
 		wantErr string
 	}{
-		{nil, workspace.Options{DiskQuota: 4 << 30, MaxArtifactsTotalBytes: 8 << 30}, ""},
+		{nil, workspace.Options{DiskQuota: 4 << 30, MaxArtifactsTotalBytes: 8 << 30, MaxKeptSessions: 32}, ""},
 		{[]string{"--disk-quota=64MiB", "--max-artifacts-bytes=1.5GB", "--artifacts-on-close=delete"},
-			workspace.Options{DiskQuota: 64 << 20, MaxArtifactsTotalBytes: 1.5e9, RemoveArtifacts: true}, ""},
-		{[]string{"--disk-quota=0", "--max-artifacts-bytes=12345"}, workspace.Options{MaxArtifactsTotalBytes: 12345}, ""},
-		{[]string{"--disk-quota=2G"}, workspace.Options{DiskQuota: 2 << 30, MaxArtifactsTotalBytes: 8 << 30}, ""},
+			workspace.Options{DiskQuota: 64 << 20, MaxArtifactsTotalBytes: 1.5e9, RemoveArtifacts: true, MaxKeptSessions: 32}, ""},
+		{[]string{"--disk-quota=0", "--max-artifacts-bytes=12345"}, workspace.Options{MaxArtifactsTotalBytes: 12345, MaxKeptSessions: 32}, ""},
+		{[]string{"--disk-quota=2G"}, workspace.Options{DiskQuota: 2 << 30, MaxArtifactsTotalBytes: 8 << 30, MaxKeptSessions: 32}, ""},
+		{[]string{"--max-kept-sessions=5"}, workspace.Options{DiskQuota: 4 << 30, MaxArtifactsTotalBytes: 8 << 30, MaxKeptSessions: 5}, ""},
+		{[]string{"--max-kept-sessions=0"}, workspace.Options{DiskQuota: 4 << 30, MaxArtifactsTotalBytes: 8 << 30, MaxKeptSessions: -1}, ""},
 		{[]string{"--disk-quota=lots"}, workspace.Options{}, "not a size"},
 		{[]string{"--disk-quota=-1GiB"}, workspace.Options{}, "not a size"},
 		{[]string{"--artifacts-on-close=archive"}, workspace.Options{}, "neither keep nor delete"},
