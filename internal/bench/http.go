@@ -24,13 +24,12 @@ import (
 // that the benchmark measures the same handler chain (guard, connection cap).
 type ServeFunc func(ln net.Listener, e *executor.Executor, token string) (stop func(), err error)
 
-// serveAPI is the default ServeFunc: the API behind its guard, without the
+// serveAPI is the default ServeFunc: the API (with its guard) without the
 // command's connection cap.
 func serveAPI(ln net.Listener, e *executor.Executor, token string) (func(), error) {
 	reg := calls.New(e, calls.Options{})
-	h := httpapi.New(e, httpapi.Options{Token: token, Calls: reg})
-	srv := &http.Server{Handler: httpapi.Guard(httpapi.GuardOptions{Token: token, Loopback: true, Public: []string{"/healthz"}}, h),
-		ReadHeaderTimeout: 10 * time.Second}
+	h := httpapi.New(e, httpapi.Options{Token: token, Hosts: httpapi.Hosts{Loopback: true}, Calls: reg})
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	return func() { _ = srv.Close(); _ = reg.Close() }, nil
 }
