@@ -25,10 +25,6 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.log.Debug("http", "method", r.Method, "path", r.URL.Path, "duration", time.Since(start))
 }
 
-// noMatch stands for the route of a request that matches none: it needs the
-// token, so that the set of routes cannot be probed without it.
-var noMatch = &row{Route: Route{Access: NeedsToken}}
-
 // admit checks r against its route rt (nil when none matched) and answers the
 // refusal itself, in this order:
 //
@@ -43,7 +39,9 @@ var noMatch = &row{Route: Route{Access: NeedsToken}}
 // and then limits the body to the route's MaxBody.
 func (h *handler) admit(w http.ResponseWriter, r *http.Request, rt *row) bool {
 	if rt == nil {
-		rt = noMatch
+		// A request that matches no route needs the token too, so that the
+		// routes cannot be probed without it; its body limit is MaxBodyBytes.
+		rt = &row{Route: Route{Access: NeedsToken}}
 	}
 	tokenOK := h.o.Token == "" || bearer(r, h.o.Token)
 	switch {
