@@ -211,3 +211,48 @@ func pinTable(t *testing.T, routes []httpapi.Route) {
 		require.True(t, seen[p], "%s is not in the table", p)
 	}
 }
+
+// TestNoRoute: past the guard, a path no route matches is 404 and a method a
+// path does not take is 405 with Allow, both as an ErrorBody; a path that is not
+// clean is redirected to its clean form, except on the files routes, which see
+// it as sent (and refuse what leaves the session).
+func TestNoRoute(t *testing.T) {
+	e, ws := noneExecutor(t)
+	h := httpapi.New(e, httpapi.Options{Token: "tok", Workspace: ws})
+	do := func(method, target string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(method, target, nil)
+		r.Header.Set("Authorization", "Bearer tok")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	w := do("GET", "/v1/nowhere")
+	assert.Equal(t, http.StatusNotFound, w.Code)
+	assert.Equal(t, "not_found", errorCode(w), w.Body.String())
+
+	w = do("PUT", "/v1/templates")
+	assert.Equal(t, http.StatusMethodNotAllowed, w.Code)
+	assert.Equal(t, "invalid_request", errorCode(w), w.Body.String())
+	assert.Equal(t, "GET, HEAD", w.Header().Get("Allow"))
+	w = do("POST", "/v1/sessions/s1/files/a.txt")
+	assert.Equal(t, http.StatusMethodNotAllowed, w.Code)
+	assert.Equal(t, "DELETE, GET, HEAD, PUT", w.Header().Get("Allow"))
+
+	for target, want := range map[string]string{
+		"/v1/sessions/../templates":    "/v1/templates",
+		"/v1//sessions":                "/v1/sessions",
+		"/v1/artifacts/s1/../../x.txt": "/v1/x.txt",
+	} {
+		w = do("GET", target)
+		assert.Contains(t, []int{http.StatusMovedPermanently, http.StatusTemporaryRedirect}, w.Code, "%s: %s", target, w.Body)
+		assert.Equal(t, want, w.Header().Get("Location"), target)
+	}
+	// The files routes are not redirected: their handler gets the path as sent,
+	// and refuses it.
+	for _, target := range []string{"/v1/sessions/s1/files/../../../etc/passwd", "/v1/sessions/s1/files//etc/passwd", "/v1/sessions/s1/files/a/./b"} {
+		w = do("PUT", target)
+		assert.Equal(t, http.StatusBadRequest, w.Code, "%s: %s", target, w.Body)
+		assert.Equal(t, "invalid_path", errorCode(w), "%s: %s", target, w.Body)
+		assert.Empty(t, w.Header().Get("Location"), target)
+	}
+}
