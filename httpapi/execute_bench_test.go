@@ -39,8 +39,7 @@ func (instantRunner) ExecuteStream(ctx context.Context, req api.Request, onEvent
 func executeHandler(tb testing.TB) http.Handler {
 	reg := calls.New(instantRunner{}, calls.Options{})
 	tb.Cleanup(func() { _ = reg.Close() })
-	h := httpapi.New(nil, httpapi.Options{Token: "tok", Calls: reg})
-	return httpapi.Guard(httpapi.GuardOptions{Token: "tok", Loopback: true, Public: []string{"/healthz"}}, h)
+	return httpapi.New(nil, httpapi.Options{Token: "tok", Hosts: httpapi.Hosts{Loopback: true}, Calls: reg})
 }
 
 func serveExecute(h http.Handler, i int) *httptest.ResponseRecorder {

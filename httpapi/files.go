@@ -17,7 +17,7 @@ import (
 	"github.com/kernelbox/kernelbox/workspace"
 )
 
-// The session files routes:
+// The session files routes (their rows are in routes.go):
 //
 //	PUT    /v1/sessions/{id}/files/{path}   write a file (raw body; If-None-Match: * refuses to overwrite)
 //	GET    /v1/sessions/{id}/files/{path}   read a file (an attachment)
@@ -25,95 +25,14 @@ import (
 //	GET    /v1/sessions/{id}/files?path=DIR list a directory (&max=N entries)
 //	POST   /v1/sessions/{id}/files:batch    several uploads and downloads, a result each
 //
-// They are dispatched before the ServeMux (filesRoute), after the token and
-// CSRF checks: the mux cleans paths and redirects "a/../b" to where it leads,
-// while the files API must see the path as sent to refuse it (invalid_path).
-// A PUT or a batch with uploads creates the session if it does not exist yet,
-// as execute does; the other routes answer 404 for a session the executor does
-// not know.
+// Their handlers see the path as sent (Route.AsSent): the mux would clean
+// "a/../b" and redirect it, while the files API must see it to refuse it
+// (invalid_path). A PUT or a batch with uploads creates the session if it does
+// not exist yet, as execute does; the other routes answer 404 for a session the
+// executor does not know.
 
 // DefaultMaxBatchBytes is the default of Options.MaxBatchBytes.
 const DefaultMaxBatchBytes = 64 << 20
-
-// filesRoute parses a files route from the raw (unclean) request path: the
-// session id, the file path (may be empty) and which route.
-func filesRoute(p string) (id, file, route string, ok bool) {
-	rest, ok := strings.CutPrefix(p, "/v1/sessions/")
-	if !ok {
-		return "", "", "", false
-	}
-	id, rest, ok = strings.Cut(rest, "/")
-	if !ok {
-		return "", "", "", false
-	}
-	switch {
-	case rest == "files":
-		return id, "", "list", true
-	case rest == "files:batch":
-		return id, "", "batch", true
-	}
-	if file, ok = strings.CutPrefix(rest, "files/"); ok {
-		return id, file, "file", true
-	}
-	return "", "", "", false
-}
-
-// FilesFirst sends the session files routes to api (the handler New returned)
-// and everything else to next. A server that mounts the API on a ServeMux of
-// its own needs it: that mux would clean a path such as "a/../b" and redirect
-// it, where the files API refuses it as invalid_path.
-func FilesFirst(api, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, _, _, ok := filesRoute(r.URL.Path); ok {
-			api.ServeHTTP(w, r)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// bodyLimit is the body limit of r: uploads are limited by the workspace's file
-// limit as they are written (and stream, whatever their size), batches by
-// MaxBatchBytes, everything else by MaxBodyBytes.
-func (h *handler) bodyLimit(r *http.Request) int64 {
-	if _, _, route, ok := filesRoute(r.URL.Path); ok {
-		switch {
-		case route == "file" && r.Method == http.MethodPut:
-			return 1 << 62
-		case route == "batch":
-			return h.o.MaxBatchBytes
-		}
-	}
-	if r.URL.Path == "/v1/notebooks/run" {
-		return h.o.MaxNotebookBytes
-	}
-	return h.o.MaxBodyBytes
-}
-
-// serveFiles serves a files route; it reports false for other paths.
-func (h *handler) serveFiles(w http.ResponseWriter, r *http.Request) bool {
-	id, file, route, ok := filesRoute(r.URL.Path)
-	if !ok {
-		return false
-	}
-	switch {
-	case route == "list" && r.Method == http.MethodGet,
-		route == "file" && file == "" && r.Method == http.MethodGet:
-		h.listFiles(w, r, id)
-	case route == "batch" && r.Method == http.MethodPost:
-		h.batchFiles(w, r, id)
-	case route == "file" && r.Method == http.MethodPut:
-		h.putFile(w, r, id, file)
-	case route == "file" && r.Method == http.MethodGet:
-		h.getFile(w, r, id, file)
-	case route == "file" && r.Method == http.MethodDelete:
-		h.removeFile(w, r, id, file)
-	default:
-		w.Header().Set("Allow", map[string]string{"list": "GET", "batch": "POST", "file": "GET, PUT, DELETE"}[route])
-		writeError(w, http.StatusMethodNotAllowed, api.CodeInvalidRequest, r.Method+" is not served on "+route+" routes")
-	}
-	return true
-}
 
 func (h *handler) putFile(w http.ResponseWriter, r *http.Request, id, file string) {
 	o := workspace.PutOptions{NoOverwrite: strings.TrimSpace(r.Header.Get("If-None-Match")) == "*"}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/kernelbox/kernelbox/internal/filestest"
+	"github.com/kernelbox/kernelbox/internal/testexec"
 )
 
 // TestDockerFiles: the files API on docker sessions (the host session
@@ -12,7 +13,7 @@ import (
 // trip, every bad path and everything the kernel planted refused with nothing
 // outside read or written, and the batch (the filestest kit).
 func TestDockerFiles(t *testing.T) {
-	fs, _ := filesServerOn(t, 0, newDocker)
+	fs, _ := filesServerOn(t, 0, testexec.DockerBackend)
 	t.Run("RoundTrip", func(t *testing.T) { filestest.RoundTrip(t, fs, "dr") })
 	t.Run("BadPaths", func(t *testing.T) { filestest.BadPaths(t, fs, "dbad") })
 	t.Run("Batch", func(t *testing.T) { filestest.Batch(t, fs, "dbt") })

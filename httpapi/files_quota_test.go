@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"context"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -10,18 +9,17 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kernelbox/kernelbox/backends/docker"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/httpapi"
 	"github.com/kernelbox/kernelbox/internal/filestest"
-	"github.com/kernelbox/kernelbox/internal/testenv"
+	"github.com/kernelbox/kernelbox/internal/testexec"
 	"github.com/kernelbox/kernelbox/permissions"
 	"github.com/kernelbox/kernelbox/workspace"
 )
 
 // filesServerOn serves an executor on the backend newBackend makes, over a
 // workspace of its own with the disk quota given (0: none), for the files kit.
-func filesServerOn(t *testing.T, quota int64, newBackend func(t *testing.T) executor.Backend) (*filestest.Server, *workspace.Manager) {
+func filesServerOn(t *testing.T, quota int64, newBackend func(testing.TB) executor.Backend) (*filestest.Server, *workspace.Manager) {
 	t.Helper()
 	root := t.TempDir()
 	ws, err := workspace.New(workspace.Options{Root: filepath.Join(root, "ws"), DiskQuota: quota})
@@ -44,26 +42,13 @@ func filesServerOn(t *testing.T, quota int64, newBackend func(t *testing.T) exec
 	return filesTarget(srv), ws
 }
 
-func newLocal(t *testing.T) executor.Backend {
-	b, err := localBackend(t)
-	require.NoError(t, err)
-	return b
-}
-
-func newDocker(t *testing.T) executor.Backend {
-	testenv.Image(t, docker.DefaultImage)
-	b, err := docker.New(context.Background(), docker.Options{})
-	require.NoError(t, err)
-	return b
-}
-
 // TestFilesUploadOverQuota: with --disk-quota and session disks of their own
 // (root), an upload past the session's disk is 507 quota and leaves no file,
 // whole or partial; the kernel sees nothing, and a smaller one fits after
 // (filestest.OverQuota), on local and docker.
 func TestFilesUploadOverQuota(t *testing.T) {
 	const quota = 32 << 20
-	for name, newBackend := range map[string]func(*testing.T) executor.Backend{"local": newLocal, "docker": newDocker} {
+	for name, newBackend := range map[string]func(testing.TB) executor.Backend{"local": testexec.LocalBackend, "docker": testexec.DockerBackend} {
 		t.Run(name, func(t *testing.T) {
 			fs, ws := filesServerOn(t, quota, newBackend)
 			if _, off := ws.DiskQuota(); off != "" {

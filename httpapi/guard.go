@@ -1,79 +1,109 @@
 package httpapi
 
 import (
+	"crypto/subtle"
 	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/kernelbox/kernelbox/api"
 )
 
-// GuardOptions configures [Guard]. The zero value checks only CSRF.
-type GuardOptions struct {
-	// Token, when set, is required as "Authorization: Bearer <Token>" on every
-	// path but those in Public.
-	Token string
-
-	// Loopback accepts the Host names of a loopback listener: localhost,
-	// 127.0.0.0/8 and [::1], with or without a port.
-	Loopback bool
-
-	// AllowedHosts are further accepted Host names (without port; a port is
-	// ignored). With neither Loopback nor AllowedHosts set, every Host is
-	// accepted (a unix-socket listener, where no browser can reach).
-	AllowedHosts []string
-
-	// Public are the exact paths (or prefixes ending in "/") served without the
-	// token: /healthz and the dashboard page and assets, which carry no data. A
-	// prefix ends in "/"; "/" itself is exact.
-	Public []string
-}
-
-// Guard wraps the whole mux of `kernelbox serve` with the request checks every
-// route shares, in this order: a Host allowlist (DNS rebinding: a page served
-// from an attacker's name that resolves to 127.0.0.1 sends that name as Host),
-// the bearer token, and refusal of cross-origin browser requests that change state.
-func Guard(o GuardOptions, h http.Handler) http.Handler {
-	csrf := http.NewCrossOriginProtection()
-	allowed := map[string]bool{}
-	for _, a := range o.AllowedHosts {
-		allowed[strings.ToLower(strings.TrimSuffix(a, "."))] = true
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if (o.Loopback || len(allowed) > 0) && !hostAllowed(r.Host, o.Loopback, allowed) {
-			writeError(w, http.StatusForbidden, api.CodeForbiddenHost, "Host "+quoteHost(r.Host)+" is not this server's: a loopback listener accepts localhost, 127.0.0.1 and [::1]; add other names with --allowed-host")
-			return
-		}
-		if o.Token != "" && !public(r.URL.Path, o.Public) && !authorized(r, o.Token) {
-			unauthorized(w)
-			return
-		}
-		if err := csrf.Check(r); err != nil {
-			writeError(w, http.StatusForbidden, api.CodeCrossOrigin, "cross-origin browser requests are refused: "+err.Error())
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
-}
-
-func quoteHost(h string) string {
-	if len(h) > 200 {
-		h = h[:200]
-	}
-	return "\"" + strings.ToValidUTF8(h, "?") + "\""
-}
-
-func public(path string, list []string) bool {
-	for _, p := range list {
-		if path == p || (len(p) > 1 && strings.HasSuffix(p, "/") && strings.HasPrefix(path, p)) {
-			return true
+// ServeHTTP is the one guard: every request, whatever its route (one of the
+// table's or none), is admitted by admit before a handler runs.
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rt, r := h.match(r)
+	if h.admit(w, r, rt) {
+		if rt != nil {
+			h.mux.ServeHTTP(w, r)
+		} else {
+			h.noRoute(w, r)
 		}
 	}
-	return false
+	h.log.Debug("http", "method", r.Method, "path", r.URL.Path, "duration", time.Since(start))
 }
 
-// hostAllowed reports whether a request's Host names this listener.
-func hostAllowed(host string, loopback bool, allowed map[string]bool) bool {
+// admit checks r against its route rt (nil when none matched) and answers the
+// refusal itself, in this order:
+//
+//  1. the connection reserve: on a reserved connection, a request without the
+//     token to a route that is not a Probe is 503 and its connection closed;
+//  2. the Host, against Options.Hosts (DNS rebinding): 403 forbidden_host;
+//  3. the token, unless the route is exempt: 401 unauthorized;
+//  4. a cross-site request that changes state (http.CrossOriginProtection:
+//     Sec-Fetch-Site, else Origin against Host): 403 cross_origin;
+//  5. the content type of a body of a JSON route: 415;
+//
+// and then limits the body to the route's MaxBody.
+func (h *handler) admit(w http.ResponseWriter, r *http.Request, rt *row) bool {
+	if rt == nil {
+		// A request that matches no route needs the token too, so that the
+		// routes cannot be probed without it; its body limit is MaxBodyBytes.
+		rt = &row{Route: Route{Access: NeedsToken}}
+	}
+	tokenOK := h.o.Token == "" || bearer(r, h.o.Token)
+	switch {
+	case !tokenOK && rt.Access != Probe && h.o.Reserve != nil && h.o.Reserve.Reserved(r):
+		h.o.Reserve.Refused()
+		w.Header().Set("Connection", "close")
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, api.CodeTooManyConnections,
+			"the server is near its connection limit (--max-conns); its last slots serve requests with the token and /healthz only")
+		return false
+	case !h.hosts.allows(r.Host):
+		writeError(w, http.StatusForbidden, api.CodeForbiddenHost, "Host "+quoteHost(r.Host)+" is not this server's: a loopback listener accepts localhost, 127.0.0.1 and [::1]; add other names with --allowed-host")
+		return false
+	case !tokenOK && rt.Access == NeedsToken:
+		w.Header().Set("WWW-Authenticate", `Bearer realm="kernelbox"`)
+		writeError(w, http.StatusUnauthorized, api.CodeUnauthorized, "missing or wrong bearer token")
+		return false
+	}
+	if err := h.csrf.Check(r); err != nil {
+		writeError(w, http.StatusForbidden, api.CodeCrossOrigin, "cross-origin browser requests are refused: "+err.Error())
+		return false
+	}
+	if rt.JSON && r.ContentLength != 0 && !isJSON(r.Header.Get("Content-Type")) {
+		writeError(w, http.StatusUnsupportedMediaType, api.CodeInvalidRequest, "send the body as Content-Type: application/json")
+		return false
+	}
+	if limit := rt.MaxBody; limit != NoBodyLimit {
+		if limit <= 0 {
+			limit = h.o.MaxBodyBytes
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
+	}
+	return true
+}
+
+// bearer reports whether r carries token as "Authorization: Bearer <token>".
+func bearer(r *http.Request, token string) bool {
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(tok), []byte(token)) == 1
+}
+
+// hostRule is Options.Hosts, ready to check a Host header.
+type hostRule struct {
+	any      bool // neither Loopback nor Allowed: every Host is accepted
+	loopback bool
+	allowed  map[string]bool
+}
+
+func newHostRule(o Hosts) hostRule {
+	hr := hostRule{loopback: o.Loopback, allowed: map[string]bool{}}
+	for _, a := range o.Allowed {
+		hr.allowed[strings.ToLower(strings.TrimSuffix(a, "."))] = true
+	}
+	hr.any = !hr.loopback && len(hr.allowed) == 0
+	return hr
+}
+
+// allows reports whether a request's Host names this server.
+func (hr hostRule) allows(host string) bool {
+	if hr.any {
+		return true
+	}
 	name := host
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		name = h
@@ -82,10 +112,10 @@ func hostAllowed(host string, loopback bool, allowed map[string]bool) bool {
 	if name == "" {
 		return false
 	}
-	if allowed[name] {
+	if hr.allowed[name] {
 		return true
 	}
-	if !loopback {
+	if !hr.loopback {
 		return false
 	}
 	if name == "localhost" {
@@ -93,4 +123,12 @@ func hostAllowed(host string, loopback bool, allowed map[string]bool) bool {
 	}
 	ip := net.ParseIP(name)
 	return ip != nil && ip.IsLoopback()
+}
+
+// quoteHost quotes a Host header for an error message, clipped and valid UTF-8.
+func quoteHost(h string) string {
+	if len(h) > 200 {
+		h = h[:200]
+	}
+	return "\"" + strings.ToValidUTF8(h, "?") + "\""
 }

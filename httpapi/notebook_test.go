@@ -12,10 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kernelbox/kernelbox/backends/local"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/httpapi"
-	"github.com/kernelbox/kernelbox/internal/testenv"
+	"github.com/kernelbox/kernelbox/internal/testexec"
 	"github.com/kernelbox/kernelbox/permissions"
 	"github.com/kernelbox/kernelbox/workspace"
 	"github.com/stretchr/testify/require"
@@ -38,9 +37,7 @@ func notebookServer(t *testing.T, local bool, o httpapi.Options) *httptest.Serve
 		InterruptGrace: 2 * time.Second,
 	}
 	if local {
-		b, err := localBackend(t)
-		require.NoError(t, err)
-		opts.Backend = b
+		opts.Backend = testexec.LocalBackend(t)
 	}
 	e, err := executor.New(opts)
 	require.NoError(t, err)
@@ -49,10 +46,6 @@ func notebookServer(t *testing.T, local bool, o httpapi.Options) *httptest.Serve
 	srv := httptest.NewServer(httpapi.New(e, o))
 	t.Cleanup(srv.Close)
 	return srv
-}
-
-func localBackend(t *testing.T) (*local.Backend, error) {
-	return local.New(local.Options{Python: testenv.Jupyter(t)})
 }
 
 func postNotebook(t *testing.T, srv *httptest.Server, body string) (int, map[string]any) {

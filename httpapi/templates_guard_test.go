@@ -16,8 +16,7 @@ import (
 // with the right token, and to a request without the token, before any handler runs
 // (the handler here has no executor: reaching it would panic).
 func TestTemplatesRoutesGuarded(t *testing.T) {
-	h := httpapi.Guard(httpapi.GuardOptions{Token: "tok", Loopback: true, Public: []string{"/healthz"}},
-		httpapi.New(nil, httpapi.Options{Token: "tok"}))
+	h := httpapi.New(nil, httpapi.Options{Token: "tok", Hosts: httpapi.Hosts{Loopback: true}})
 	for _, rt := range []struct{ method, path, body string }{
 		{"GET", "/v1/templates", ""},
 		{"POST", "/v1/sessions", `{"id": "t1", "template": "analyst"}`},

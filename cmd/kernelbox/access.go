@@ -6,7 +6,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/kernelbox/kernelbox/dashboard"
 	"github.com/kernelbox/kernelbox/httpapi"
 	"github.com/kernelbox/kernelbox/internal/runtimefile"
 )
@@ -25,25 +24,26 @@ func (h *hostList) Set(v string) error {
 	return nil
 }
 
-// serveGuard decides serve's access rules. No TCP listener runs without a token:
+// serveGuard decides serve's access rules, which httpapi's guard enforces: the
+// token (in *token) and the Host names. No TCP listener runs without a token:
 // without --token one is made and written to this user's runtime file (removed by
 // the returned function), where `kernelbox exec`, the Go client and `kernelbox
 // sessions` find it. A unix socket (0600) stays tokenless and Host-free. A loopback
 // listener accepts loopback Host names; any listener accepts --allowed-host names
-// and its own IP literal.
-func serveGuard(network, listen, bound string, token *string, allowed hostList) (httpapi.GuardOptions, func(), error) {
-	g := httpapi.GuardOptions{Public: []string{"/healthz", "/", dashboard.AssetPrefix}}
+// and its own IP literal. The routes exempt from the token are httpapi's (its
+// route table), not decided here.
+func serveGuard(network, listen, bound string, token *string, allowed hostList) (httpapi.Hosts, func(), error) {
+	var g httpapi.Hosts
 	if network == "unix" {
-		g.Token = *token
 		return g, func() {}, nil
 	}
 	host, port, _ := net.SplitHostPort(listen)
 	g.Loopback = isLoopback(host)
-	g.AllowedHosts = append([]string(nil), allowed...)
+	g.Allowed = append([]string(nil), allowed...)
 	if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
-		g.AllowedHosts = append(g.AllowedHosts, host)
+		g.Allowed = append(g.Allowed, host)
 	}
-	if !g.Loopback && len(g.AllowedHosts) == 0 {
+	if !g.Loopback && len(g.Allowed) == 0 {
 		return g, nil, fmt.Errorf("--listen %s: set --allowed-host to the name(s) clients use to reach this server", listen)
 	}
 	remove := func() {}
@@ -63,7 +63,6 @@ func serveGuard(network, listen, bound string, token *string, allowed hostList) 
 			return g, nil, fmt.Errorf("no --token given and the token cannot be kept: %w", err)
 		}
 	}
-	g.Token = *token
 	return g, remove, nil
 }
 

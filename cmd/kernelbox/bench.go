@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"strings"
 	"time"
 
@@ -105,15 +104,13 @@ func openGateways(ctx context.Context, gws []bench.Gateway, log *slog.Logger) (e
 func benchServe(ln net.Listener, e *executor.Executor, token string) (func(), error) {
 	log := slog.New(slog.DiscardHandler)
 	tok := token
-	guard, remove, err := serveGuard("tcp", ln.Addr().String(), ln.Addr().String(), &tok, nil)
+	hosts, remove, err := serveGuard("tcp", ln.Addr().String(), ln.Addr().String(), &tok, nil)
 	if err != nil {
 		return nil, err
 	}
 	reg := calls.New(e, calls.Options{Logger: log})
-	api := httpapi.New(e, httpapi.Options{Token: token, Calls: reg, Logger: log})
-	mux := http.NewServeMux()
-	mux.Handle("/", api)
-	srv, limited := newHTTPServer(ln, defaultMaxConns(), 60*time.Second, log, token, guard, api, mux)
+	limited := newConnLimiter(ln, defaultMaxConns(), log)
+	srv := newHTTPServer(httpapi.New(e, httpapi.Options{Token: token, Hosts: hosts, Reserve: limited, Calls: reg, Logger: log}), 60*time.Second)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Serve(limited) }()
 	return func() {

@@ -2,19 +2,17 @@ package main
 
 import (
 	"context"
-	"crypto/subtle"
-	"encoding/json"
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/kernelbox/kernelbox/api"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kernelbox/kernelbox/httpapi"
 )
 
 // The connection cap of `kernelbox serve` (issue 21 item 4): idle keep-alive
@@ -24,8 +22,9 @@ import (
 //   - Below max-reserve open connections, a connection is served as usual.
 //   - The last reserve slots are for requests that prove themselves: a
 //     connection accepted there is served only while its requests carry the
-//     token or ask for /healthz; any other request is answered 503
-//     too_many_connections and the connection closed, freeing the slot.
+//     token or ask for /healthz; httpapi's guard answers any other request
+//     503 too_many_connections and closes the connection, freeing the slot
+//     (connLimiter is its httpapi.ConnReserve).
 //   - At max, a new connection is accepted and closed at once (logged at most
 //     every 10 s, counted in kernelbox_http_connections_refused_total).
 //
@@ -51,7 +50,8 @@ func defaultMaxConns() int {
 // and /healthz: 32, or a quarter of a small max.
 func reserveFor(maxConns int) int { return min(32, max(maxConns/4, 1)) }
 
-// connLimiter is a net.Listener that keeps at most max connections open.
+// connLimiter is a net.Listener that keeps at most max connections open, and
+// the reserve httpapi's guard checks.
 type connLimiter struct {
 	net.Listener
 	max, reserve int
@@ -64,6 +64,8 @@ type connLimiter struct {
 	refused         atomic.Int64 // closed at accept: the cap was reached
 	refusedReserved atomic.Int64 // closed after a request the reserve does not serve
 }
+
+var _ httpapi.ConnReserve = (*connLimiter)(nil)
 
 func newConnLimiter(ln net.Listener, maxConns int, log *slog.Logger) *connLimiter {
 	return &connLimiter{Listener: ln, max: maxConns, reserve: reserveFor(maxConns), log: log}
@@ -153,36 +155,19 @@ func (c *limitedConn) Close() error {
 
 type connKey struct{}
 
-// connContext is http.Server.ConnContext: it lets reserveGuard see the connection.
+// connContext is http.Server.ConnContext: it lets Reserved see the connection.
 func connContext(ctx context.Context, c net.Conn) context.Context {
 	return context.WithValue(ctx, connKey{}, c)
 }
 
-// reserveGuard serves requests on a reserved connection only when they carry
-// token or ask for /healthz; others are answered 503 and their connection closed.
-func reserveGuard(l *connLimiter, token string, h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, _ := r.Context().Value(connKey{}).(*limitedConn)
-		if c == nil || !c.reserved || r.URL.Path == "/healthz" || hasToken(r, token) {
-			h.ServeHTTP(w, r)
-			return
-		}
-		l.refusedReserved.Add(1)
-		w.Header().Set("Connection", "close")
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Retry-After", "1")
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_ = json.NewEncoder(w).Encode(api.ErrorBody{Error: api.ErrorDetail{Code: api.CodeTooManyConnections,
-			Message: "the server is near its connection limit (--max-conns); its last slots serve requests with the token and /healthz only"}})
-	})
+// Reserved reports whether r arrived on a connection accepted into l's reserved
+// slots (httpapi.ConnReserve): httpapi's guard serves it only when it carries
+// the token or asks for a probe route (/healthz), and otherwise answers 503
+// too_many_connections and closes the connection.
+func (l *connLimiter) Reserved(r *http.Request) bool {
+	c, _ := r.Context().Value(connKey{}).(*limitedConn)
+	return c != nil && c.l == l && c.reserved
 }
 
-// hasToken reports whether r carries token; without a token (a unix socket)
-// every request counts as authenticated.
-func hasToken(r *http.Request, token string) bool {
-	if token == "" {
-		return true
-	}
-	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(tok), []byte(token)) == 1
-}
+// Refused counts a request the guard refused on a reserved connection.
+func (l *connLimiter) Refused() { l.refusedReserved.Add(1) }

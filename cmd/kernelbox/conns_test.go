@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kernelbox/kernelbox/httpapi"
 )
 
 // TestConnLimiterKeepsStreams: with the only ordinary slot taken, a stream with
@@ -29,7 +31,9 @@ func TestConnLimiterKeepsStreams(t *testing.T) {
 			time.Sleep(time.Second)
 		}
 	})
-	srv := &http.Server{Handler: reserveGuard(l, "tok", stream), ConnContext: connContext, ReadHeaderTimeout: 10 * time.Second}
+	// The stream is served at /metrics, a route that needs the token.
+	api := httpapi.New(nil, httpapi.Options{Token: "tok", Reserve: l, Metrics: stream})
+	srv := &http.Server{Handler: api, ConnContext: connContext, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	addr := ln.Addr().String()
@@ -38,14 +42,14 @@ func TestConnLimiterKeepsStreams(t *testing.T) {
 	idle, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	defer idle.Close()
-	_, err = io.WriteString(idle, "GET /h HTTP/1.1\r\nHost: x\r\n\r\n")
+	_, err = io.WriteString(idle, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
 	require.NoError(t, err)
 	resp, err := http.ReadResponse(bufio.NewReader(idle), nil)
 	require.NoError(t, err)
 	_, _ = io.Copy(io.Discard, resp.Body)
 	require.Equal(t, 1, l.openConns())
 
-	req, _ := http.NewRequest("GET", "http://"+addr+"/stream", nil)
+	req, _ := http.NewRequest("GET", "http://"+addr+"/metrics", nil)
 	req.Header.Set("Authorization", "Bearer tok")
 	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err = c.Do(req)
@@ -64,7 +68,7 @@ func TestConnLimiterKeepsStreams(t *testing.T) {
 	require.EqualValues(t, 1, l.refused.Load())
 
 	require.Eventually(t, func() bool { return l.openConns() == 1 }, 5*time.Second, 10*time.Millisecond)
-	resp, err = c.Get("http://" + addr + "/stream")
+	resp, err = c.Get("http://" + addr + "/metrics")
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)

@@ -26,18 +26,16 @@ func (d *dashboardFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&d.off, "no-dashboard", false, "do not serve the dashboard web page at / (the HTTP API is unchanged)")
 }
 
-// mountDashboard serves the dashboard page at GET / (exactly) and its assets under
-// dashboard.AssetPrefix, next to the HTTP API mounted at "/": every other path
-// (/v1/..., /healthz, /mcp, /metrics, unknown ones) keeps its handler. The page
-// and its assets carry no data and need no token; everything the page shows comes
-// from the API, behind the token.
-func mountDashboard(mux *http.ServeMux, d *dashboardFlags, log *slog.Logger) {
+// dashboardHandler is the dashboard, which serve mounts at GET / (exactly) and
+// under dashboard.AssetPrefix of the HTTP API (httpapi.Options.Dashboard), or nil
+// with --no-dashboard. The page and its assets carry no data and need no token
+// (the route table exempts them); everything the page shows comes from the API,
+// behind the token.
+func dashboardHandler(d *dashboardFlags, log *slog.Logger) http.Handler {
 	if d.off {
-		return
+		return nil
 	}
-	h := dashboard.New(dashboard.Options{Logger: log})
-	mux.Handle("GET /{$}", h)
-	mux.Handle("GET "+dashboard.AssetPrefix, h)
+	return dashboard.New(dashboard.Options{Logger: log})
 }
 
 // dashboardCmd prints the dashboard's URL with the token in its fragment

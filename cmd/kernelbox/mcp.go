@@ -15,7 +15,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/kernelbox/kernelbox/httpapi"
 	"github.com/kernelbox/kernelbox/mcpserver"
 )
 
@@ -88,18 +87,16 @@ func mcpCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	return nil
 }
 
-// mountMCP serves MCP over streamable HTTP at /mcp, behind the same bearer token as
-// the HTTP API.
-func mountMCP(mux *http.ServeMux, en *engine, token string, log *slog.Logger) {
+// mcpHandler is MCP over streamable HTTP, which serve mounts at /mcp of the HTTP
+// API (httpapi.Options.MCP): behind the API's guard (Host, token, cross-site
+// requests), like every route.
+func mcpHandler(en *engine, log *slog.Logger) http.Handler {
 	srv := mcpserver.New(en.exec, en.ws, en.mcp)
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		Logger: log,
 		// Clients that vanish without DELETE must not pin sessions forever.
 		SessionTimeout: time.Hour,
 	})
-	// A page in the user's browser must not drive a loopback server that has no
-	// token: refuse cross-origin requests.
-	mux.Handle("/mcp", httpapi.RequireToken(token, http.NewCrossOriginProtection().Handler(h)))
 }
 
 // nopWriteCloser lets the command's stdout be a transport's writer without the

@@ -62,22 +62,21 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		ln = sessionNetGuard{Listener: ln, nets: sn, log: log}
 	}
 	generated := sv.token == ""
-	guard, removeToken, err := serveGuard(network, addr, ln.Addr().String(), &sv.token, sv.allowedHosts)
+	hosts, removeToken, err := serveGuard(network, addr, ln.Addr().String(), &sv.token, sv.allowedHosts)
 	if err != nil {
 		_ = ln.Close()
 		return err
 	}
 	defer removeToken()
-	mux := http.NewServeMux()
-	nbo := sv.notebooks
-	nbo.Token, nbo.Workspace, nbo.Logger, nbo.Calls = sv.token, en.ws, log, en.calls
-	apiHandler := httpapi.New(en.exec, nbo)
-	mux.Handle("/", apiHandler)
-	mountMCP(mux, en, sv.token, log)
-	mountMetrics(mux, en, sv.token)
-	mountDashboard(mux, &sv.dashboard, log)
-	srv, limited := newHTTPServer(ln, sv.maxConns, sv.connIdle, log, sv.token, guard, apiHandler, mux)
+	limited := newConnLimiter(ln, sv.maxConns, log)
 	limited.register(en.metrics.Registry())
+	// One handler serves every route, /mcp, /metrics and the dashboard
+	// included, behind its one guard (httpapi's route table).
+	nbo := sv.notebooks
+	nbo.Token, nbo.Hosts, nbo.Reserve = sv.token, hosts, limited
+	nbo.Workspace, nbo.Logger, nbo.Calls = en.ws, log, en.calls
+	nbo.MCP, nbo.Metrics, nbo.Dashboard = mcpHandler(en, log), en.metrics.Handler(), dashboardHandler(&sv.dashboard, log)
+	srv := newHTTPServer(httpapi.New(en.exec, nbo), sv.connIdle)
 	fmt.Fprintf(stdout, "kernelbox serving on %s (backend %s, workspace %s, artifacts %s)\n",
 		sv.listen, en.exec.Backend(), en.ws.Root(), en.ws.ArtifactsDir())
 	if network == "tcp" && !sv.dashboard.off {
@@ -114,16 +113,15 @@ func serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener, en *
 }
 
 // newHTTPServer is the HTTP server of `kernelbox serve` (and of the benchmark's
-// http scenario): at most maxConns connections on ln, the reserve and request
-// guards, apiHandler for the file routes first and mux for the rest.
-func newHTTPServer(ln net.Listener, maxConns int, idle time.Duration, log *slog.Logger, token string, guard httpapi.GuardOptions, apiHandler http.Handler, mux *http.ServeMux) (*http.Server, *connLimiter) {
-	limited := newConnLimiter(ln, maxConns, log)
+// http scenario) for h, the API with its guard; it is served on a connLimiter,
+// whose reserve h's guard checks (connContext tells it the connection).
+func newHTTPServer(h http.Handler, idle time.Duration) *http.Server {
 	return &http.Server{
-		Handler:           reserveGuard(limited, token, httpapi.Guard(guard, httpapi.FilesFirst(apiHandler, mux))),
+		Handler:           h,
 		ConnContext:       connContext,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       idle,
-	}, limited
+	}
 }
 
 // listenAddr parses --listen.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kernelbox/kernelbox/backends/docker"
 	"github.com/kernelbox/kernelbox/backends/local"
 	"github.com/kernelbox/kernelbox/backends/remote"
 	"github.com/kernelbox/kernelbox/executor"
@@ -33,12 +34,32 @@ type Env struct {
 // as testenv.Jupyter does). mod, if not nil, may change the options.
 func Local(t testing.TB, mod func(*executor.Options)) *Env {
 	t.Helper()
-	py := testenv.Jupyter(t)
-	b, err := local.New(local.Options{Python: py})
+	return On(t, LocalBackend(t), mod)
+}
+
+// LocalBackend is the local backend on a Python with Jupyter (it skips or
+// fails t as testenv.Jupyter does), for tests that build their executor
+// themselves; the executor closes it.
+func LocalBackend(t testing.TB) executor.Backend {
+	t.Helper()
+	b, err := local.New(local.Options{Python: testenv.Jupyter(t)})
 	if err != nil {
 		t.Fatalf("local backend: %v", err)
 	}
-	return On(t, b, mod)
+	return b
+}
+
+// DockerBackend is the docker backend on the default kernel image (it skips
+// or fails t as testenv.Image does), for tests that build their executor
+// themselves; the executor closes it.
+func DockerBackend(t testing.TB) executor.Backend {
+	t.Helper()
+	testenv.Image(t, docker.DefaultImage)
+	b, err := docker.New(context.Background(), docker.Options{})
+	if err != nil {
+		t.Fatalf("docker backend: %v", err)
+	}
+	return b
 }
 
 // On builds an executor on backend b; the executor closes b at cleanup.
