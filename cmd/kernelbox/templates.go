@@ -24,7 +24,7 @@ func (p *poolFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&p.warm, "warm", p.warm, "kernels (or containers) kept started ahead of need")
 	fs.IntVar(&p.maxSessions, "max-sessions", p.maxSessions, "maximum live sessions, warm ones included (default: for docker, as many --memory sessions as fit in the daemon's memory less a 10% (at least 1 GiB) reserve, 1 to 64; otherwise one per 384 MiB of RAM, 4 to 64)")
 	fs.DurationVar(&p.idleTimeout, "idle-timeout", p.idleTimeout, "close sessions idle this long (0 = never)")
-	fs.StringVar(&p.templates, "templates", p.templates, "JSON file of named session templates (kernel, image, limits, env, preload, warm pool); none of them may ask more than the flags give a session (see README, Templates)")
+	fs.StringVar(&p.templates, "templates", p.templates, "JSON file of named session templates (kernel, image, limits, env, preload, warm pool); none of them may ask more than the flags give a session (see docs/templates.md)")
 }
 
 // serverLimits returns what one session gets from the flags, which are also the caps
