@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/kernelbox/kernelbox/backends/internal/sandbox"
 )
 
 func TestStartErrorMessage(t *testing.T) {
@@ -14,9 +16,9 @@ func TestStartErrorMessage(t *testing.T) {
 		e    StartError
 		want []string
 	}{
-		{"exited with logs", StartError{Container: "kernelbox-1", Err: cause, ExitCode: 137, OOMKilled: true, Logs: []string{"a", "b"}},
+		{"exited with logs", StartError{Kind: sandbox.KindContainer, Name: "kernelbox-1", Err: cause, ExitCode: 137, OOMKilled: true, Logs: []string{"a", "b"}},
 			[]string{"start container kernelbox-1: boom", "exited with code 137, OOM-killed", "\n    a\n    b"}},
-		{"running without logs", StartError{Container: "kernelbox-2", Err: cause, Running: true},
+		{"running without logs", StartError{Kind: sandbox.KindContainer, Name: "kernelbox-2", Err: cause, Running: true},
 			[]string{"still running", "no container logs"}},
 	}
 	for _, tt := range tests {

@@ -16,6 +16,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
+	"github.com/kernelbox/kernelbox/backends/internal/sandbox"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/serverflags"
 )
@@ -356,7 +357,7 @@ func TestNewReapsOrphans(t *testing.T) {
 	create := func(name string, o owner) string {
 		t.Helper()
 		labels := o.labels()
-		labels[LabelCreatedBy] = createdByValue
+		labels[LabelCreatedBy] = sandbox.CreatedBy
 		labels[LabelInstance] = testID
 		labels[LabelSession] = name
 		init := true

@@ -140,7 +140,7 @@ func newBackend(ctx context.Context, cfg config, api swarmAPI) (*Backend, error)
 		_, rerr := b.removeOwned(rctx, b.mine)
 		return nil, errors.Join(err, rerr)
 	}
-	cfg.log.Info("swarm backend ready", "max_starting", cfg.maxStarting, "image", cfg.image, "owner", cfg.owner, "instance", b.instance, "self", cfg.self, "reaped", n)
+	cfg.log.Info("swarm backend ready", "max_starting", cfg.maxStarting, "image", cfg.Image, "owner", cfg.owner, "instance", b.instance, "self", cfg.self, "reaped", n)
 	return b, nil
 }
 
@@ -163,7 +163,7 @@ func (b *Backend) checkDaemon(ctx context.Context) error {
 // createConfigs creates the server launcher, the kernelspec and the empty
 // resolv.conf as swarm configs of this instance.
 func (b *Backend) createConfigs(ctx context.Context) error {
-	spec, err := serverflags.KernelSpec(b.cfg.python)
+	spec, err := serverflags.KernelSpec(b.cfg.Python)
 	if err != nil {
 		return err
 	}
