@@ -82,6 +82,11 @@ func (b *Backend) Applies() executor.SpecFields {
 	return executor.SpecFields{Kernel: true, Image: true, Memory: true, CPUs: true, Pids: true, MaxLifetime: true, Env: true}
 }
 
+// SyncsFiles reports true: a session's files live in its task's /workspace tmpfs,
+// which kernelbox's host never sees, so the session files API goes through the
+// kernel (Placement.KernelFiles), as for the remote backend.
+func (b *Backend) SyncsFiles() bool { return true }
+
 // New connects to a swarm manager, checks that its daemon sets no-new-privileges and
 // that kernelbox runs in a container there, removes what a dead instance of the same
 // Options.Owner left, and creates the configs its sessions share.

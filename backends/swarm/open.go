@@ -11,6 +11,7 @@ import (
 	"github.com/moby/moby/api/types/swarm"
 	"github.com/moby/moby/client"
 
+	"github.com/kernelbox/kernelbox/backends/internal/kernelfiles"
 	"github.com/kernelbox/kernelbox/backends/internal/sandbox"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/dockerapi"
@@ -109,15 +110,16 @@ func (b *Backend) open(ctx context.Context, spec executor.SessionSpec) (_ *Place
 	node := b.nodeName(ctx, task.NodeID)
 	p := &Placement{
 		b: b, obj: l.obj, service: svc, task: task.ID, nodeID: task.NodeID, node: node,
-		lost: make(chan struct{}),
 		server: executor.Server{
 			Endpoint: jupyter.Endpoint{URL: "http://" + netip.AddrPortFrom(addr, serverPort).String(), Token: l.token},
 			// "ir" and any other name but "python3" must be a kernelspec the
 			// image has (kernelbox/kernel-r has "ir").
 			KernelName: serverflags.SpecName(spec.Template.Kernel),
 		},
-		fs: kernelfs.New(kernelfs.Options{Logger: l.log}),
 	}
+	// Without a disk quota, the session's byte budget is its /workspace tmpfs,
+	// which the kernel cannot write past either.
+	p.Files = kernelfiles.New(kernelfs.Options{Logger: l.log}, l.cfg.workSize, &p.loss)
 	if err := b.awaitServer(ctx, p); err != nil {
 		return nil, b.startError(svc, l.obj.name, node, string(task.Status.State), err)
 	}
