@@ -1,6 +1,7 @@
 // Package kernelfs moves files between a host session directory and a remote
-// kernel's working directory through the kernel itself, for kernelbox's remote
-// backend, whose kernels do not see the host's files.
+// kernel's working directory through the kernel itself, for kernelbox's remote and
+// swarm backends, whose kernels do not see the host's files (their placements use
+// it through backends/internal/kernelfiles).
 //
 // It has two halves. kernelsync.py runs inside the kernel, installed as a module of
 // its own (never in the user's namespace), and does the file work there. [Kernel]

@@ -42,17 +42,21 @@ type Uploader interface {
 // Options configures a Syncer. Every zero value means the documented default.
 type Options struct {
 	// RemoteDir is where the session's working directory is made on the remote
-	// side, <RemoteDir>/<session dir name>-<128 random bits in hex>, new for each
-	// Syncer. Defaults to "kernelbox-sessions".
+	// side, <RemoteDir>/<session dir name>-<128 random bits in hex>, new and empty
+	// for each Syncer: relative to the kernel's starting directory, or absolute.
+	// A kernel that is shut down removes its directory. Defaults to
+	// "kernelbox-sessions".
 	RemoteDir string
 	// ReapAfter is how long a session directory under RemoteDir may go without
 	// its kernel's heartbeat (refreshed every minute, or a quarter of ReapAfter
-	// when that is shorter, while the kernel process lives) before the setup of
-	// another session removes it as abandoned: its kernel crashed or its server
-	// was killed. A kernel that is shut down removes its directory itself.
+	// when that is shorter, while the kernel process lives, however idle its
+	// session) before the setup of another session under the same RemoteDir, by
+	// any kernelbox, removes it as abandoned: its kernel crashed or its server was
+	// killed. A kernel that is shut down removes its directory itself.
 	// Defaults to an hour; at least a second.
 	ReapAfter time.Duration
-	// MaxFileBytes caps each file moved either way. Defaults to 1 GiB.
+	// MaxFileBytes caps each file moved either way: an output over it is skipped
+	// with a note, an input over it fails the push. Defaults to 1 GiB.
 	MaxFileBytes int64
 	// MaxSessionBytes is each session's budget for the files API: an upload
 	// that would take the regular files of the kernel's session directory over
@@ -63,10 +67,14 @@ type Options struct {
 	// MaxOutputFiles caps the entries of outputs/ examined per pull. Defaults to
 	// 10,000.
 	MaxOutputFiles int
-	// ChunkBytes is the payload of one write request. Defaults to 1 MiB.
+	// ChunkBytes is the payload of one write request. The kernel's WebSocket
+	// limits messages to 10 MiB by default (base64 adds a third), and Jupyter
+	// Server reassembles a client message's WebSocket frames by concatenation,
+	// which grows quadratically with the message. Defaults to 1 MiB.
 	ChunkBytes int
 	// PullChunkBytes is the payload of one read request; at least ChunkBytes.
-	// Defaults to 2 MiB.
+	// Replies are not subject to the frame reassembly that limits requests, so
+	// larger pieces are cheaper. Defaults to 2 MiB.
 	PullChunkBytes int
 	// Window is how many transfer requests are in flight at once. Defaults to 3.
 	Window int

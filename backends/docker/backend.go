@@ -78,10 +78,10 @@ func newBackend(ctx context.Context, cfg config, api dockerAPI) (*Backend, error
 	if _, err := api.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
 		return nil, fmt.Errorf("docker daemon unreachable: %w", err)
 	}
-	if ok, err := imageExists(ctx, api, cfg.image); err != nil {
+	if ok, err := imageExists(ctx, api, cfg.Image); err != nil {
 		return nil, err
 	} else if !ok {
-		return nil, noImageError(cfg.image)
+		return nil, noImageError(cfg.Image)
 	}
 	own, err := currentOwner()
 	if err != nil {
@@ -110,8 +110,8 @@ func newBackend(ctx context.Context, cfg config, api dockerAPI) (*Backend, error
 		// The backend works without reaping; the orphans stop at their max lifetime.
 		cfg.log.Warn("reaping orphaned containers failed", "err", err)
 	}
-	cfg.log.Info("docker backend ready", "image", cfg.image, "instance", b.instance, "reaped", n,
-		"user", fmt.Sprintf("%d:%d", cfg.uid, cfg.gid), "memory", cfg.memory, "network", cfg.network)
+	cfg.log.Info("docker backend ready", "image", cfg.Image, "instance", b.instance, "reaped", n,
+		"user", fmt.Sprintf("%d:%d", cfg.UID, cfg.GID), "memory", cfg.Memory, "network", cfg.network)
 	return b, nil
 }
 
@@ -205,12 +205,12 @@ func (b *Backend) Health(ctx context.Context) error {
 	if _, err := b.api.Ping(ctx, client.PingOptions{}); err != nil {
 		return fmt.Errorf("docker daemon unreachable: %w", err)
 	}
-	ok, err := imageExists(ctx, b.api, b.cfg.image)
+	ok, err := imageExists(ctx, b.api, b.cfg.Image)
 	if err != nil {
 		return err
 	}
 	if !ok {
-		return noImageError(b.cfg.image)
+		return noImageError(b.cfg.Image)
 	}
 	return b.silentServers(ctx)
 }

@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/moby/moby/api/types/mount"
 
+	"github.com/kernelbox/kernelbox/backends/internal/sandbox/sandboxtest"
 	"github.com/kernelbox/kernelbox/executor"
 )
 
@@ -91,5 +93,29 @@ func TestCreateOptionsRelaxed(t *testing.T) {
 	if hc.NetworkMode != "bridge" || hc.ReadonlyRootfs || *hc.Init || hc.SecurityOpt != nil || hc.Runtime != "runsc" ||
 		!slices.Equal(hc.CapAdd, []string{"NET_RAW"}) || hc.Tmpfs["/tmp"] != "rw,exec,nosuid,nodev,mode=1777" {
 		t.Errorf("host config = %+v", hc)
+	}
+}
+
+// The create request carries its config's sandbox.Spec hardening unchanged, as
+// the swarm backend's service does (sandbox's TestContainerAndTaskHarden holds the
+// two translations to the same hardening).
+func TestCreateOptionsKeepsSandbox(t *testing.T) {
+	t.Parallel()
+	for _, o := range []Options{
+		{},
+		{Memory: -1, PidsLimit: -1, TmpSize: -1, CPUs: -1, CapAdd: []string{"NET_RAW"}, AllowNewPrivileges: true,
+			WritableRootFS: true, NoInit: true, User: "1500:1500", Env: []string{"A=1"}},
+	} {
+		c, err := o.resolve(0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		labels := map[string]string{LabelCreatedBy: "kernelbox", LabelInstance: "i1"}
+		opts := createOptions(c, labels, containerSpec{name: "kernelbox-1", session: "s1", dir: "/srv/s", sockDir: "/run/k/1"})
+		labels[LabelSession] = "s1"
+		want := sandboxtest.OfContainer(c.Container(server, labels))
+		if got := sandboxtest.OfContainer(opts.Config, opts.HostConfig); !reflect.DeepEqual(got, want) {
+			t.Errorf("create request's hardening:\n%+v\nwant the sandbox's\n%+v", got, want)
+		}
 	}
 }

@@ -6,15 +6,16 @@
 //
 // Start reading at [New] and [Options] (every hardening setting and its default), then
 // [Backend.Open], which creates, starts and waits for one container (container.go
-// builds its configuration, ready.go waits for the server). [Placement] is one running
+// builds its configuration from the hardened container the swarm backend shares,
+// backends/internal/sandbox; ready.go waits for the server). [Placement] is one running
 // container; [Placement.Diagnose] explains why a kernel died (oom.go says how OOM kills
 // are detected); exit.go watches each container and closes [Placement.Lost] when it
 // stops while its session lives (docker kill or stop, the max lifetime), so that the
 // session's next call gets a new container at once. owner.go labels containers with
 // the process that created them so that a later process can reap the containers of
 // one that crashed; adopt.go names each container after the session it serves (and
-// renames a warm pool's container when a session takes it). image.go builds the kernel image from Debian packages without a
-// registry.
+// renames a warm pool's container when a session takes it). image.go builds the
+// kernel image from Debian packages without a registry.
 //
 // The Docker daemon must run on the same machine as kernelbox: session directories and
 // each server's state directory are bind-mounted by host path, and kernelbox reaches

@@ -16,6 +16,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
+	"github.com/kernelbox/kernelbox/backends/internal/sandbox"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/serverflags"
 )
@@ -356,7 +357,7 @@ func TestNewReapsOrphans(t *testing.T) {
 	create := func(name string, o owner) string {
 		t.Helper()
 		labels := o.labels()
-		labels[LabelCreatedBy] = createdByValue
+		labels[LabelCreatedBy] = sandbox.CreatedBy
 		labels[LabelInstance] = testID
 		labels[LabelSession] = name
 		init := true
@@ -497,9 +498,12 @@ func TestDiagnoseOOM(t *testing.T) {
 }
 
 func TestMaxLifetime(t *testing.T) {
-	b, api := newTestBackend(t, Options{MaxLifetime: 3 * time.Second})
+	// Long enough for the server to be ready first on a loaded machine: with 3 s,
+	// a CI-like load (load average 7 on 2 cores) had the container stop before
+	// its server answered.
+	b, api := newTestBackend(t, Options{MaxLifetime: 10 * time.Second})
 	p := openPlacement(t, b, executor.SessionSpec{ID: "short-lived", Dir: sessionDir(t)})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	wait := api.ContainerWait(ctx, p.ContainerID(), client.ContainerWaitOptions{})
 	select {
@@ -508,7 +512,7 @@ func TestMaxLifetime(t *testing.T) {
 	case err := <-wait.Error:
 		t.Fatalf("the container did not stop at its max lifetime: %v", err)
 	}
-	if got, want := p.Diagnose(ctx), "container exited with code 124, max lifetime of 3s reached"; got != want {
+	if got, want := p.Diagnose(ctx), "container exited with code 124, max lifetime of 10s reached"; got != want {
 		t.Errorf("Diagnose = %q, want %q", got, want)
 	}
 }

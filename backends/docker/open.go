@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/moby/moby/client"
 
+	"github.com/kernelbox/kernelbox/backends/internal/sandbox"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/dockerapi"
 	"github.com/kernelbox/kernelbox/internal/serverflags"
@@ -129,10 +131,10 @@ func (b *Backend) prepareDirs(l *launch) error {
 	}
 	// The kernels' kernelspec, beside it (JUPYTER_PATH): the same kernel launcher as
 	// the local backend's.
-	if err := serverflags.WriteKernelSpec(filepath.Join(l.sockDir, kernelSpecDir), b.cfg.python); err != nil {
+	if err := serverflags.WriteKernelSpec(filepath.Join(l.sockDir, kernelSpecDir), b.cfg.Python); err != nil {
 		return err
 	}
-	if err := writeTokenConfig(filepath.Join(l.sockDir, configDirName), l.token, b.cfg.chown, b.cfg.gid); err != nil {
+	if err := writeTokenConfig(filepath.Join(l.sockDir, configDirName), l.token, b.cfg.chown, b.cfg.GID); err != nil {
 		return err
 	}
 	return prepareSessionDir(b.cfg, l.spec.Dir, l.spec.Data)
@@ -141,9 +143,8 @@ func (b *Backend) prepareDirs(l *launch) error {
 // createContainer creates the session's container and records it, both with the
 // backend (so that Close removes it) and on the undo list.
 func (b *Backend) createContainer(ctx context.Context, l *launch) (*Placement, error) {
-	labels := b.owner.labels()
-	labels[LabelCreatedBy] = createdByValue
-	labels[LabelInstance] = b.instance
+	labels := sandbox.Labels(b.instance, "")
+	maps.Copy(labels, b.owner.labels())
 	l.t0 = time.Now()
 	opts := createOptions(l.cfg, labels, containerSpec{
 		name: l.name, session: l.spec.ID, dir: l.spec.Dir, sockDir: l.sockDir, data: l.spec.Data,
@@ -157,7 +158,7 @@ func (b *Backend) createContainer(ctx context.Context, l *launch) (*Placement, e
 	cancelCreate()
 	if err != nil {
 		if dockerapi.IsNotFound(err) {
-			return nil, noImageError(l.cfg.image)
+			return nil, noImageError(l.cfg.Image)
 		}
 		// Only after a timeout might the daemon still be creating it.
 		l.undo.Add("remove half-created container "+l.name, func(ctx context.Context) error {
@@ -170,7 +171,7 @@ func (b *Backend) createContainer(ctx context.Context, l *launch) (*Placement, e
 	}
 	p := &Placement{
 		b: b, id: created.ID, key: l.key, name: l.name, session: l.spec.ID, sockDir: l.sockDir, started: l.t0, lost: make(chan struct{}),
-		memory: l.cfg.memory, memTmpl: l.spec.Template.Memory != 0, lifetime: l.cfg.lifetime,
+		memory: l.cfg.Memory, memTmpl: l.spec.Template.Memory != 0, lifetime: l.cfg.MaxLifetime,
 		server: executor.Server{
 			// Socket is set once the server's socket is pinned (awaitReady).
 			Endpoint: jupyter.Endpoint{URL: "http://localhost", Token: l.token},

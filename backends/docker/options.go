@@ -1,35 +1,33 @@
 package docker
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/kernelbox/kernelbox/backends/internal/sandbox"
 	"github.com/kernelbox/kernelbox/executor"
 )
 
 // DefaultImage is the kernel image used when [Options.Image] is empty. It is built
 // locally by kernel-image/build.sh (see [BuildImage]).
-const DefaultImage = "kernelbox/kernel:latest"
+const DefaultImage = sandbox.DefaultImage
 
 // Defaults for the zero value of [Options].
 const (
 	DefaultReadyTimeout = 60 * time.Second
-	DefaultMaxLifetime  = 24 * time.Hour
-	DefaultMemory       = 2 << 30   // bytes; swap is limited to the same value, so none is used
-	DefaultCPUs         = 2.0       // CPUs' worth of time (NanoCPUs)
-	DefaultPidsLimit    = 512       // processes and threads
-	DefaultTmpSize      = 512 << 20 // bytes of tmpfs at /tmp
+	DefaultMaxLifetime  = sandbox.DefaultMaxLifetime
+	DefaultMemory       = sandbox.DefaultMemory    // bytes; swap is limited to the same value, so none is used
+	DefaultCPUs         = sandbox.DefaultCPUs      // CPUs' worth of time (NanoCPUs)
+	DefaultPidsLimit    = sandbox.DefaultPidsLimit // processes and threads
+	DefaultTmpSize      = sandbox.DefaultTmpSize   // bytes of tmpfs at /tmp
 	DefaultNetwork      = "none"
-	DefaultUnprivileged = "1000:1000" // the kernel's uid:gid when kernelbox runs as root
-	DefaultPython       = "python3"
+	DefaultUnprivileged = sandbox.DefaultUser // the kernel's uid:gid when kernelbox runs as root
+	DefaultPython       = sandbox.DefaultPython
 )
 
 // Options configures a [Backend]. The zero value gives the hardened defaults; each
@@ -118,27 +116,16 @@ type Options struct {
 	SocketRoot string
 }
 
-// config is Options with defaults applied and values checked.
+// config is Options with defaults applied and values checked. The kernel's
+// container is its sandbox.Spec, shared with the swarm backend.
 type config struct {
-	image        string
+	sandbox.Spec
 	dockerHost   string
 	log          *slog.Logger
 	readyTimeout time.Duration
-	lifetime     time.Duration
-	uid, gid     int
 	chown        bool // kernelbox is root and must hand directories to uid:gid
-	memory       int64
-	nanoCPUs     int64
-	pidsLimit    int64
-	tmpSize      int64
 	network      string
-	capAdd       []string
-	newPrivs     bool
-	writableRoot bool
-	init         bool
 	runtime      string
-	python       string
-	env          []string
 	socketRoot   string
 }
 
@@ -158,7 +145,6 @@ const (
 	// kernelSpecDir, below the socket directory, is the Jupyter data dir that holds
 	// kernelbox's kernelspec.
 	kernelSpecDir = "jupyter"
-	workspaceDir  = "/workspace"
 )
 
 // DefaultSocketRoot is where the backend keeps its per-container state directories
@@ -181,38 +167,28 @@ func DefaultSocketRoot(euid int) (string, error) {
 // resolve applies defaults and validates o for a process running as euid:egid.
 func (o Options) resolve(euid, egid int) (config, error) {
 	c := config{
-		image:        o.Image,
+		Spec: sandbox.Settings{
+			Image: o.Image, Python: o.Python, MaxLifetime: o.MaxLifetime,
+			Memory: o.Memory, CPUs: o.CPUs, PidsLimit: o.PidsLimit, TmpSize: o.TmpSize,
+		}.Spec(),
 		dockerHost:   o.DockerHost,
 		log:          o.Logger,
 		readyTimeout: o.ReadyTimeout,
-		lifetime:     o.MaxLifetime,
 		network:      o.Network,
-		capAdd:       append([]string(nil), o.CapAdd...),
-		newPrivs:     o.AllowNewPrivileges,
-		writableRoot: o.WritableRootFS,
-		init:         !o.NoInit,
 		runtime:      o.Runtime,
-		python:       o.Python,
-		env:          append([]string(nil), o.Env...),
 		socketRoot:   o.SocketRoot,
 	}
-	if c.image == "" {
-		c.image = DefaultImage
-	}
+	c.CapAdd = slices.Clone(o.CapAdd)
+	c.NewPrivileges, c.WritableRoot, c.NoInit = o.AllowNewPrivileges, o.WritableRootFS, o.NoInit
+	c.Env = slices.Clone(o.Env)
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
 	if c.readyTimeout <= 0 {
 		c.readyTimeout = DefaultReadyTimeout
 	}
-	if c.lifetime <= 0 {
-		c.lifetime = DefaultMaxLifetime
-	}
 	if c.network == "" {
 		c.network = DefaultNetwork
-	}
-	if c.python == "" {
-		c.python = DefaultPython
 	}
 	if c.socketRoot == "" {
 		root, err := DefaultSocketRoot(euid)
@@ -221,22 +197,12 @@ func (o Options) resolve(euid, egid int) (config, error) {
 		}
 		c.socketRoot = root
 	}
-	c.memory = limit(o.Memory, DefaultMemory)
-	c.pidsLimit = limit(o.PidsLimit, DefaultPidsLimit)
-	c.tmpSize = limit(o.TmpSize, DefaultTmpSize)
-	switch {
-	case o.CPUs == 0:
-		c.nanoCPUs = int64(DefaultCPUs * 1e9)
-	case o.CPUs > 0:
-		c.nanoCPUs = int64(o.CPUs * 1e9)
-	}
-
 	var err error
-	c.uid, c.gid, c.chown, err = kernelUser(o.User, euid, egid)
+	c.UID, c.GID, c.chown, err = kernelUser(o.User, euid, egid)
 	if err != nil {
 		return config{}, err
 	}
-	for _, e := range c.env {
+	for _, e := range c.Env {
 		if k, _, ok := strings.Cut(e, "="); !ok || k == "" {
 			return config{}, fmt.Errorf("env entry %q is not KEY=VALUE", e)
 		}
@@ -245,17 +211,6 @@ func (o Options) resolve(euid, egid int) (config, error) {
 		return config{}, fmt.Errorf("socket root %q is not an absolute path", c.socketRoot)
 	}
 	return c, nil
-}
-
-// limit maps a limit's zero value to def and a negative one to 0 (no limit).
-func limit(v, def int64) int64 {
-	switch {
-	case v == 0:
-		return def
-	case v < 0:
-		return 0
-	}
-	return v
 }
 
 // kernelUser decides the uid:gid the kernel runs as, and whether directories must be
@@ -267,17 +222,9 @@ func kernelUser(user string, euid, egid int) (uid, gid int, chown bool, err erro
 		}
 		user = DefaultUnprivileged
 	}
-	us, gs, ok := strings.Cut(user, ":")
-	if !ok {
-		return 0, 0, false, fmt.Errorf("user %q: want numeric uid:gid", user)
-	}
-	uid, err1 := strconv.Atoi(us)
-	gid, err2 := strconv.Atoi(gs)
-	if err := errors.Join(err1, err2); err != nil || uid < 0 || gid < 0 {
-		return 0, 0, false, fmt.Errorf("user %q: want numeric uid:gid", user)
-	}
-	if uid == 0 {
-		return 0, 0, false, fmt.Errorf("user %q: the kernel never runs as root", user)
+	uid, gid, err = sandbox.ParseUser(user)
+	if err != nil {
+		return 0, 0, false, err
 	}
 	if euid != 0 && (uid != euid || gid != egid) {
 		return 0, 0, false, fmt.Errorf("user %q: kernelbox runs as %d:%d and cannot hand its directories to another user; run as root or leave User empty",
@@ -286,37 +233,9 @@ func kernelUser(user string, euid, egid int) (uid, gid int, chown bool, err erro
 	return uid, gid, euid == 0, nil
 }
 
-// withTemplate returns c with a session template's container fields applied: its
-// image, limits, max lifetime and environment where it sets them. The executor has
-// checked the names of the template's variables; the caps on its limits are
-// checked where templates are loaded.
+// withTemplate returns c with a session template's container fields applied
+// (sandbox.Spec.WithTemplate).
 func (c config) withTemplate(t executor.Template) config {
-	if t.Image != "" {
-		c.image = t.Image
-	}
-	if t.Memory > 0 {
-		c.memory = t.Memory
-	}
-	if t.CPUs > 0 {
-		c.nanoCPUs = int64(t.CPUs * 1e9)
-	}
-	if t.Pids > 0 {
-		c.pidsLimit = t.Pids
-	}
-	if t.MaxLifetime > 0 {
-		c.lifetime = t.MaxLifetime
-	}
-	if len(t.Env) > 0 {
-		keys := make([]string, 0, len(t.Env))
-		for k := range t.Env {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		env := slices.Clone(c.env)
-		for _, k := range keys {
-			env = append(env, k+"="+t.Env[k])
-		}
-		c.env = env
-	}
+	c.Spec = c.WithTemplate(t)
 	return c
 }

@@ -16,21 +16,21 @@ func TestResolveDefaults(t *testing.T) {
 		name      string
 		got, want any
 	}{
-		{"image", c.image, DefaultImage},
+		{"image", c.Image, DefaultImage},
 		{"ready timeout", c.readyTimeout, 60 * time.Second},
-		{"lifetime", c.lifetime, 24 * time.Hour},
-		{"uid", c.uid, 1000},
-		{"gid", c.gid, 1000},
+		{"lifetime", c.MaxLifetime, 24 * time.Hour},
+		{"uid", c.UID, 1000},
+		{"gid", c.GID, 1000},
 		{"chown", c.chown, true},
-		{"memory", c.memory, int64(2 << 30)},
-		{"nano cpus", c.nanoCPUs, int64(2e9)},
-		{"pids", c.pidsLimit, int64(512)},
-		{"tmp", c.tmpSize, int64(512 << 20)},
+		{"memory", c.Memory, int64(2 << 30)},
+		{"nano cpus", c.NanoCPUs, int64(2e9)},
+		{"pids", c.Pids, int64(512)},
+		{"tmp", c.TmpSize, int64(512 << 20)},
 		{"network", c.network, "none"},
-		{"no new privileges", c.newPrivs, false},
-		{"read-only root", c.writableRoot, false},
-		{"init", c.init, true},
-		{"python", c.python, "python3"},
+		{"no new privileges", c.NewPrivileges, false},
+		{"read-only root", c.WritableRoot, false},
+		{"init", !c.NoInit, true},
+		{"python", c.Python, "python3"},
 		{"logger", c.log != nil, true},
 	}
 	for _, ch := range checks {
@@ -46,11 +46,11 @@ func TestResolveOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.memory != 0 || c.nanoCPUs != 5e8 || c.pidsLimit != 0 || c.tmpSize != 1<<20 || c.lifetime != time.Minute {
+	if c.Memory != 0 || c.NanoCPUs != 5e8 || c.Pids != 0 || c.TmpSize != 1<<20 || c.MaxLifetime != time.Minute {
 		t.Errorf("resolve = %+v", c)
 	}
-	if c, _ := (Options{CPUs: -1}).resolve(0, 0); c.nanoCPUs != 0 {
-		t.Errorf("CPUs -1: nanoCPUs = %d, want 0 (no limit)", c.nanoCPUs)
+	if c, _ := (Options{CPUs: -1}).resolve(0, 0); c.NanoCPUs != 0 {
+		t.Errorf("CPUs -1: nanoCPUs = %d, want 0 (no limit)", c.NanoCPUs)
 	}
 }
 

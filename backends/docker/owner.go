@@ -14,26 +14,25 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
+	"github.com/kernelbox/kernelbox/backends/internal/sandbox"
 	"github.com/kernelbox/kernelbox/internal/dockerapi"
 )
 
-// Labels set on every container the backend creates. LabelOwner, LabelBoot and
-// LabelHost identify the creating process well enough that a later process can tell
-// whether it is gone (see reap); LabelInstance tells one Backend's containers from
-// another's in the same process. LabelSession is the session a container was created
-// for: a warm pool's container keeps its pool placeholder after a session takes it
-// (Docker cannot change labels); its name follows the session (adopt.go).
+// Labels set on every container the backend creates (see sandbox.Labels).
+// LabelOwner, LabelBoot and LabelHost identify the creating process well enough
+// that a later process can tell whether it is gone (see reap); LabelInstance tells
+// one Backend's containers from another's in the same process. LabelSession is the
+// session a container was created for: a warm pool's container keeps its pool
+// placeholder after a session takes it (Docker cannot change labels); its name
+// follows the session (adopt.go).
 const (
-	LabelCreatedBy = "io.kernelbox.created-by" // always "kernelbox"
-	LabelSession   = "io.kernelbox.session"    // the session id it was created for (or a warm pool's placeholder)
-	LabelInstance  = "io.kernelbox.instance"   // the creating Backend's uuid
-	LabelOwner     = "io.kernelbox.owner"      // "<pid>:<start time>" of the creating process
-	LabelBoot      = "io.kernelbox.boot"       // the creating host's boot id
-	LabelHost      = "io.kernelbox.host"       // the creating host's name
+	LabelCreatedBy = sandbox.LabelCreatedBy // always "kernelbox"
+	LabelSession   = sandbox.LabelSession   // the session id it was created for (or a warm pool's placeholder)
+	LabelInstance  = sandbox.LabelInstance  // the creating Backend's uuid
+	LabelOwner     = sandbox.LabelOwner     // "<pid>:<start time>" of the creating process
+	LabelBoot      = sandbox.LabelBoot      // the creating host's boot id
+	LabelHost      = sandbox.LabelHost      // the creating host's name
 )
-
-// createdByValue is LabelCreatedBy's value.
-const createdByValue = "kernelbox"
 
 // owner identifies a process across PID reuse: the pid together with its start time
 // (field 22 of /proc/<pid>/stat, clock ticks since boot) on one boot of one host.
@@ -139,7 +138,7 @@ func judge(o, self owner, procStart func(pid int) (start, state string, err erro
 func (b *Backend) reap(ctx context.Context) (int, error) {
 	list, err := b.api.ContainerList(ctx, client.ContainerListOptions{
 		All:     true,
-		Filters: make(client.Filters).Add("label", LabelCreatedBy+"="+createdByValue),
+		Filters: make(client.Filters).Add("label", LabelCreatedBy+"="+sandbox.CreatedBy),
 	})
 	if err != nil {
 		return 0, fmt.Errorf("list containers: %w", err)

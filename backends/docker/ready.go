@@ -1,8 +1,6 @@
 package docker
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,12 +9,12 @@ import (
 	"net/http"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 	"golang.org/x/sys/unix"
+
+	"github.com/kernelbox/kernelbox/backends/internal/sandbox"
 )
 
 // How the readiness wait polls: the socket file often, the container's state less
@@ -153,7 +151,7 @@ func fdPath(f *os.File) string { return "/proc/self/fd/" + strconv.Itoa(int(f.Fd
 func (b *Backend) startError(id, name string, cause error) *StartError {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	e := &StartError{Container: name, Err: cause}
+	e := &StartError{Kind: sandbox.KindContainer, Name: name, Err: cause}
 	if r, err := b.api.ContainerInspect(ctx, id, client.ContainerInspectOptions{}); err == nil && r.Container.State != nil {
 		st := r.Container.State
 		e.Running, e.ExitCode, e.OOMKilled = st.Running, st.ExitCode, st.OOMKilled
@@ -168,25 +166,5 @@ func (b *Backend) lastLogs(ctx context.Context, id string, n int) []string {
 	rc, err := b.api.ContainerLogs(ctx, id, client.ContainerLogsOptions{
 		ShowStdout: true, ShowStderr: true, Tail: fmt.Sprint(n),
 	})
-	if err != nil {
-		return []string{"(logs unavailable: " + err.Error() + ")"}
-	}
-	defer rc.Close()
-	var buf bytes.Buffer
-	// Both streams into one buffer keeps their order, which is what a reader wants.
-	if _, err := stdcopy.StdCopy(&buf, &buf, io.LimitReader(rc, 1<<20)); err != nil {
-		return []string{"(logs unreadable: " + err.Error() + ")"}
-	}
-	var lines []string
-	sc := bufio.NewScanner(&buf)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		if l := strings.TrimRight(sc.Text(), "\r"); l != "" {
-			lines = append(lines, l)
-		}
-	}
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return lines
+	return sandbox.LogLines(rc, err, n)
 }

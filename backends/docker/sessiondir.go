@@ -58,7 +58,7 @@ func prepareSessionDir(c config, dir string, data []executor.DataMount) error {
 			return err
 		}
 		if c.chown {
-			if err := os.Lchown(d, c.uid, c.gid); err != nil {
+			if err := os.Lchown(d, c.UID, c.GID); err != nil {
 				return fmt.Errorf("hand session dir to the kernel user: %w", err)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/kernelbox/kernelbox/backends/internal/sandbox"
 	"github.com/kernelbox/kernelbox/executor"
 )
 
@@ -47,9 +48,9 @@ func TestPrepareSessionDir(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	uid, gid := os.Geteuid(), os.Getegid()
-	c := config{uid: uid, gid: gid}
+	c := config{Spec: sandbox.Spec{UID: uid, GID: gid}}
 	if uid == 0 {
-		c = config{uid: 1000, gid: 1000, chown: true}
+		c = config{Spec: sandbox.Spec{UID: 1000, GID: 1000}, chown: true}
 	}
 	// A file inside an existing subdirectory must not be chowned.
 	if err := os.Mkdir(filepath.Join(dir, "inputs"), 0o755); err != nil {
@@ -67,8 +68,8 @@ func TestPrepareSessionDir(t *testing.T) {
 		if err != nil || !fi.IsDir() {
 			t.Fatalf("%s: %v", d, err)
 		}
-		if st := fi.Sys().(*syscall.Stat_t); int(st.Uid) != c.uid || int(st.Gid) != c.gid {
-			t.Errorf("%s owned by %d:%d, want %d:%d", d, st.Uid, st.Gid, c.uid, c.gid)
+		if st := fi.Sys().(*syscall.Stat_t); int(st.Uid) != c.UID || int(st.Gid) != c.GID {
+			t.Errorf("%s owned by %d:%d, want %d:%d", d, st.Uid, st.Gid, c.UID, c.GID)
 		}
 	}
 	if c.chown {
@@ -86,9 +87,9 @@ func TestPrepareSessionDirRefusesSymlinks(t *testing.T) {
 	if err := os.Symlink(target, filepath.Join(dir, "outputs")); err != nil {
 		t.Fatal(err)
 	}
-	c := config{uid: os.Geteuid(), gid: os.Getegid()}
+	c := config{Spec: sandbox.Spec{UID: os.Geteuid(), GID: os.Getegid()}}
 	if os.Geteuid() == 0 {
-		c = config{uid: 1000, gid: 1000, chown: true}
+		c = config{Spec: sandbox.Spec{UID: 1000, GID: 1000}, chown: true}
 	}
 	err := prepareSessionDir(c, dir, nil)
 	if err == nil || !strings.Contains(err.Error(), "not a directory") {

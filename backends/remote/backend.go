@@ -151,6 +151,12 @@ func (b *Backend) checkKernelSpec(ctx context.Context, g *gateway) error {
 // Name returns "remote".
 func (b *Backend) Name() string { return "remote" }
 
+// SyncsFiles reports true: kernels on a gateway see their files only through the
+// kernel's file sync (kernelfs), so the session files API goes through the kernel
+// for this backend's sessions (Placement.KernelFiles) instead of the host session
+// directory, which the kernel never sees.
+func (b *Backend) SyncsFiles() bool { return true }
+
 // Applies reports that the remote backend applies a template's kernel: a
 // session starts its template's kernelspec on its gateway (see newPlacement),
 // and the executor refuses one whose kernel_info is not Python
@@ -293,21 +299,13 @@ func (b *Backend) kernelEnv() map[string]string {
 	return maps.Clone(b.opts.KernelEnv)
 }
 
-// syncOptions configures a placement's file sync on gateway g.
+// syncOptions configures a placement's file sync on gateway g: Options.Sync with
+// the fields that are the backend's.
 func (b *Backend) syncOptions(g *gateway) kernelfs.Options {
-	o := kernelfs.Options{
-		RemoteDir:       b.opts.RemoteDir,
-		ReapAfter:       b.opts.ReapAfter,
-		MaxFileBytes:    b.opts.MaxFileBytes,
-		MaxSessionBytes: b.opts.MaxSessionBytes,
-		MaxOutputFiles:  b.opts.MaxOutputFiles,
-		ChunkBytes:      b.opts.ChunkBytes,
-		PullChunkBytes:  pullChunkBytes,
-		Window:          b.opts.Window,
-		AbortTimeout:    b.opts.HealthTimeout,
-		KernelPath:      b.opts.KernelPath,
-		Logger:          b.log.With("gateway", g.name),
-	}
+	o := b.opts.Sync
+	o.KernelPath = b.opts.KernelPath
+	o.Logger = b.log.With("gateway", g.name)
+	o.Uploader = nil
 	if b.opts.Transfer == TransferContents {
 		o.Uploader = g.files
 	}

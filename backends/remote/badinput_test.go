@@ -101,7 +101,7 @@ func TestUnknownKernelName(t *testing.T) {
 
 func TestOutputLimitsAndLinks(t *testing.T) {
 	s, _ := startGateway(t)
-	b := newBackend(t, []remote.Gateway{gw(s)}, func(o *remote.Options) { o.MaxFileBytes = 1 << 20 })
+	b := newBackend(t, []remote.Gateway{gw(s)}, func(o *remote.Options) { o.Sync.MaxFileBytes = 1 << 20 })
 	e := newEnv(t, b, nil)
 	r := e.run(t, "lim", strings.Join([]string{
 		"import os",

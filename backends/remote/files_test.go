@@ -77,12 +77,12 @@ func TestRemoteFilesBatch(t *testing.T) {
 }
 
 // TestRemoteFilesBudget: with no disk quota a remote session is held to
-// MaxSessionBytes: an upload over it is 507 quota and leaves no file, whole or
+// Sync.MaxSessionBytes: an upload over it is 507 quota and leaves no file, whole or
 // partial, in the kernel; one that fits is written (the files kit's
 // OverQuota); what the kernel's own code wrote counts too.
 func TestRemoteFilesBudget(t *testing.T) {
 	const budget = 4 << 20
-	srv, _, _ := filesServer(t, func(o *remote.Options) { o.MaxSessionBytes = budget })
+	srv, _, _ := filesServer(t, func(o *remote.Options) { o.Sync.MaxSessionBytes = budget })
 	fs := target(srv)
 	filestest.OverQuota(t, fs, "qq", budget)
 	fs.Run(t, "qq", "open('outputs/w.bin','wb').write(b'x' * 1_500_000)")
@@ -93,7 +93,7 @@ func TestRemoteFilesBudget(t *testing.T) {
 }
 
 // TestRemoteFilesWorkspaceQuota: with the workspace's disk quota set, a remote
-// session's budget is that quota, not MaxSessionBytes.
+// session's budget is that quota, not Sync.MaxSessionBytes.
 func TestRemoteFilesWorkspaceQuota(t *testing.T) {
 	const quota = 8 << 20
 	s, _ := startGateway(t)

@@ -14,23 +14,16 @@ import (
 	"github.com/kernelbox/kernelbox/kernelfs"
 )
 
-// Defaults for the zero values of Options.
+// Defaults for the zero values of Options; those of Options.Sync are kernelfs's.
 const (
 	DefaultHealthInterval = 5 * time.Second
 	DefaultHealthTimeout  = 5 * time.Second
 	DefaultUnhealthyAfter = 2
-	DefaultRemoteDir      = kernelfs.DefaultRemoteDir
-	DefaultReapAfter      = kernelfs.DefaultReapAfter
-	DefaultMaxFileBytes   = kernelfs.DefaultMaxFileBytes // 1 GiB, as the workspace's staging limit
-	DefaultMaxOutputFiles = kernelfs.DefaultMaxOutputFiles
-	DefaultChunkBytes     = kernelfs.DefaultChunkBytes
-	DefaultWindow         = kernelfs.DefaultWindow
 )
 
-// pullChunkBytes is the smallest payload of one read of an output file: replies are
-// not subject to the WebSocket frame reassembly that limits request sizes, so larger
-// pieces are cheaper.
-const pullChunkBytes = kernelfs.DefaultPullChunkBytes
+// maxChunkBytes is the largest Sync.ChunkBytes: the kernel's WebSocket limits
+// messages to 10 MiB by default, and base64 adds a third.
+const maxChunkBytes = 6 << 20
 
 // Gateway is one Jupyter server sessions may be placed on: a Jupyter Server, a
 // Kernel Gateway or an Enterprise Gateway.
@@ -110,21 +103,6 @@ type Options struct {
 	// KERNEL_IMAGE, ...); Jupyter Server ignores it.
 	KernelEnv map[string]string
 
-	// RemoteDir is where each session gets its own working directory on the
-	// remote side, <RemoteDir>/<session id>-<128 random bits in hex>, new and
-	// empty for each incarnation of the session (a session moved to another
-	// gateway, or opened again after it closed, gets a new one): relative to the
-	// kernel's starting directory, or absolute. A kernel that is shut down
-	// removes its directory. Defaults to "kernelbox-sessions".
-	RemoteDir string
-
-	// ReapAfter is how long a session directory may go without its kernel's
-	// heartbeat before the next session set up under the same RemoteDir, by any
-	// kernelbox, removes it as abandoned (its kernel crashed, or its server was
-	// killed). A live kernel refreshes the heartbeat every minute however idle
-	// its session is. Defaults to an hour; at least a second.
-	ReapAfter time.Duration
-
 	// CACertFile is a PEM file of certificate authorities to trust for https
 	// gateways, in addition to the system's.
 	CACertFile string
@@ -149,30 +127,19 @@ type Options struct {
 	// rotation at once. Defaults to 2.
 	UnhealthyAfter int
 
-	// MaxFileBytes caps each file moved either way. An output over it is skipped
-	// with a note; an input over it fails the call. Defaults to 1 GiB.
-	MaxFileBytes int64
-
-	// MaxSessionBytes is each session's byte budget for the files API when the
-	// workspace has no disk quota (with one, the quota is the budget): an upload
-	// that would take the regular files of the kernel's session directory over
-	// it is refused (quota) and leaves nothing. A gateway's disk has no quota of
-	// kernelbox's, and what the kernel's own code writes is not held to this.
-	// Defaults to 10 GiB.
-	MaxSessionBytes int64
-
-	// MaxOutputFiles caps the entries of the kernel's outputs/ examined per call;
-	// the rest are not pulled and a note says so. Defaults to 10,000.
-	MaxOutputFiles int
-
-	// ChunkBytes is the payload of one transfer request. The kernel's WebSocket
-	// limits messages to 10 MiB by default (base64 adds a third), and Jupyter
-	// Server reassembles a client message's WebSocket frames by concatenation,
-	// which grows quadratically with the message. Defaults to 1 MiB.
-	ChunkBytes int
-
-	// Window is how many transfer requests are in flight at once. Defaults to 3.
-	Window int
+	// Sync configures how each session's files move through its kernel
+	// (kernelfs): the remote working directories (RemoteDir, each session's
+	// <RemoteDir>/<session id>-<128 random bits in hex>, new and empty for each
+	// incarnation of the session, removed by a kernel that is shut down) and how
+	// long an abandoned one lives (ReapAfter), the limits on files (MaxFileBytes:
+	// an output over it is skipped with a note, an input over it fails the call;
+	// MaxOutputFiles), each session's byte budget for the files API when the
+	// workspace has no disk quota (MaxSessionBytes: a gateway's disk has no quota
+	// of kernelbox's), and the transfer's pieces (ChunkBytes, at most 6 MiB,
+	// PullChunkBytes, Window). Each zero value means kernelfs's default;
+	// AbortTimeout defaults to HealthTimeout. KernelPath, Uploader and Logger are
+	// the backend's: it sets them from KernelPath, Transfer and Logger.
+	Sync kernelfs.Options
 
 	// Transfer selects how inputs reach the kernel. Defaults to TransferAuto.
 	Transfer Transfer
@@ -191,8 +158,11 @@ func (o *Options) setDefaults() {
 	if o.UnhealthyAfter <= 0 {
 		o.UnhealthyAfter = DefaultUnhealthyAfter
 	}
-	// The file-sync settings (RemoteDir, ReapAfter, MaxFileBytes, MaxSessionBytes,
-	// MaxOutputFiles, ChunkBytes, Window) go to kernelfs.Options as they are, and kernelfs applies the defaults.
+	// Sync goes to kernelfs as it is, which applies its defaults, but for the
+	// fields the backend sets (syncOptions).
+	if o.Sync.AbortTimeout <= 0 {
+		o.Sync.AbortTimeout = o.HealthTimeout
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -219,11 +189,11 @@ func (o *Options) validate() error {
 			return fmt.Errorf("kernel env %q: want a name without '=' or NUL, and a value without NUL", k)
 		}
 	}
-	if strings.ContainsRune(o.RemoteDir, 0) {
+	if strings.ContainsRune(o.Sync.RemoteDir, 0) {
 		return errors.New("remote dir contains NUL")
 	}
-	if o.ChunkBytes > 6<<20 {
-		return fmt.Errorf("chunk size %d: at most 6 MiB, or the kernel's WebSocket (10 MiB messages) refuses it", o.ChunkBytes)
+	if o.Sync.ChunkBytes > maxChunkBytes {
+		return fmt.Errorf("chunk size %d: at most 6 MiB, or the kernel's WebSocket (10 MiB messages) refuses it", o.Sync.ChunkBytes)
 	}
 	return nil
 }

@@ -2,45 +2,44 @@ package remote
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/kernelbox/kernelbox/backends/internal/kernelfiles"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/jupyter"
-	"github.com/kernelbox/kernelbox/kernelfs"
 )
 
 // Placement is one session's kernel on a gateway. Its kernel does not see the host's
-// session directory, so it implements executor.FileSyncer by composing a
-// kernelfs.Syncer: inputs and outputs move through the kernel itself. When its
-// gateway leaves the rotation it closes Lost (executor.LossReporter); the executor
-// then closes its connection and moves the session. The placement never keeps the
-// executor's connection: it records the id of the kernel its sync calls reached,
-// for Diagnose.
+// session directory, so its embedded kernelfiles.Files moves inputs and outputs
+// through the kernel itself (executor.FileSyncer) and serves the session files API
+// there (executor.KernelFiler). When its gateway leaves the rotation it closes Lost
+// (executor.LossReporter); the executor then closes its connection and moves the
+// session. The placement never keeps the executor's connection: it records the id
+// of the kernel its file calls reached, for Diagnose.
 //
-// The executor calls PushInputs, OutputsProbe and PullOutputs from the session's
-// worker, one at a time; the other methods are safe for concurrent use.
+// The executor calls PushInputs, OutputsProbe, PullOutputs and KernelFiles from the
+// session's worker, one at a time; the other methods are safe for concurrent use.
 type Placement struct {
+	*kernelfiles.Files // the session's files, through its kernel
+
 	b       *Backend
 	gw      *gateway
 	session string // the session id the placement was opened for (".warm-…" for the pool)
 	server  executor.Server
-	fs      *kernelfs.Syncer // owned by the session's worker
+	loss    kernelfiles.Loss // lost when the gateway leaves the rotation
 
-	mu       sync.Mutex
-	kernelID string // the kernel the last sync call reached
-	lostWhy  string // set when the gateway left the rotation
-	closed   bool
-	lost     chan struct{} // closed by lose
+	mu     sync.Mutex
+	closed bool
 }
 
 var (
 	_ executor.Placement    = (*Placement)(nil)
 	_ executor.Diagnoser    = (*Placement)(nil)
 	_ executor.FileSyncer   = (*Placement)(nil)
+	_ executor.KernelFiler  = (*Placement)(nil)
 	_ executor.LossReporter = (*Placement)(nil)
 )
 
@@ -63,9 +62,10 @@ func (b *Backend) newPlacement(g *gateway, spec executor.SessionSpec) *Placement
 			KernelPath: b.opts.KernelPath,
 			KernelEnv:  b.kernelEnv(),
 		},
-		fs:   kernelfs.New(b.syncOptions(g)),
-		lost: make(chan struct{}),
 	}
+	// Without a disk quota, the session's byte budget is Options.Sync's
+	// MaxSessionBytes, since a gateway's disk has no quota of kernelbox's.
+	p.Files = kernelfiles.New(b.syncOptions(g), 0, &p.loss)
 	g.register(p)
 	return p
 }
@@ -79,7 +79,7 @@ func (p *Placement) Gateway() string { return p.gw.name }
 // Close takes the placement out of its gateway's load. The executor has shut the
 // kernel down, and the kernel removed the remote session directory as it went (a
 // kernel that could not, for example on a gateway that is gone, leaves it to be
-// reaped: see Options.ReapAfter).
+// reaped: see Options.Sync).
 func (p *Placement) Close(context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -91,65 +91,18 @@ func (p *Placement) Close(context.Context) error {
 	return nil
 }
 
-// PushInputs copies the named files of hostDir/inputs to the kernel's inputs/ (see
-// kernelfs.Syncer.PushInputs).
-func (p *Placement) PushInputs(ctx context.Context, conn *jupyter.Conn, hostDir string, names []string) error {
-	if err := p.see(conn); err != nil {
-		return err
-	}
-	return p.fs.PushInputs(ctx, conn, hostDir, names)
-}
-
-// OutputsProbe returns the expression that tells whether the kernel's outputs/
-// changed (see kernelfs.Syncer.OutputsProbe).
-func (p *Placement) OutputsProbe() string { return p.fs.OutputsProbe() }
-
-// PullOutputs copies the new or changed files of the kernel's outputs/ into
-// hostDir/outputs/ (see kernelfs.Syncer.PullOutputs).
-func (p *Placement) PullOutputs(ctx context.Context, conn *jupyter.Conn, hostDir string, probe json.RawMessage) error {
-	if err := p.see(conn); err != nil {
-		return err
-	}
-	return p.fs.PullOutputs(ctx, conn, hostDir, probe)
-}
-
-// see records the kernel a sync call reaches. Once the gateway has left the
-// rotation it fails with the reason: the executor is moving the session.
-func (p *Placement) see(conn *jupyter.Conn) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.lostWhy != "" {
-		return errors.New(p.lostWhy)
-	}
-	p.kernelID = conn.KernelID()
-	return nil
-}
-
 // lose is called when the gateway left the rotation: it closes Lost, so that the
 // executor closes the session's connection (a call in flight fails, and Diagnose
 // says why) and starts the session's next call on another gateway, reporting
 // state_lost.
 func (p *Placement) lose(why string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.lostWhy != "" {
-		return
+	if p.loss.Lose(why) {
+		p.b.log.Info("session lost: its gateway left the rotation", "session", p.session, "gateway", p.gw.name)
 	}
-	p.lostWhy = why
-	close(p.lost)
-	p.b.log.Info("session lost: its gateway left the rotation", "session", p.session, "gateway", p.gw.name)
 }
-
-// Lost returns a channel closed when the placement's gateway leaves the rotation
-// (see executor.LossReporter): the session then moves to another gateway.
-func (p *Placement) Lost() <-chan struct{} { return p.lost }
 
 // lostReason says why the gateway left the rotation, or "" while it has not.
-func (p *Placement) lostReason() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.lostWhy
-}
+func (p *Placement) lostReason() string { return p.loss.Reason() }
 
 // Diagnose explains a kernel's death from the gateway's side: the gateway left the
 // rotation or is unreachable, or no longer has the kernel. It returns "" when the
@@ -160,9 +113,7 @@ func (p *Placement) Diagnose(ctx context.Context) string {
 	if _, err := p.gw.client.Version(ctx); err != nil {
 		return fmt.Sprintf("gateway %s is unreachable (%v)", p.gw.name, err)
 	}
-	p.mu.Lock()
-	id, why := p.kernelID, p.lostWhy
-	p.mu.Unlock()
+	id, why := p.KernelID(), p.lostReason()
 	if why != "" && !p.gw.status().Healthy {
 		return why
 	}

@@ -93,10 +93,10 @@ func TestSessionDirRemovedOnClose(t *testing.T) {
 // TestCrashedSessionDirIsReaped kills a gateway with its kernels (a crash: nothing
 // runs their clean-up), starts it again on the same root and opens sessions there:
 // the dead session's directory is reaped once its heartbeat is older than
-// ReapAfter, while a live session idle for longer than that keeps its own.
+// Sync.ReapAfter, while a live session idle for longer than that keeps its own.
 func TestCrashedSessionDirIsReaped(t *testing.T) {
 	const reapAfter = 4 * time.Second
-	short := func(o *remote.Options) { o.ReapAfter = reapAfter }
+	short := func(o *remote.Options) { o.Sync.ReapAfter = reapAfter }
 	root := t.TempDir()
 	s, real := startGatewayAt(t, root)
 	e1 := newEnv(t, newBackend(t, []remote.Gateway{gw(s)}, short), nil)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/jupyter"
+	"github.com/kernelbox/kernelbox/kernelfs"
 )
 
 func TestRedact(t *testing.T) {
@@ -248,4 +250,44 @@ func TestLostGatewaySignalsThePlacement(t *testing.T) {
 	require.Equal(t, "gateway g is unreachable: boom", p.Diagnose(context.Background()), "the gateway answers again but is out of the rotation")
 	a.down.Store(true)
 	require.Contains(t, p.Diagnose(context.Background()), "is unreachable")
+}
+
+// Options.Sync reaches each placement's kernelfs as it is, but for what is the
+// backend's: the kernel path, the uploader (Transfer) and the logger; its abort
+// timeout defaults to the health timeout.
+func TestSyncOptions(t *testing.T) {
+	t.Parallel()
+	g := newFakeGateway(t)
+	given := kernelfs.Options{RemoteDir: "/scratch", ReapAfter: time.Minute, MaxSessionBytes: 7, ChunkBytes: 2 << 20,
+		Window: 5, KernelPath: "elsewhere", Logger: slog.Default()}
+	open := func(o Options) (*Backend, kernelfs.Options) {
+		o.Gateways, o.HealthInterval = []Gateway{{URL: g.URL}}, time.Hour
+		be, err := New(context.Background(), o)
+		require.NoError(t, err)
+		t.Cleanup(func() { be.Close(context.Background()) })
+		return be, be.syncOptions(be.gateways[0])
+	}
+	be, got := open(Options{Sync: given, KernelPath: "work", HealthTimeout: 3 * time.Second, Transfer: TransferContents})
+	require.Equal(t, "/scratch", got.RemoteDir)
+	require.Equal(t, time.Minute, got.ReapAfter)
+	require.Equal(t, int64(7), got.MaxSessionBytes)
+	require.Equal(t, 2<<20, got.ChunkBytes)
+	require.Equal(t, 5, got.Window)
+	require.Equal(t, 3*time.Second, got.AbortTimeout, "defaults to the health timeout")
+	require.Equal(t, "work", got.KernelPath, "the server's kernel path")
+	require.Same(t, be.gateways[0].files, got.Uploader, "contents transfer: the gateway's client")
+	require.NotSame(t, given.Logger, got.Logger, "the backend's logger, with the gateway")
+
+	given.Uploader, given.AbortTimeout = be.gateways[0].files, time.Second
+	_, got = open(Options{Sync: given})
+	require.Nil(t, got.Uploader, "auto transfer goes through the kernel")
+	require.Equal(t, time.Second, got.AbortTimeout)
+}
+
+func TestSyncOptionsRefused(t *testing.T) {
+	t.Parallel()
+	for want, sync := range map[string]kernelfs.Options{"chunk size": {ChunkBytes: 6<<20 + 1}, "NUL": {RemoteDir: "a\x00b"}} {
+		_, err := New(context.Background(), Options{Gateways: []Gateway{{URL: "http://127.0.0.1:1"}}, Sync: sync})
+		require.ErrorContains(t, err, want)
+	}
 }

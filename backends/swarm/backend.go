@@ -82,6 +82,11 @@ func (b *Backend) Applies() executor.SpecFields {
 	return executor.SpecFields{Kernel: true, Image: true, Memory: true, CPUs: true, Pids: true, MaxLifetime: true, Env: true}
 }
 
+// SyncsFiles reports true: a session's files live in its task's /workspace tmpfs,
+// which kernelbox's host never sees, so the session files API goes through the
+// kernel (Placement.KernelFiles), as for the remote backend.
+func (b *Backend) SyncsFiles() bool { return true }
+
 // New connects to a swarm manager, checks that its daemon sets no-new-privileges and
 // that kernelbox runs in a container there, removes what a dead instance of the same
 // Options.Owner left, and creates the configs its sessions share.
@@ -140,7 +145,7 @@ func newBackend(ctx context.Context, cfg config, api swarmAPI) (*Backend, error)
 		_, rerr := b.removeOwned(rctx, b.mine)
 		return nil, errors.Join(err, rerr)
 	}
-	cfg.log.Info("swarm backend ready", "max_starting", cfg.maxStarting, "image", cfg.image, "owner", cfg.owner, "instance", b.instance, "self", cfg.self, "reaped", n)
+	cfg.log.Info("swarm backend ready", "max_starting", cfg.maxStarting, "image", cfg.Image, "owner", cfg.owner, "instance", b.instance, "self", cfg.self, "reaped", n)
 	return b, nil
 }
 
@@ -163,7 +168,7 @@ func (b *Backend) checkDaemon(ctx context.Context) error {
 // createConfigs creates the server launcher, the kernelspec and the empty
 // resolv.conf as swarm configs of this instance.
 func (b *Backend) createConfigs(ctx context.Context) error {
-	spec, err := serverflags.KernelSpec(b.cfg.python)
+	spec, err := serverflags.KernelSpec(b.cfg.Python)
 	if err != nil {
 		return err
 	}

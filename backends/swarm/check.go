@@ -47,5 +47,5 @@ func Check(ctx context.Context, opts Options) (string, error) {
 	if err := b.probeNodes(ctx); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("%d of %d nodes ready and active, each daemon with no-new-privileges and the image %s", ready, len(nodes.Items), cfg.image), nil
+	return fmt.Sprintf("%d of %d nodes ready and active, each daemon with no-new-privileges and the image %s", ready, len(nodes.Items), cfg.Image), nil
 }

@@ -16,7 +16,8 @@
 // they move through the kernel itself (package kernelfs), as for the remote backend.
 //
 // Start reading at [New] and [Backend.Open] (open.go: the launch steps with their
-// undo list); spec.go builds the service; watch.go tells a session when its task or
+// undo list); spec.go builds the service around the hardened container the docker
+// backend shares (backends/internal/sandbox); watch.go tells a session when its task or
 // node is gone; owner.go labels and reaps what a dead kernelbox left. Facts about the
 // engine this relies on are in docs/swarm.md.
 package swarm

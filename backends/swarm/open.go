@@ -1,21 +1,18 @@
 package swarm
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/netip"
-	"strings"
 	"time"
 
-	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/swarm"
 	"github.com/moby/moby/client"
 
+	"github.com/kernelbox/kernelbox/backends/internal/kernelfiles"
+	"github.com/kernelbox/kernelbox/backends/internal/sandbox"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/dockerapi"
 	"github.com/kernelbox/kernelbox/internal/serverflags"
@@ -29,35 +26,9 @@ import (
 const pollEvery = 100 * time.Millisecond
 
 // StartError is returned by [Backend.Open] when the session's service was created but
-// its server did not become ready. Everything the Open made is removed by then.
-type StartError struct {
-	Service string   // the service's name
-	Node    string   // the node the task was placed on, if any
-	State   string   // the task's last state
-	Err     error    // the cause
-	Logs    []string // the service's last log lines
-}
-
-func (e *StartError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "start service %s", e.Service)
-	if e.Node != "" {
-		fmt.Fprintf(&b, " on %s", e.Node)
-	}
-	fmt.Fprintf(&b, ": %v", e.Err)
-	if e.State != "" {
-		fmt.Fprintf(&b, " (task %s)", e.State)
-	}
-	if len(e.Logs) > 0 {
-		b.WriteString("; last log lines:")
-		for _, l := range e.Logs {
-			b.WriteString("\n    " + l)
-		}
-	}
-	return b.String()
-}
-
-func (e *StartError) Unwrap() error { return e.Err }
+// its server did not become ready (Kind "service"): Name, Node, State, Err and
+// Logs say what happened. Everything the Open made is removed by then.
+type StartError = sandbox.StartError
 
 // Open creates the session's network, token secret and service, attaches kernelbox's
 // own container to the network, and waits, up to [Options.ReadyTimeout], until the
@@ -139,15 +110,16 @@ func (b *Backend) open(ctx context.Context, spec executor.SessionSpec) (_ *Place
 	node := b.nodeName(ctx, task.NodeID)
 	p := &Placement{
 		b: b, obj: l.obj, service: svc, task: task.ID, nodeID: task.NodeID, node: node,
-		lost: make(chan struct{}),
 		server: executor.Server{
 			Endpoint: jupyter.Endpoint{URL: "http://" + netip.AddrPortFrom(addr, serverPort).String(), Token: l.token},
 			// "ir" and any other name but "python3" must be a kernelspec the
 			// image has (kernelbox/kernel-r has "ir").
 			KernelName: serverflags.SpecName(spec.Template.Kernel),
 		},
-		fs: kernelfs.New(kernelfs.Options{Logger: l.log}),
 	}
+	// Without a disk quota, the session's byte budget is its /workspace tmpfs,
+	// which the kernel cannot write past either.
+	p.Files = kernelfiles.New(kernelfs.Options{Logger: l.log}, l.cfg.workSize, &p.loss)
 	if err := b.awaitServer(ctx, p); err != nil {
 		return nil, b.startError(svc, l.obj.name, node, string(task.Status.State), err)
 	}
@@ -262,7 +234,7 @@ func (b *Backend) awaitTask(ctx context.Context, svc string, l *launch) (swarm.T
 					}
 				case swarm.TaskStateComplete, swarm.TaskStateShutdown, swarm.TaskStateFailed, swarm.TaskStateRejected, swarm.TaskStateOrphaned, swarm.TaskStateRemove:
 					cause := errors.New(firstNonEmpty(t.Status.Err, t.Status.Message, "task ended"))
-					if t.Status.ContainerStatus != nil && t.Status.ContainerStatus.ExitCode == exitNoNewPriv {
+					if t.Status.ContainerStatus != nil && t.Status.ContainerStatus.ExitCode == sandbox.ExitNoNewPrivs {
 						cause = fmt.Errorf("%w on this node: %v", ErrNoNewPrivileges, cause)
 					}
 					return t, netip.Addr{}, b.startError(svc, l.obj.name, b.nodeName(ctx, t.NodeID), string(t.Status.State), cause)
@@ -309,31 +281,14 @@ func (b *Backend) awaitServer(ctx context.Context, p *Placement) error {
 func (b *Backend) startError(svc, name, node, state string, cause error) *StartError {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return &StartError{Service: name, Node: node, State: state, Err: cause, Logs: b.lastLogs(ctx, svc, 20)}
+	return &StartError{Kind: sandbox.KindService, Name: name, Node: node, State: state, Err: cause, Logs: b.lastLogs(ctx, svc, 20)}
 }
 
-// lastLogs returns the service's last n log lines.
+// lastLogs returns the service's last n log lines, or a line saying why they
+// could not be read.
 func (b *Backend) lastLogs(ctx context.Context, svc string, n int) []string {
 	rc, err := b.api.ServiceLogs(ctx, svc, client.ServiceLogsOptions{ShowStdout: true, ShowStderr: true, Tail: fmt.Sprint(n)})
-	if err != nil {
-		return []string{"(logs unavailable: " + err.Error() + ")"}
-	}
-	defer rc.Close()
-	var buf bytes.Buffer
-	if _, err := stdcopy.StdCopy(&buf, &buf, io.LimitReader(rc, 1<<20)); err != nil && buf.Len() == 0 {
-		return []string{"(logs unreadable: " + err.Error() + ")"}
-	}
-	var lines []string
-	sc := bufio.NewScanner(&buf)
-	for sc.Scan() {
-		if s := strings.TrimSpace(sc.Text()); s != "" {
-			lines = append(lines, s)
-		}
-	}
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return lines
+	return sandbox.LogLines(rc, err, n)
 }
 
 func firstNonEmpty(s ...string) string {

@@ -1,30 +1,31 @@
 package swarm
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
-	"strings"
+	"slices"
 	"time"
+
+	"github.com/kernelbox/kernelbox/backends/internal/sandbox"
+	"github.com/kernelbox/kernelbox/executor"
 )
 
 // Defaults for the zero value of [Options].
 const (
-	DefaultImage         = "kernelbox/kernel:latest"
+	DefaultImage         = sandbox.DefaultImage
 	DefaultOwner         = "kernelbox"
 	DefaultReadyTimeout  = 90 * time.Second
-	DefaultMaxLifetime   = 24 * time.Hour
-	DefaultMemory        = 2 << 30 // bytes
-	DefaultCPUs          = 2.0
-	DefaultPidsLimit     = 512
-	DefaultTmpSize       = 512 << 20 // bytes of tmpfs at /tmp
-	DefaultWorkspaceSize = 1 << 30   // bytes of tmpfs at /workspace (the session's files)
-	DefaultReserveMemory = 128 << 20 // bytes the scheduler reserves per session
+	DefaultMaxLifetime   = sandbox.DefaultMaxLifetime
+	DefaultMemory        = sandbox.DefaultMemory // bytes
+	DefaultCPUs          = sandbox.DefaultCPUs
+	DefaultPidsLimit     = sandbox.DefaultPidsLimit
+	DefaultTmpSize       = sandbox.DefaultTmpSize // bytes of tmpfs at /tmp
+	DefaultWorkspaceSize = 1 << 30                // bytes of tmpfs at /workspace (the session's files)
+	DefaultReserveMemory = 128 << 20              // bytes the scheduler reserves per session
 	DefaultReserveCPUs   = 0.05
-	DefaultUser          = "1000:1000"
-	DefaultPython        = "python3"
+	DefaultUser          = sandbox.DefaultUser
+	DefaultPython        = sandbox.DefaultPython
 )
 
 // serverPort is the TCP port of each task's Jupyter Server, on its overlay address.
@@ -105,28 +106,29 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// config is Options with defaults applied and values checked.
+// config is Options with defaults applied and values checked. The kernel's
+// task is its sandbox.Spec, shared with the docker backend; a template's
+// variables are its Env (withTemplate).
 type config struct {
-	host, self, owner, image  string
+	sandbox.Spec
+	host, self, owner         string
 	constraints               []string
-	user                      string
-	uid                       int
-	memory, pids              int64
-	nanoCPUs                  int64
 	reserveMemory, reserveCPU int64
-	tmpSize, workSize         int64
-	readyTimeout, lifetime    time.Duration
+	workSize                  int64
+	readyTimeout              time.Duration
 	maxStarting               int // 0: two per ready node, set by New; <0: no limit
-	python                    string
-	env                       []string // a template's variables (withTemplate)
 	log                       *slog.Logger
 }
 
 func (o Options) resolve() (config, error) {
 	c := config{
-		host: o.DockerHost, self: o.Self, owner: o.Owner, image: o.Image,
-		constraints: append([]string(nil), o.Constraints...), user: o.User,
-		readyTimeout: o.ReadyTimeout, lifetime: o.MaxLifetime, python: o.Python, log: o.Logger,
+		Spec: sandbox.Settings{
+			Image: o.Image, Python: o.Python, MaxLifetime: o.MaxLifetime,
+			Memory: o.Memory, CPUs: o.CPUs, PidsLimit: o.PidsLimit, TmpSize: o.TmpSize,
+		}.Spec(),
+		host: o.DockerHost, self: o.Self, owner: o.Owner,
+		constraints:  slices.Clone(o.Constraints),
+		readyTimeout: o.ReadyTimeout, log: o.Logger,
 		maxStarting: o.MaxStarting,
 	}
 	if c.self == "" {
@@ -136,69 +138,37 @@ func (o Options) resolve() (config, error) {
 		}
 		c.self = h
 	}
-	c.owner = orDefault(c.owner, DefaultOwner)
-	c.image = orDefault(c.image, DefaultImage)
-	c.user = orDefault(c.user, DefaultUser)
-	c.python = orDefault(c.python, DefaultPython)
+	if c.owner == "" {
+		c.owner = DefaultOwner
+	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
 	if c.readyTimeout <= 0 {
 		c.readyTimeout = DefaultReadyTimeout
 	}
-	if c.lifetime <= 0 {
-		c.lifetime = DefaultMaxLifetime
-	}
-	c.memory = limit(o.Memory, DefaultMemory)
-	c.pids = limit(o.PidsLimit, DefaultPidsLimit)
-	c.tmpSize = limit(o.TmpSize, DefaultTmpSize)
-	c.workSize = limit(o.WorkspaceSize, DefaultWorkspaceSize)
-	c.reserveMemory = limit(o.ReserveMemory, DefaultReserveMemory)
-	c.nanoCPUs = cpus(o.CPUs, DefaultCPUs)
-	c.reserveCPU = cpus(o.ReserveCPUs, DefaultReserveCPUs)
+	c.workSize = sandbox.Limit(o.WorkspaceSize, DefaultWorkspaceSize)
+	c.reserveMemory = sandbox.Limit(o.ReserveMemory, DefaultReserveMemory)
+	c.reserveCPU = sandbox.NanoCPUs(o.ReserveCPUs, DefaultReserveCPUs)
 	if !validLabelValue(c.owner) {
 		return config{}, fmt.Errorf("owner %q: use letters, digits, '.', '_' or '-' (at most 63)", c.owner)
 	}
-	us, gs, ok := strings.Cut(c.user, ":")
-	uid, err1 := strconv.Atoi(us)
-	gid, err2 := strconv.Atoi(gs)
-	if !ok || errors.Join(err1, err2) != nil || uid < 0 || gid < 0 {
-		return config{}, fmt.Errorf("user %q: want numeric uid:gid", c.user)
+	user := o.User
+	if user == "" {
+		user = DefaultUser
 	}
-	if uid == 0 {
-		return config{}, fmt.Errorf("user %q: the kernel never runs as root", c.user)
+	var err error
+	if c.UID, c.GID, err = sandbox.ParseUser(user); err != nil {
+		return config{}, err
 	}
-	c.uid = uid
 	return c, nil
 }
 
-func orDefault(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
-}
-
-// limit maps a limit's zero value to def and a negative one to 0 (no limit).
-func limit(v, def int64) int64 {
-	switch {
-	case v == 0:
-		return def
-	case v < 0:
-		return 0
-	}
-	return v
-}
-
-// cpus maps a CPU count to NanoCPUs: zero is def, negative is no limit.
-func cpus(v, def float64) int64 {
-	switch {
-	case v == 0:
-		return int64(def * 1e9)
-	case v < 0:
-		return 0
-	}
-	return int64(v * 1e9)
+// withTemplate returns c with a session template's task fields applied
+// (sandbox.Spec.WithTemplate).
+func (c config) withTemplate(t executor.Template) config {
+	c.Spec = c.WithTemplate(t)
+	return c
 }
 
 func validLabelValue(s string) bool {

@@ -9,36 +9,34 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/kernelbox/kernelbox/backends/internal/sandbox"
 	"github.com/kernelbox/kernelbox/internal/dockerapi"
 )
 
 // Labels on every service, task container, network, secret and config the backend
-// creates. Ownership across a cluster is by deployment (LabelOwner, Options.Owner)
-// and backend instance (LabelInstance), not by process: the process that made an
-// object may be on another machine than the one that finds it.
+// creates (see sandbox.Labels). Ownership across a cluster is by deployment
+// (LabelOwner, Options.Owner) and backend instance (LabelInstance), not by process:
+// the process that made an object may be on another machine than the one that
+// finds it.
 const (
-	LabelCreatedBy = "io.kernelbox.created-by" // always "kernelbox"
-	LabelOwner     = "io.kernelbox.swarm-owner"
-	LabelInstance  = "io.kernelbox.instance" // the creating Backend's uuid
-	LabelSession   = "io.kernelbox.session"  // the session id (or warm-pool placeholder)
+	LabelCreatedBy = sandbox.LabelCreatedBy  // always "kernelbox"
+	LabelOwner     = sandbox.LabelDeployment // Options.Owner
+	LabelInstance  = sandbox.LabelInstance   // the creating Backend's uuid
+	LabelSession   = sandbox.LabelSession    // the session id (or warm-pool placeholder)
 )
-
-const createdByValue = "kernelbox"
 
 // labels returns the labels of the backend's objects; session may be empty (the
 // backend's own configs).
 func (b *Backend) labels(session string) map[string]string {
-	l := map[string]string{LabelCreatedBy: createdByValue, LabelOwner: b.cfg.owner, LabelInstance: b.instance}
-	if session != "" {
-		l[LabelSession] = session
-	}
+	l := sandbox.Labels(b.instance, session)
+	l[LabelOwner] = b.cfg.owner
 	return l
 }
 
 // filterOwned selects this deployment's objects; with instance set, only that
 // instance's.
 func (b *Backend) filterOwned(instance string) client.Filters {
-	f := make(client.Filters).Add("label", LabelCreatedBy+"="+createdByValue).Add("label", LabelOwner+"="+b.cfg.owner)
+	f := make(client.Filters).Add("label", LabelCreatedBy+"="+sandbox.CreatedBy).Add("label", LabelOwner+"="+b.cfg.owner)
 	if instance != "" {
 		f = f.Add("label", LabelInstance+"="+instance)
 	}

@@ -2,27 +2,29 @@ package swarm
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 
 	"github.com/moby/moby/client"
 
+	"github.com/kernelbox/kernelbox/backends/internal/kernelfiles"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/dockerapi"
-	"github.com/kernelbox/kernelbox/jupyter"
-	"github.com/kernelbox/kernelbox/kernelfs"
 )
 
 // Placement is one session's service. Its kernel does not see the host's session
-// directory, so it implements executor.FileSyncer with a kernelfs.Syncer, as the
-// remote backend's placements do. When its task ends or its node goes down or is
-// drained, it closes Lost (executor.LossReporter) and Diagnose names the node.
+// directory, so its embedded kernelfiles.Files moves inputs and outputs through the
+// kernel (executor.FileSyncer) and serves the session files API there
+// (executor.KernelFiler), as the remote backend's placements do. When its task ends
+// or its node goes down or is drained, it closes Lost (executor.LossReporter) and
+// Diagnose names the node.
 //
-// The executor calls PushInputs, OutputsProbe and PullOutputs from the session's
-// worker, one at a time; the other methods are safe for concurrent use.
+// The executor calls PushInputs, OutputsProbe, PullOutputs and KernelFiles from the
+// session's worker, one at a time; the other methods are safe for concurrent use.
 type Placement struct {
+	*kernelfiles.Files // the session's files, in the task's /workspace
+
 	b       *Backend
 	obj     sessionObjects
 	service string // service id
@@ -30,11 +32,9 @@ type Placement struct {
 	nodeID  string
 	node    string // the node's name for messages
 	server  executor.Server
-	fs      *kernelfs.Syncer // owned by the session's worker
+	loss    kernelfiles.Loss // lost when the task ends or its node goes
 
 	mu       sync.Mutex
-	lostWhy  string
-	lost     chan struct{}
 	closed   bool
 	closeErr error
 }
@@ -42,6 +42,7 @@ type Placement struct {
 var (
 	_ executor.Placement    = (*Placement)(nil)
 	_ executor.FileSyncer   = (*Placement)(nil)
+	_ executor.KernelFiler  = (*Placement)(nil)
 	_ executor.LossReporter = (*Placement)(nil)
 	_ executor.Diagnoser    = (*Placement)(nil)
 )
@@ -90,28 +91,6 @@ func (p *Placement) close(ctx context.Context) error {
 	return err
 }
 
-// PushInputs copies the named inputs into the kernel (kernelfs.Syncer.PushInputs).
-func (p *Placement) PushInputs(ctx context.Context, conn *jupyter.Conn, hostDir string, names []string) error {
-	if why := p.lostReason(); why != "" {
-		return errors.New(why)
-	}
-	return p.fs.PushInputs(ctx, conn, hostDir, names)
-}
-
-// OutputsProbe returns kernelfs's outputs probe expression.
-func (p *Placement) OutputsProbe() string { return p.fs.OutputsProbe() }
-
-// PullOutputs copies new or changed outputs back (kernelfs.Syncer.PullOutputs).
-func (p *Placement) PullOutputs(ctx context.Context, conn *jupyter.Conn, hostDir string, probe json.RawMessage) error {
-	if why := p.lostReason(); why != "" {
-		return errors.New(why)
-	}
-	return p.fs.PullOutputs(ctx, conn, hostDir, probe)
-}
-
-// Lost is closed once the session's task has ended or its node is down or drained.
-func (p *Placement) Lost() <-chan struct{} { return p.lost }
-
 // Diagnose says why the kernel is gone when the swarm knows: its task ended, or its
 // node is down or drained.
 func (p *Placement) Diagnose(ctx context.Context) string {
@@ -122,20 +101,15 @@ func (p *Placement) Diagnose(ctx context.Context) string {
 	return p.lostReason()
 }
 
-func (p *Placement) lostReason() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.lostWhy
-}
+// lostReason says why the session's task is gone, or "" while it runs.
+func (p *Placement) lostReason() string { return p.loss.Reason() }
 
-// lose records why the session's task is gone and closes Lost, once.
+// lose records why the session's task is gone and closes Lost, once, unless the
+// placement is closed (its task was removed on purpose).
 func (p *Placement) lose(why string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.lostWhy != "" || p.closed {
-		return
+	if !p.closed && p.loss.Lose(why) {
+		p.b.cfg.log.Warn("session lost", "session", p.obj.session, "service", p.obj.name, "reason", why)
 	}
-	p.lostWhy = why
-	close(p.lost)
-	p.b.cfg.log.Warn("session lost", "session", p.obj.session, "service", p.obj.name, "reason", why)
 }

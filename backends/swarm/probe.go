@@ -10,6 +10,7 @@ import (
 	"github.com/moby/moby/api/types/swarm"
 	"github.com/moby/moby/client"
 
+	"github.com/kernelbox/kernelbox/backends/internal/sandbox"
 	"github.com/kernelbox/kernelbox/internal/dockerapi"
 )
 
@@ -17,8 +18,8 @@ import (
 // "no-new-privileges" in `docker info`'s SecurityOptions, so the only way to learn
 // whether a node's daemon sets it is to run something there: probeNodes runs a
 // global job (one task per node, API 1.41) that exits 97 where NoNewPrivs is not 1,
-// and names those nodes. Session tasks check the same thing as they start (nnpCheck),
-// so a node that joins later is refused too.
+// and names those nodes. Session tasks check the same thing as they start
+// (sandbox.RequireNoNewPrivs), so a node that joins later is refused too.
 
 // probeTimeout bounds the probe; nodes that have not finished by then are named.
 const probeTimeout = 60 * time.Second
@@ -34,9 +35,9 @@ func (b *Backend) probeNodes(ctx context.Context) error {
 		Mode:        swarm.ServiceMode{GlobalJob: &swarm.GlobalJob{}},
 		TaskTemplate: swarm.TaskSpec{
 			ContainerSpec: &swarm.ContainerSpec{
-				Image: b.cfg.image, Labels: b.labels(""), User: b.cfg.user, Init: &init, ReadOnly: true,
+				Image: b.cfg.Image, Labels: b.labels(""), User: b.cfg.User(), Init: &init, ReadOnly: true,
 				CapabilityDrop: []string{"ALL"},
-				Command:        []string{"sh", "-c", nnpCheck, "kernelbox-probe", "true"},
+				Command:        sandbox.RequireNoNewPrivs("kernelbox-probe", []string{"true"}),
 			},
 			RestartPolicy: &swarm.RestartPolicy{Condition: swarm.RestartPolicyConditionNone},
 			Placement:     &swarm.Placement{Constraints: b.cfg.constraints},
@@ -100,7 +101,7 @@ func (b *Backend) probeState(ctx context.Context, svc string) (done bool, bad, p
 			pending = append(pending, name)
 		case t.Status.State != swarm.TaskStateComplete:
 			why := firstNonEmpty(t.Status.Err, t.Status.Message)
-			if t.Status.ContainerStatus == nil || t.Status.ContainerStatus.ExitCode != exitNoNewPriv {
+			if t.Status.ContainerStatus == nil || t.Status.ContainerStatus.ExitCode != sandbox.ExitNoNewPrivs {
 				why = "probe failed: " + why
 			} else {
 				why = "NoNewPrivs is 0"

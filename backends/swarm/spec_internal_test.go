@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/backends/internal/sandbox/sandboxtest"
 	"github.com/kernelbox/kernelbox/executor"
 )
 
@@ -77,8 +78,8 @@ func TestServiceSpecTemplate(t *testing.T) {
 	assert.Contains(t, strings.Join(cs.Command, " "), "timeout -k 10 3600")
 	assert.Equal(t, []string{"A=1", "B=2"}, cs.Env[len(cs.Env)-2:])
 	// The backend's own settings are unchanged for the next session.
-	assert.Equal(t, DefaultImage, b.cfg.image)
-	assert.Empty(t, b.cfg.env)
+	assert.Equal(t, DefaultImage, b.cfg.Image)
+	assert.Empty(t, b.cfg.Env)
 }
 
 func TestOptionsRefused(t *testing.T) {
@@ -122,5 +123,22 @@ func TestLossReason(t *testing.T) {
 		} else {
 			assert.Contains(t, got, tc.want, tc.name)
 		}
+	}
+}
+
+// The service's task carries its config's sandbox.Spec hardening unchanged, with
+// the session's /workspace tmpfs besides, as the docker backend's container does
+// (sandbox's TestContainerAndTaskHarden holds the two translations to the same
+// hardening).
+func TestServiceSpecKeepsSandbox(t *testing.T) {
+	t.Parallel()
+	for _, o := range []Options{{}, {Memory: -1, PidsLimit: -1, TmpSize: -1, CPUs: -1, WorkspaceSize: 5 << 20, User: "1500:1500"}} {
+		b := testBackend(t, o)
+		c := b.cfg.withTemplate(executor.Template{Env: map[string]string{"A": "1"}})
+		spec := b.serviceSpec(sessionObjects{name: "kernelbox-abcd", session: "s1", network: "net1", secret: "sec1"}, c)
+		want := sandboxtest.OfTask(c.Task(server, b.labels("s1")))
+		want.Tmpfs["/workspace"] = sandboxtest.Tmpfs{Size: c.workSize, Mode: 0o1777}
+		assert.Equal(t, want, sandboxtest.OfTask(spec.TaskTemplate))
+		assert.Equal(t, b.labels("s1"), spec.Annotations.Labels)
 	}
 }

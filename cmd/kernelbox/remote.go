@@ -12,6 +12,7 @@ import (
 
 	"github.com/kernelbox/kernelbox/backends/remote"
 	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/kernelfs"
 )
 
 // remoteFlags configure --backend remote: the gateways (Jupyter Server, Kernel
@@ -62,10 +63,9 @@ func (r *remoteFlags) options(log *slog.Logger) (remote.Options, error) {
 	}
 	o := remote.Options{
 		KernelName:     r.kernelName,
-		RemoteDir:      r.remoteDir,
 		CACertFile:     r.ca,
 		HealthInterval: r.health,
-		ReapAfter:      r.reapAfter,
+		Sync:           kernelfs.Options{RemoteDir: r.remoteDir, ReapAfter: r.reapAfter},
 		Logger:         log,
 	}
 	for _, u := range urls {

@@ -38,10 +38,10 @@ func TestRemoteFlags(t *testing.T) {
 	require.Equal(t, "python3", o.KernelName)
 	require.Equal(t, map[string]string{"KERNEL_USERNAME": "alice", "KERNEL_NAMESPACE": "ns=1"}, o.KernelEnv)
 	require.Equal(t, "/ca.pem", o.CACertFile)
-	require.Equal(t, "/scratch", o.RemoteDir)
+	require.Equal(t, "/scratch", o.Sync.RemoteDir)
 	require.Equal(t, remote.TransferContents, o.Transfer)
 	require.Equal(t, 2*time.Second, o.HealthInterval)
-	require.Equal(t, 10*time.Minute, o.ReapAfter)
+	require.Equal(t, 10*time.Minute, o.Sync.ReapAfter)
 
 	o, err = parseRemote(t, "--gateway", "http://a:1", "--gateway-token", "flag")
 	require.NoError(t, err)
