@@ -121,74 +121,10 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 }
 
 func start(ctx context.Context, o Options, runtimeDir string) (*Server, error) {
-	dataDir := filepath.Join(runtimeDir, "data")
-	if err := serverflags.WriteKernelSpec(dataDir, o.Python); err != nil {
-		return nil, err
-	}
-	token, err := randomToken()
+	cmd, ep, err := serverCommand(o, runtimeDir)
 	if err != nil {
 		return nil, err
 	}
-	cfg := serverflags.Config{
-		Token:         token,
-		RootDir:       o.RootDir,
-		AllowRoot:     os.Geteuid() == 0,
-		DefaultKernel: serverflags.KernelName,
-	}
-	ep := jupyter.Endpoint{Token: token}
-	if o.TCPAddr != "" {
-		host, port, err := freeAddr(o.TCPAddr)
-		if err != nil {
-			return nil, err
-		}
-		if cfg.Port, err = strconv.Atoi(port); err != nil {
-			return nil, fmt.Errorf("jupyter server: port %q: %w", port, err)
-		}
-		cfg.IP = host
-		ep.URL = "http://" + net.JoinHostPort(host, port)
-	} else {
-		cfg.Socket = filepath.Join(runtimeDir, "j.sock")
-		ep.Socket = cfg.Socket
-	}
-	script, err := serverflags.WriteLauncher(runtimeDir)
-	if err != nil {
-		return nil, err
-	}
-	// The token goes in a 0600 config file, never on the command line, which every
-	// user of the host can read in /proc/PID/cmdline.
-	configDir := filepath.Join(runtimeDir, "config")
-	if err := writeTokenConfig(configDir, token); err != nil {
-		return nil, err
-	}
-	supervisor := filepath.Join(runtimeDir, "supervisor.py")
-	if err := os.WriteFile(supervisor, supervisorPy, 0o444); err != nil {
-		return nil, fmt.Errorf("jupyter server: %w", err)
-	}
-	args := append([]string{"-Xfrozen_modules=off", supervisor, o.Python, "-Xfrozen_modules=off", script}, serverflags.WithoutToken(serverflags.Args(cfg))...)
-	// The kernels' channels are unix sockets next to their connection files, in
-	// runtimeDir/runtime: with the default TCP transport they listen on loopback
-	// ports that any local user can connect to (an iopub subscriber sees every
-	// cell's code and output). jupyter_client names them after the connection file
-	// (an absolute path here), so they stay inside the 0700 runtime directory.
-	args = append(args, "--KernelManager.transport=ipc")
-	cmd := exec.Command(o.Python, args...)
-	cmd.Dir = o.RootDir
-	cmd.Env = append(os.Environ(),
-		"JUPYTER_RUNTIME_DIR="+filepath.Join(runtimeDir, "runtime"),
-		"JUPYTER_DATA_DIR="+dataDir,
-		"JUPYTER_CONFIG_DIR="+configDir,
-		"JUPYTER_PATH="+dataDir,
-		"JUPYTER_PLATFORM_DIRS=1",
-		"IPYTHONDIR="+filepath.Join(runtimeDir, "ipython"),
-		"MPLCONFIGDIR="+filepath.Join(runtimeDir, "mpl"),
-		"MPLBACKEND=Agg",
-		"PYDEVD_DISABLE_FILE_VALIDATION=1",
-		"PYTHONNOUSERSITE=1",
-		// Marks the server and its kernels as ours even after reparenting, so that
-		// tests and leak checks can count them from the OS.
-		procs.OwnerEnv+"="+strconv.Itoa(os.Getpid()),
-	)
-	cmd.Env = append(cmd.Env, o.Env...)
 	out := newTailBuffer(64 << 10)
 	cmd.Stdout, cmd.Stderr = out, out
 	// The supervisor kills the whole tree when this pipe's write end closes, which
@@ -225,6 +161,81 @@ func start(ctx context.Context, o Options, runtimeDir string) (*Server, error) {
 	}
 	s.log.Debug("jupyter server ready", "endpoint", ep.URL+ep.Socket)
 	return s, nil
+}
+
+// serverCommand writes what the server needs into runtimeDir (kernelspec,
+// launcher, supervisor, the token's config file) and returns the command that
+// starts it under its supervisor, and how to reach it once it runs.
+func serverCommand(o Options, runtimeDir string) (*exec.Cmd, jupyter.Endpoint, error) {
+	dataDir := filepath.Join(runtimeDir, "data")
+	if err := serverflags.WriteKernelSpec(dataDir, o.Python); err != nil {
+		return nil, jupyter.Endpoint{}, err
+	}
+	token, err := randomToken()
+	if err != nil {
+		return nil, jupyter.Endpoint{}, err
+	}
+	cfg := serverflags.Config{
+		Token:         token,
+		RootDir:       o.RootDir,
+		AllowRoot:     os.Geteuid() == 0,
+		DefaultKernel: serverflags.KernelName,
+	}
+	ep := jupyter.Endpoint{Token: token}
+	if o.TCPAddr != "" {
+		host, port, err := freeAddr(o.TCPAddr)
+		if err != nil {
+			return nil, ep, err
+		}
+		if cfg.Port, err = strconv.Atoi(port); err != nil {
+			return nil, ep, fmt.Errorf("jupyter server: port %q: %w", port, err)
+		}
+		cfg.IP = host
+		ep.URL = "http://" + net.JoinHostPort(host, port)
+	} else {
+		cfg.Socket = filepath.Join(runtimeDir, "j.sock")
+		ep.Socket = cfg.Socket
+	}
+	script, err := serverflags.WriteLauncher(runtimeDir)
+	if err != nil {
+		return nil, ep, err
+	}
+	// The token goes in a 0600 config file, never on the command line, which every
+	// user of the host can read in /proc/PID/cmdline.
+	configDir := filepath.Join(runtimeDir, "config")
+	if err := writeTokenConfig(configDir, token); err != nil {
+		return nil, ep, err
+	}
+	supervisor := filepath.Join(runtimeDir, "supervisor.py")
+	if err := os.WriteFile(supervisor, supervisorPy, 0o444); err != nil {
+		return nil, ep, fmt.Errorf("jupyter server: %w", err)
+	}
+	args := append([]string{"-Xfrozen_modules=off", supervisor, o.Python, "-Xfrozen_modules=off", script}, serverflags.WithoutToken(serverflags.Args(cfg))...)
+	// The kernels' channels are unix sockets next to their connection files, in
+	// runtimeDir/runtime: with the default TCP transport they listen on loopback
+	// ports that any local user can connect to (an iopub subscriber sees every
+	// cell's code and output). jupyter_client names them after the connection file
+	// (an absolute path here), so they stay inside the 0700 runtime directory.
+	args = append(args, "--KernelManager.transport=ipc")
+	cmd := exec.Command(o.Python, args...)
+	cmd.Dir = o.RootDir
+	cmd.Env = append(os.Environ(),
+		"JUPYTER_RUNTIME_DIR="+filepath.Join(runtimeDir, "runtime"),
+		"JUPYTER_DATA_DIR="+dataDir,
+		"JUPYTER_CONFIG_DIR="+configDir,
+		"JUPYTER_PATH="+dataDir,
+		"JUPYTER_PLATFORM_DIRS=1",
+		"IPYTHONDIR="+filepath.Join(runtimeDir, "ipython"),
+		"MPLCONFIGDIR="+filepath.Join(runtimeDir, "mpl"),
+		"MPLBACKEND=Agg",
+		"PYDEVD_DISABLE_FILE_VALIDATION=1",
+		"PYTHONNOUSERSITE=1",
+		// Marks the server and its kernels as ours even after reparenting, so that
+		// tests and leak checks can count them from the OS.
+		procs.OwnerEnv+"="+strconv.Itoa(os.Getpid()),
+	)
+	cmd.Env = append(cmd.Env, o.Env...)
+	return cmd, ep, nil
 }
 
 // waitReady polls GET /api until it answers, the process exits or time runs out.
