@@ -146,8 +146,15 @@ func RoundTrip(t *testing.T, s *Server, session string) {
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
 	assert.Equal(t, page, string(b))
 	safetyHeaders(t, resp, "page.html")
+	roundTripList(t, s, session, len(csv))
+	roundTripDelete(t, s, session, len(csv))
+}
 
-	resp, b = s.Do(t, http.MethodGet, base+"?path=inputs/sub", nil)
+// roundTripList: listings of a directory and of the session show what was
+// uploaded and written, and never a reserved name.
+func roundTripList(t *testing.T, s *Server, session string, csvSize int) {
+	base := "/v1/sessions/" + session + "/files"
+	resp, b := s.Do(t, http.MethodGet, base+"?path=inputs/sub", nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
 	var l api.FileListing
 	require.NoError(t, json.Unmarshal(b, &l))
@@ -155,7 +162,7 @@ func RoundTrip(t *testing.T, s *Server, session string) {
 	require.Len(t, l.Entries, 1, "%s", b)
 	assert.Equal(t, "data.csv", l.Entries[0].Name)
 	assert.Equal(t, "file", l.Entries[0].Type)
-	assert.EqualValues(t, len(csv), l.Entries[0].Size)
+	assert.EqualValues(t, csvSize, l.Entries[0].Size)
 	assert.WithinDuration(t, time.Now(), l.Entries[0].ModTime, 10*time.Minute)
 	resp, b = s.Do(t, http.MethodGet, base, nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
@@ -171,7 +178,13 @@ func RoundTrip(t *testing.T, s *Server, session string) {
 		assert.NotContains(t, types, r, "a reserved name is listed")
 	}
 
-	resp, b = s.Do(t, http.MethodDelete, base+"/plot.png", nil)
+}
+
+// roundTripDelete: deletes, no-overwrite uploads and unknown sessions answer
+// with their codes.
+func roundTripDelete(t *testing.T, s *Server, session string, csvSize int) {
+	base := "/v1/sessions/" + session + "/files"
+	resp, b := s.Do(t, http.MethodDelete, base+"/plot.png", nil)
 	require.Equal(t, http.StatusNoContent, resp.StatusCode, "%s", b)
 	assert.Equal(t, "False", strings.TrimSpace(s.Run(t, session, `import os; print(os.path.exists("plot.png"))`)))
 	resp, b = s.Do(t, http.MethodGet, base+"/plot.png", nil)
@@ -184,7 +197,7 @@ func RoundTrip(t *testing.T, s *Server, session string) {
 	resp, b = s.Do(t, http.MethodPut, base+"/inputs/sub/data.csv", strings.NewReader("x"), "If-None-Match", "*")
 	assert.Equal(t, http.StatusPreconditionFailed, resp.StatusCode, "%s", b)
 	assert.Equal(t, api.CodeExists, Code(t, b))
-	assert.Equal(t, strconv.Itoa(len(csv)), strings.TrimSpace(s.Run(t, session, `import os; print(os.path.getsize("inputs/sub/data.csv"))`)), "not overwritten")
+	assert.Equal(t, strconv.Itoa(csvSize), strings.TrimSpace(s.Run(t, session, `import os; print(os.path.getsize("inputs/sub/data.csv"))`)), "not overwritten")
 
 	resp, b = s.Do(t, http.MethodDelete, base+"/inputs", nil)
 	assert.Equal(t, http.StatusConflict, resp.StatusCode, "%s", b)
@@ -218,7 +231,6 @@ func safetyHeaders(t testing.TB, resp *http.Response, name string) {
 // is read, written or deleted, and an upload to a planted link replaces the
 // link, never its target.
 func BadPaths(t *testing.T, s *Server, session string) {
-	base := "/v1/sessions/" + session + "/files/"
 	host := t.TempDir()
 	secret := filepath.Join(host, "secret.txt")
 	require.NoError(t, os.WriteFile(secret, []byte("host secret"), 0o644))
@@ -229,13 +241,34 @@ os.symlink("/etc/passwd", "passwd")
 os.mkfifo("fifo")
 os.makedirs("outputs", exist_ok=True)
 open("plain", "w").write("x")`)
+	badReads(t, s, session)
+	badListings(t, s, session)
+	badWrites(t, s, session, host, secret)
+	linksReplaced(t, s, session, secret)
+}
 
-	type bad struct {
-		path   string
-		status int
-		code   api.Code
-	}
-	invalid := func(p string) bad { return bad{p, http.StatusBadRequest, api.CodeInvalidPath} }
+// bad is a path the files routes must refuse, and how.
+type bad struct {
+	path   string
+	status int
+	code   api.Code
+}
+
+// invalid is a path refused as invalid_path.
+func invalid(p string) bad { return bad{p, http.StatusBadRequest, api.CodeInvalidPath} }
+
+// noSecret checks that an answer holds neither the planted host secret nor
+// /etc/passwd.
+func noSecret(t testing.TB, b []byte) {
+	t.Helper()
+	assert.NotContains(t, string(b), "host secret")
+	assert.NotContains(t, string(b), "root:x:0:0")
+}
+
+// badReads: downloads of bad paths and of what the kernel planted are refused
+// with their codes.
+func badReads(t *testing.T, s *Server, session string) {
+	base := "/v1/sessions/" + session + "/files/"
 	cases := []bad{
 		invalid("../x"),
 		invalid("outputs/../../x"),
@@ -259,11 +292,6 @@ open("plain", "w").write("x")`)
 	for _, r := range s.Reserved {
 		cases = append(cases, invalid(r))
 	}
-	noSecret := func(t testing.TB, b []byte) {
-		t.Helper()
-		assert.NotContains(t, string(b), "host secret")
-		assert.NotContains(t, string(b), "root:x:0:0")
-	}
 	for _, c := range cases {
 		name := c.path
 		if len(name) > 30 {
@@ -276,7 +304,10 @@ open("plain", "w").write("x")`)
 			noSecret(t, b)
 		})
 	}
-	// The same refusals for a listing, where the path is a directory to list.
+}
+
+// badListings: the same refusals for a listing, where the path is a directory.
+func badListings(t *testing.T, s *Server, session string) {
 	for _, c := range []bad{
 		invalid("..%2Fx"), invalid("%2Fetc"), invalid("linkdir"), invalid("a%00b"), invalid("bad%FFname"),
 		{"plain", http.StatusConflict, api.CodeNotDirectory}, {"missing", http.StatusNotFound, api.CodeNotFound},
@@ -286,6 +317,12 @@ open("plain", "w").write("x")`)
 		assert.Equal(t, c.code, Code(t, b), "list %s: %s", c.path, b)
 		noSecret(t, b)
 	}
+}
+
+// badWrites: uploads and deletes of bad paths, or through anything planted,
+// write and delete nothing anywhere.
+func badWrites(t *testing.T, s *Server, session, host, secret string) {
+	base := "/v1/sessions/" + session + "/files/"
 	// Uploads to a bad path, or through anything planted, write nothing anywhere.
 	for _, c := range []bad{
 		invalid("../new.txt"), invalid("%2Ftmp%2Fnew.txt"), invalid("linkdir/new.txt"), invalid("a%00b"),
@@ -310,10 +347,14 @@ open("plain", "w").write("x")`)
 	require.NoError(t, err)
 	assert.Equal(t, "host secret", string(got))
 
-	// Writing to the link's own name replaces the link; deleting one deletes the
-	// link, never its target.
+}
+
+// linksReplaced: writing to a planted link's own name replaces the link;
+// deleting one deletes the link, never its target.
+func linksReplaced(t *testing.T, s *Server, session, secret string) {
+	base := "/v1/sessions/" + session + "/files/"
 	s.Upload(t, session, "link", "mine")
-	got, err = os.ReadFile(secret)
+	got, err := os.ReadFile(secret)
 	require.NoError(t, err)
 	assert.Equal(t, "host secret", string(got), "the link's target is untouched")
 	assert.Equal(t, "False mine", strings.TrimSpace(s.Run(t, session, `import os; print(os.path.islink("link"), open("link").read())`)))
