@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"github.com/kernelbox/kernelbox/api"
+	"github.com/kernelbox/kernelbox/internal/paths"
 
 	"cmp"
 	"crypto/sha256"
@@ -14,11 +15,8 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
-	"unicode/utf8"
 )
 
 // maxDepth is how many directory levels below outputs/ Collect descends.
@@ -264,14 +262,12 @@ func (c *collector) walk(dir *os.Root, prefix string, depth int) {
 }
 
 // unservable says why an entry of outputs/ named name could not be downloaded by
-// the name Collect would report, or "" when it can. Each artifact reported must be
-// one a client can fetch back.
+// the name Collect would report (paths.Listed), or "" when it can. Each artifact
+// reported must be one a client can fetch back.
 func unservable(name string) string {
-	switch {
-	case strings.HasPrefix(name, tempPrefix):
-		return "names starting with " + strconv.Quote(tempPrefix) + " are kernelbox's temporary files"
-	case !utf8.ValidString(name):
-		return "the name is not valid UTF-8"
+	var e *paths.Error
+	if errors.As(paths.CheckName(name, paths.Listed), &e) {
+		return e.Problem.String()
 	}
 	return ""
 }

@@ -15,9 +15,10 @@
 // removeall.go deletes a tree the kernel made with a bounded number of
 // descriptors however deep it is, and sweep.go removes the temporary files a
 // killed kernelbox left in a session. files.go holds the low-level file
-// operations they share; open.go opens host sources (inputs, data directories)
-// without following a link at any component, and keeps kernelbox's own
-// directories out of staging (ErrPrivate).
+// operations they share; private.go keeps kernelbox's own directories out of
+// staging (ErrPrivate). The rules for session ids, file names and paths, and the
+// opens that follow no link at any component (host sources, paths below a
+// session's handle), are internal/paths's, shared with the other packages.
 //
 // Layout:
 //

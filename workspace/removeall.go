@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/kernelbox/kernelbox/internal/paths"
 	"golang.org/x/sys/unix"
 )
 
@@ -54,7 +55,7 @@ type removeFrame struct {
 // not writable (data copies are 0555) by giving their owner write permission
 // first (fchmod on the descriptor it holds); the session files API does not.
 func removeAllAt(dir int, name string, writable bool) error {
-	fd, err := openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+	fd, err := paths.Openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
 	if err != nil {
 		return err
 	}
@@ -141,7 +142,7 @@ func emptyTree(top *removeFrame, writable bool) error {
 			top.again, top.moved = true, true
 			continue
 		}
-		fd, err := openat(fr.fd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+		fd, err := paths.Openat(fr.fd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
 		switch {
 		case err == nil:
 			stack = append(stack, &removeFrame{f: os.NewFile(uintptr(fd), n), fd: fd, name: n})

@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"github.com/kernelbox/kernelbox/api"
+	"github.com/kernelbox/kernelbox/internal/paths"
 
 	"cmp"
 	"context"
@@ -13,7 +14,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 )
@@ -49,7 +49,7 @@ var (
 // Limits of session file paths.
 const (
 	// MaxPathBytes is PATH_MAX: the longest path the files API accepts.
-	MaxPathBytes = 4096
+	MaxPathBytes = paths.MaxPathBytes
 
 	// DefaultMaxListEntries is how many entries List returns by default.
 	DefaultMaxListEntries = 10_000
@@ -75,39 +75,15 @@ func invalidPath(op, p, why string) error {
 }
 
 // CheckFilePath returns an error matching ErrInvalidPath (and api.ErrInvalidPath)
-// unless p is a path the files API accepts: relative, slash-separated, at most
-// MaxPathBytes, valid UTF-8 without NUL, no empty, "." or ".." element, no
-// element over 255 bytes and none starting with kernelbox's temporary prefix
-// ".kb-tmp-". The empty path is accepted only when allowRoot is set (List of the
-// session directory itself).
+// unless p is a path the files API accepts (paths.CheckPath's strictest rule):
+// relative, slash-separated, at most MaxPathBytes, valid UTF-8 without NUL, no
+// empty, "." or ".." element, no element over 255 bytes and none starting with
+// kernelbox's temporary prefix ".kb-tmp-". The empty path is accepted only when
+// allowRoot is set (List of the session directory itself).
 func CheckFilePath(p string, allowRoot bool) error {
-	const op = "check"
-	switch {
-	case p == "" || p == ".":
-		if allowRoot {
-			return nil
-		}
-		return invalidPath(op, p, "empty")
-	case len(p) > MaxPathBytes:
-		return invalidPath(op, p[:64]+"…", fmt.Sprintf("longer than %d bytes", MaxPathBytes))
-	case strings.HasPrefix(p, "/"):
-		return invalidPath(op, p, "absolute; give a path relative to the session directory")
-	case strings.ContainsRune(p, 0):
-		return invalidPath(op, p, "contains NUL")
-	case !utf8.ValidString(p):
-		return invalidPath(op, strings.ToValidUTF8(p, "\uFFFD"), "not valid UTF-8")
-	}
-	for _, el := range strings.Split(p, "/") {
-		switch {
-		case el == "":
-			return invalidPath(op, p, "empty element (a doubled or trailing '/')")
-		case el == "." || el == "..":
-			return invalidPath(op, p, fmt.Sprintf("%q element", el))
-		case len(el) > maxNameBytes:
-			return invalidPath(op, p, fmt.Sprintf("an element is longer than %d bytes", maxNameBytes))
-		case strings.HasPrefix(el, tempPrefix):
-			return invalidPath(op, p, "names kernelbox's temporary files ("+tempPrefix+"…)")
-		}
+	var e *paths.Error
+	if err := paths.CheckPath(p, paths.PathRule{AllowRoot: allowRoot}); errors.As(err, &e) {
+		return invalidPath("check", e.Shown(), e.Problem.String())
 	}
 	return nil
 }
@@ -156,7 +132,7 @@ func (s *Session) Put(ctx context.Context, path string, r io.Reader, o PutOption
 			return 0, err
 		}
 		tmp := tempPrefix + randomSuffix()
-		fd, err := openat(dir, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+		fd, err := paths.Openat(dir, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC)
 		if err != nil {
 			return 0, errnoError(op, path, err)
 		}
@@ -266,7 +242,7 @@ func (s *Session) Get(path string) (*os.File, error) {
 		if err := regularOnly(op, path, st.Mode); err != nil {
 			return 0, err
 		}
-		fd, err := openat(dir, base, openReadFlags)
+		fd, err := paths.Openat(dir, base, openReadFlags)
 		if err != nil {
 			return 0, errnoError(op, path, err)
 		}
@@ -399,7 +375,7 @@ func (s *Session) List(path string, max int) (Listing, error) {
 			return 0, errnoError(op, path, err)
 		}
 		// The walk opened dir as a handle only (O_PATH); reading needs a real open.
-		rfd, err := openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
+		rfd, err := paths.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC)
 		unix.Close(fd)
 		if err != nil {
 			return 0, errnoError(op, path, err)
@@ -409,8 +385,8 @@ func (s *Session) List(path string, max int) (Listing, error) {
 		for {
 			names, rerr := d.Readdirnames(256)
 			for _, n := range names {
-				if strings.HasPrefix(n, tempPrefix) || !utf8.ValidString(n) {
-					continue
+				if paths.CheckName(n, paths.Listed) != nil {
+					continue // a temporary file, or a name no client could ask for
 				}
 				if len(l.Entries) == max {
 					l.Truncated = true
@@ -469,7 +445,7 @@ func withDir(s *Session, op, path string, dirs []string, create bool, fn func(di
 		return 0, errnoError(op, path, err)
 	}
 	for _, name := range dirs {
-		next, err := openat(dir, name, walkDirFlags)
+		next, err := paths.Openat(dir, name, paths.DirFlags)
 		if errors.Is(err, unix.ENOENT) && create {
 			next, err = s.makeDir(dir, name)
 		}
@@ -492,7 +468,7 @@ func (s *Session) makeDir(dir int, name string) (int, error) {
 	if err := unix.Mkdirat(dir, name, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
 		return -1, err
 	}
-	fd, err := openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+	fd, err := paths.Openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
 	if err != nil {
 		return -1, err
 	}

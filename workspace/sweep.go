@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/kernelbox/kernelbox/internal/paths"
 	"golang.org/x/sys/unix"
 )
 
@@ -38,7 +39,7 @@ func (s *Session) sweepTemps() (files int, bytes int64) {
 	for len(stack) > 0 {
 		rel := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		fd, err := openBeneath(root, rel, unix.O_RDONLY|unix.O_DIRECTORY)
+		fd, err := paths.OpenBeneath(root, rel, unix.O_RDONLY|unix.O_DIRECTORY)
 		if err != nil {
 			continue // gone, or replaced by something else, since it was listed
 		}
