@@ -289,3 +289,13 @@ func mkdirs(root *os.Root, dir string, mode fs.FileMode) error {
 	}
 	return nil
 }
+
+// readNames lists the names in dir.
+func readNames(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
+}

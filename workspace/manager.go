@@ -285,7 +285,7 @@ func (m *Manager) Adopt(s *Session, id string) (*Session, error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("adopt warm session %s as %q: %w", s.id, id, err)
 	}
-	moved := m.disks != nil && m.disks.off == "" && m.mounted(s.id)
+	moved := m.disks.on() && m.mounted(s.id)
 	if moved {
 		if err := m.sessions.Mkdir(id, m.opts.DirMode); err != nil {
 			if errors.Is(err, fs.ErrExist) {
