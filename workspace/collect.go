@@ -3,6 +3,7 @@ package workspace
 import (
 	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/internal/paths"
+	"github.com/kernelbox/kernelbox/internal/procs"
 
 	"cmp"
 	"crypto/sha256"
@@ -37,7 +38,7 @@ type fileState struct {
 	mtime   int64 // UnixNano
 	dev     uint64
 	ino     uint64
-	uid     uint32 // the owner, for the scan for writers (writers_linux.go)
+	uid     uint32 // the owner, for the scan for writers (procs.OpenForWriting)
 	sum     string
 	racy    bool // modified close to the Collect that saw it: hash again next time
 	skipped bool // over MaxArtifactBytes, already reported
@@ -402,20 +403,20 @@ func (c *collector) file(dir *os.Root, e fs.DirEntry, rel string) {
 // while it was copied, if a process holds it open for writing, or if it changed
 // between its copy and that scan (a writer that closed it since).
 func (c *collector) settle() {
-	files, names, owners := map[fileID]bool{}, map[string]bool{}, map[uint32]bool{}
+	files, names, owners := map[procs.FileID]bool{}, map[string]bool{}, map[uint32]bool{}
 	for _, p := range c.pending {
 		if !p.moved {
-			files[fileID{p.st.dev, p.st.ino}] = true
+			files[procs.FileID{Dev: p.st.dev, Ino: p.st.ino}] = true
 			names[path.Base(p.rel)] = true
 			owners[p.st.uid] = true
 		}
 	}
-	var writers map[fileID]bool
+	var writers map[procs.FileID]bool
 	if len(files) > 0 && !c.s.m.noWriterScan {
-		writers = openForWriting(files, names, owners)
+		writers = procs.OpenForWriting(files, names, owners)
 	}
 	for _, p := range c.pending {
-		partial := p.moved || writers[fileID{p.st.dev, p.st.ino}]
+		partial := p.moved || writers[procs.FileID{Dev: p.st.dev, Ino: p.st.ino}]
 		if !partial {
 			if fi, err := c.out.Lstat(p.rel); err == nil && !statOf(fi).sameStat(p.st) {
 				partial = true
