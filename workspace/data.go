@@ -84,8 +84,8 @@ func (s *Session) AddData(name, hostDir string, maxBytes int64) error {
 
 // openDataDir returns a Root on the directory at exactly hostDir. os.OpenRoot
 // follows links at every component, so the directory is also opened with
-// paths.OpenNoFollow, which follows none, and the two must be the same: a directory on
-// the path swapped with a link meanwhile makes them differ.
+// paths.OpenNoFollow, which follows none, and the two must be the same: a
+// directory on the path swapped with a link meanwhile makes them differ.
 func openDataDir(hostDir string) (*os.Root, error) {
 	abs, err := filepath.Abs(hostDir)
 	if err != nil {

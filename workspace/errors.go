@@ -76,8 +76,8 @@ var (
 	ErrNotFound = errors.New("artifact not found")
 
 	// ErrLinkInPath means a path that must be opened without following links
-	// (paths.OpenNoFollow) leads through a symbolic link: something on it changed since
-	// it was resolved.
+	// (paths.OpenNoFollow) leads through a symbolic link: something on it changed
+	// since it was resolved.
 	ErrLinkInPath = paths.ErrLinkInPath
 
 	// ErrPrivate means an input's source lies inside kernelbox's own state: the

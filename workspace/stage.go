@@ -235,9 +235,10 @@ func (s *Session) checkSessionLimit(items []*stageItem, incoming int64) error {
 // openSource opens path for copying: it must lie outside kernelbox's own
 // directories (ErrPrivate), be a regular file, and be the file at exactly the
 // decided path. Lstat comes first so that a FIFO, device or socket is never opened
-// at all; paths.OpenNoFollow opens the file without following a link at any component,
-// so whatever directory is swapped with a link meanwhile, the file opened is the
-// one at path, and fstat plus SameFile check it is the one Lstat saw.
+// at all; paths.OpenNoFollow opens the file without following a link at any
+// component, so whatever directory is swapped with a link meanwhile, the file
+// opened is the one at path, and fstat plus SameFile check it is the one Lstat
+// saw.
 func (m *Manager) openSource(path string) (*os.File, fs.FileInfo, error) {
 	if path == "" {
 		return nil, nil, errors.New("no source path")
