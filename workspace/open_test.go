@@ -6,12 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
+	"github.com/kernelbox/kernelbox/internal/swaptest"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 )
 
 // TestStageSwapRace swaps a real directory on the allowed path with a symlink to a
@@ -29,34 +27,12 @@ func TestStageSwapRace(t *testing.T) {
 	s := openSession(t, newManager(t, nil), "race")
 	d, l := filepath.Join(allowed, "d"), filepath.Join(allowed, "l")
 
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for !stop.Load() {
-			if err := unix.Renameat2(unix.AT_FDCWD, d, unix.AT_FDCWD, l, unix.RENAME_EXCHANGE); err != nil {
-				t.Errorf("renameat2: %v", err)
-				return
-			}
-		}
-	}()
-	const runs = 1000
-	var leaks, staged int
-	for range runs {
+	swaptest.Race(t, d, l, 1000, func() (ok, leaked bool) {
 		if _, err := s.Stage([]Input{{Name: "x", Source: filepath.Join(d, "x")}}); err != nil {
-			continue
+			return false, false
 		}
-		staged++
-		if strings.Contains(readFile(t, filepath.Join(s.Dir(), "inputs", "x")), "SECRET") {
-			leaks++
-		}
-	}
-	stop.Store(true)
-	wg.Wait()
-	t.Logf("%d runs: %d staged, %d leaked the secret", runs, staged, leaks)
-	require.Zero(t, leaks, "staged copies holding the secret")
-	require.NotZero(t, staged, "no stage succeeded: the race test proves nothing")
+		return true, strings.Contains(readFile(t, filepath.Join(s.Dir(), "inputs", "x")), "SECRET")
+	})
 }
 
 // TestStagePrivate: nothing under the workspace's sessions/ (other sessions), the
@@ -114,33 +90,12 @@ func TestAddDataSwapRace(t *testing.T) {
 	require.NoError(t, os.Symlink(filepath.Join(base, "secret"), l))
 	s := openSession(t, newManager(t, nil), "race")
 
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for !stop.Load() {
-			if err := unix.Renameat2(unix.AT_FDCWD, d, unix.AT_FDCWD, l, unix.RENAME_EXCHANGE); err != nil {
-				t.Errorf("renameat2: %v", err)
-				return
-			}
-		}
-	}()
-	var leaks, added int
-	for range 1000 {
+	swaptest.Race(t, d, l, 1000, func() (ok, leaked bool) {
 		if err := s.AddData("ds", filepath.Join(d, "ds"), 0); err != nil {
-			continue
+			return false, false
 		}
-		added++
-		if readFile(t, filepath.Join(s.Dir(), "data", "ds", "x")) == "SECRET" {
-			leaks++
-		}
-	}
-	stop.Store(true)
-	wg.Wait()
-	t.Logf("1000 runs: %d added, %d copied the secret", added, leaks)
-	require.Zero(t, leaks)
-	require.NotZero(t, added)
+		return true, readFile(t, filepath.Join(s.Dir(), "data", "ds", "x")) == "SECRET"
+	})
 }
 
 // TestStageRefusesLinkInPath: a source whose path leads through a symlink (it

@@ -8,10 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 
+	"github.com/kernelbox/kernelbox/internal/swaptest"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
@@ -79,37 +78,16 @@ func TestWalkSwapRace(t *testing.T) {
 	writeFile(t, filepath.Join(base, "secret", "x"), "SECRET")
 	require.NoError(t, os.Symlink(filepath.Join(base, "secret"), l))
 
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for !stop.Load() {
-			if err := unix.Renameat2(unix.AT_FDCWD, d, unix.AT_FDCWD, l, unix.RENAME_EXCHANGE); err != nil {
-				t.Errorf("renameat2: %v", err)
-				return
-			}
-		}
-	}()
-	var leaks, opened int
-	for range 1000 {
+	swaptest.Race(t, d, l, 1000, func() (ok, leaked bool) {
 		f, err := walkNoFollow(filepath.Join(d, "x"), ReadFlags)
 		if err != nil {
-			continue
+			return false, false
 		}
-		opened++
+		defer f.Close()
 		b, err := io.ReadAll(f)
-		f.Close()
 		require.NoError(t, err)
-		if string(b) == "SECRET" {
-			leaks++
-		}
-	}
-	stop.Store(true)
-	wg.Wait()
-	t.Logf("1000 walks: %d opened, %d reached the secret", opened, leaks)
-	require.Zero(t, leaks)
-	require.NotZero(t, opened)
+		return true, string(b) == "SECRET"
+	})
 }
 
 // TestOpenBeneath checks both ways of opening below a directory handle (openat2
