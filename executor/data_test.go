@@ -59,6 +59,8 @@ func TestDataMountRefused(t *testing.T) {
 	}{
 		{"dotdot name", executor.DataMount{Name: "..", HostDir: filepath.Join(work, "ok")}, "plain directory name"},
 		{"nested name", executor.DataMount{Name: "a/b", HostDir: filepath.Join(work, "ok")}, "plain directory name"},
+		{"NUL in the name", executor.DataMount{Name: "a\x00b", HostDir: filepath.Join(work, "ok")}, "plain directory name"},
+		{"over-long name", executor.DataMount{Name: strings.Repeat("n", 256), HostDir: filepath.Join(work, "ok")}, "plain directory name"},
 		{"secret dir", executor.DataMount{Name: "keys", HostDir: filepath.Join(home, ".ssh")}, "denied"},
 		{"outside policy", executor.DataMount{Name: "etc", HostDir: "/etc"}, "denied"},
 		{"missing", executor.DataMount{Name: "gone", HostDir: filepath.Join(work, "gone")}, "gone"},

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kernelbox/kernelbox/api"
+	"github.com/kernelbox/kernelbox/internal/paths"
 	"github.com/kernelbox/kernelbox/permissions"
 	"github.com/kernelbox/kernelbox/workspace"
 )
@@ -524,8 +525,8 @@ func (e *Executor) CreateSession(ctx context.Context, id, template string) (Sess
 func checkData(perm *permissions.Engine, data []DataMount, checked map[string]bool) error {
 	seen := map[string]bool{}
 	for _, d := range data {
-		if d.Name == "" || d.Name == "." || d.Name == ".." || filepath.Base(d.Name) != d.Name {
-			return fmt.Errorf("data mount %q: the name must be a plain directory name", d.Name)
+		if err := paths.CheckName(d.Name, paths.Plain); err != nil {
+			return fmt.Errorf("data mount: the name must be a plain directory name: %w", err)
 		}
 		if seen[d.Name] {
 			return fmt.Errorf("data mount %q: the name is used twice", d.Name)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kernelbox/kernelbox/api"
+	"github.com/kernelbox/kernelbox/internal/paths"
 )
 
 // ErrFilesUnsupported: the session's kernel does not see the host session
@@ -43,8 +44,8 @@ type FileSyncingBackend interface {
 // ErrQueueFull, ErrSessionClosed, ErrClosed).
 func (e *Executor) Files(ctx context.Context, id string, op FileOp, fn func(ctx context.Context, files SessionFiles) error) error {
 	create := op.Create
-	if !ValidSessionID(id) {
-		return fmt.Errorf("%w: invalid session id %q (want 1-64 characters of A-Z a-z 0-9 _ -)", ErrInvalidRequest, id)
+	if err := paths.CheckSessionID(id); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
 	if err := e.checkFiles(ctx, id, op); err != nil {
 		return err

@@ -14,9 +14,9 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/kernelbox/kernelbox/api"
+	"github.com/kernelbox/kernelbox/internal/paths"
 	"github.com/kernelbox/kernelbox/jupyter"
 	"github.com/kernelbox/kernelbox/workspace"
 )
@@ -479,7 +479,7 @@ func (f *Files) List(ctx context.Context, path string, maxEntries int) (workspac
 		for i, p := range parts {
 			bad = bad || json.Unmarshal(p, fields[i]) != nil
 		}
-		if bad || !plainName(e.name) {
+		if bad || paths.CheckName(e.name, paths.Listed) != nil {
 			continue
 		}
 		switch e.typ {
@@ -491,12 +491,6 @@ func (f *Files) List(ctx context.Context, path string, maxEntries int) (workspac
 	}
 	slices.SortFunc(l.Entries, func(a, b workspace.Entry) int { return cmp.Compare(a.Name, b.Name) })
 	return l, nil
-}
-
-// plainName reports whether a name the kernel listed is one element a client
-// could ask for.
-func plainName(n string) bool {
-	return n != "" && n != "." && n != ".." && len(n) <= 255 && utf8.ValidString(n) && !strings.ContainsAny(n, "/\x00")
 }
 
 // Remove deletes the file at path (a link itself, never its target); a

@@ -7,9 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
-	"unicode/utf8"
 
+	"github.com/kernelbox/kernelbox/internal/paths"
 	"github.com/kernelbox/kernelbox/jupyter"
 )
 
@@ -210,20 +209,12 @@ func (pl *puller) verify(ctx context.Context, files []FileEntry) []FileEntry {
 }
 
 // checkRel accepts a name below outputs/ as the kernel reports it only when it is a
-// plain relative path: no empty, "." or ".." element, no NUL, valid UTF-8, not too
-// deep or long. The kernel is not trusted with host paths.
+// plain relative path, at most MaxDepth directories deep: the kernel is not
+// trusted with host paths. Temporary names pass, to be skipped by Collect as a
+// local session's are.
 func checkRel(rel string) error {
-	if rel == "" || len(rel) > 4096 || strings.ContainsRune(rel, 0) || !utf8.ValidString(rel) || strings.HasPrefix(rel, "/") {
-		return errors.New("not a plain relative path")
-	}
-	parts := strings.Split(rel, "/")
-	if len(parts) > MaxDepth+1 {
-		return errors.New("too deep")
-	}
-	for _, part := range parts {
-		if part == "" || part == "." || part == ".." || len(part) > 255 {
-			return errors.New("not a plain relative path")
-		}
+	if err := paths.CheckPath(rel, paths.PathRule{AllowTemp: true, MaxDepth: MaxDepth}); err != nil {
+		return fmt.Errorf("not a plain relative path: %w", err)
 	}
 	return nil
 }

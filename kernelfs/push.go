@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kernelbox/kernelbox/internal/paths"
 	"github.com/kernelbox/kernelbox/jupyter"
 	"github.com/kernelbox/kernelbox/workspace"
 )
@@ -45,8 +46,8 @@ func (s *Syncer) PushInputs(ctx context.Context, conn *jupyter.Conn, hostDir str
 		}
 	}
 	for _, n := range names {
-		if n == "" || strings.ContainsAny(n, "/\x00") || n == "." || n == ".." {
-			return fmt.Errorf("input name %q is not a plain file name", n)
+		if err := paths.CheckName(n, paths.Plain); err != nil {
+			return fmt.Errorf("input %w", err)
 		}
 		rels = append(rels, "inputs/"+n)
 	}

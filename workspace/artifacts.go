@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/kernelbox/kernelbox/internal/paths"
 )
 
 // Artifacts lists the artifacts of session id, sorted by Name, for list_artifacts.
@@ -22,7 +24,7 @@ import (
 // are left out, and so are names OpenArtifact would not serve back (temporary
 // files, names that are not valid UTF-8): whatever is listed can be opened.
 func (m *Manager) Artifacts(id string) ([]Artifact, error) {
-	if err := checkSessionID(id); err != nil {
+	if err := paths.CheckSessionID(id); err != nil {
 		return nil, fmt.Errorf("list artifacts: %w", err)
 	}
 	all, err := m.artifactsRoot()
@@ -153,14 +155,16 @@ func (m *Manager) OpenArtifact(session, name string) (*os.File, error) {
 // artifacts directory and the file's info. It walks name one element at a time
 // with Lstat so that no symlink is ever followed.
 func (m *Manager) lookupArtifact(session, name string) (*os.Root, fs.FileInfo, error) {
-	if err := checkSessionID(session); err != nil {
+	if err := paths.CheckSessionID(session); err != nil {
 		return nil, nil, fmt.Errorf("artifact %q: %w", name, err)
 	}
 	wrap := func(err error) error {
 		return fmt.Errorf("artifact %q of session %q: %w", name, session, err)
 	}
-	if name == "" || name == "." || !fs.ValidPath(name) || strings.ContainsRune(name, 0) {
-		return nil, nil, wrap(ErrInvalidPath)
+	// Temporary names pass here and are not found below, as they are not listed.
+	var bad *paths.Error
+	if errors.As(paths.CheckPath(name, paths.PathRule{AllowTemp: true}), &bad) {
+		return nil, nil, wrap(fmt.Errorf("%w: %s", ErrInvalidPath, bad.Problem))
 	}
 	all, err := m.artifactsRoot()
 	if err != nil {
@@ -177,7 +181,7 @@ func (m *Manager) lookupArtifact(session, name string) (*os.Root, fs.FileInfo, e
 	}
 	parts := strings.Split(name, "/")
 	for i, p := range parts {
-		if strings.HasPrefix(p, tempPrefix) {
+		if paths.IsTemp(p) {
 			root.Close()
 			return nil, nil, wrap(ErrNotFound)
 		}

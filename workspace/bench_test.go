@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 )
@@ -117,30 +116,5 @@ func BenchmarkOpenRemoveDisk(b *testing.B) {
 				}
 			}
 		})
-	}
-}
-
-// BenchmarkWriterScan is the scan for writers a Collect that copied something
-// pays: one readlink per open descriptor of the processes running as the file's
-// owner (as root in CI: most of the host's).
-func BenchmarkWriterScan(b *testing.B) {
-	p := filepath.Join(b.TempDir(), "held.bin")
-	f, err := os.Create(p)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		b.Fatal(err)
-	}
-	st := statOf(fi)
-	files := map[fileID]bool{{st.dev, st.ino}: true}
-	names := map[string]bool{"held.bin": true}
-	owners := map[uint32]bool{st.uid: true}
-	for b.Loop() {
-		if w := openForWriting(files, names, owners); runtime.GOOS == "linux" && !w[fileID{st.dev, st.ino}] {
-			b.Fatal("own descriptor not found")
-		}
 	}
 }

@@ -282,3 +282,25 @@ func TestCollectRacyFile(t *testing.T) {
 	assert.Equal(t, "bbbb", readFile(t, filepath.Join(m.ArtifactsDir(), "s", "f.txt")))
 	assert.Equal(t, []string{}, collect(t, s), "and not reported twice")
 }
+
+// TestMarkTransitions: settle's step from what a copy concluded (done or racy)
+// and whether the file was still being written to the mark the next Collect
+// reads.
+func TestMarkTransitions(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		from  mark
+		still bool
+		want  mark
+	}{
+		{done, false, done},
+		{racy, false, racy},
+		{done, true, partial},
+		{racy, true, partialRacy},
+	} {
+		got := tc.from.withPartial(tc.still)
+		assert.Equal(t, tc.want, got, "%d still=%v", tc.from, tc.still)
+		assert.Equal(t, tc.still, got.isPartial())
+	}
+	assert.False(t, skipped.isPartial())
+}

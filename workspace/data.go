@@ -9,6 +9,8 @@ import (
 	"path"
 	"path/filepath"
 	"syscall"
+
+	"github.com/kernelbox/kernelbox/internal/paths"
 )
 
 // Modes of data copies: read-only for everyone, as a reminder to the code that
@@ -35,7 +37,7 @@ func (s *Session) AddData(name, hostDir string, maxBytes int64) error {
 	if s.root == nil {
 		return fmt.Errorf("add data: %w", ErrClosed)
 	}
-	if err := checkName(name); err != nil {
+	if err := paths.CheckName(name, paths.Plain); err != nil {
 		return fmt.Errorf("add data: %w", err)
 	}
 	if maxBytes <= 0 {
@@ -82,8 +84,8 @@ func (s *Session) AddData(name, hostDir string, maxBytes int64) error {
 
 // openDataDir returns a Root on the directory at exactly hostDir. os.OpenRoot
 // follows links at every component, so the directory is also opened with
-// OpenNoFollow, which follows none, and the two must be the same: a directory on
-// the path swapped with a link meanwhile makes them differ.
+// paths.OpenNoFollow, which follows none, and the two must be the same: a
+// directory on the path swapped with a link meanwhile makes them differ.
 func openDataDir(hostDir string) (*os.Root, error) {
 	abs, err := filepath.Abs(hostDir)
 	if err != nil {
@@ -96,7 +98,7 @@ func openDataDir(hostDir string) (*os.Root, error) {
 	if !lfi.IsDir() {
 		return nil, fmt.Errorf("is a %s, not a directory", kindOf(lfi.Mode()))
 	}
-	exact, err := OpenNoFollow(abs)
+	exact, err := paths.OpenNoFollow(abs)
 	if err != nil {
 		return nil, bare(err)
 	}

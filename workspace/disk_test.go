@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kernelbox/kernelbox/internal/diskimage"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -109,7 +110,7 @@ func TestDiskQuotaRefusesWritesPastIt(t *testing.T) {
 	// Remove unmounts the disk and deletes its image.
 	require.NoError(t, s.Close())
 	require.NoError(t, m.Remove("s1"))
-	assert.Empty(t, mountsBelow(filepath.Join(m.Root(), "sessions")))
+	assert.Empty(t, diskimage.MountsBelow(filepath.Join(m.Root(), "sessions")))
 	assert.NoFileExists(t, filepath.Join(m.Root(), diskImagesDir, "s1.img"))
 }
 
@@ -150,11 +151,11 @@ func TestDiskQuotaWarmAdopt(t *testing.T) {
 	_, err = fill(filepath.Join(s.Dir(), "big"), 64<<20)
 	require.ErrorIs(t, err, syscall.ENOSPC)
 	assert.FileExists(t, filepath.Join(m.Root(), diskImagesDir, "adopted.img"))
-	mounts := mountsBelow(filepath.Join(m.Root(), "sessions"))
+	mounts := diskimage.MountsBelow(filepath.Join(m.Root(), "sessions"))
 	require.Len(t, mounts, 1)
 	assert.True(t, strings.HasSuffix(mounts[0], "/adopted"), mounts)
 	require.NoError(t, m.Remove("adopted"))
-	assert.Empty(t, mountsBelow(filepath.Join(m.Root(), "sessions")))
+	assert.Empty(t, diskimage.MountsBelow(filepath.Join(m.Root(), "sessions")))
 }
 
 func TestDiskQuotaSurvivesRestart(t *testing.T) {
@@ -173,11 +174,11 @@ func TestDiskQuotaSurvivesRestart(t *testing.T) {
 	// Neither they nor m1 are closed: a crash leaves their disks mounted. (Closed
 	// once the second Manager is done, after its cleanup.)
 	t.Cleanup(func() { s.Close(); w.Close() })
-	require.Len(t, mountsBelow(filepath.Join(root, "sessions")), 2)
+	require.Len(t, diskimage.MountsBelow(filepath.Join(root, "sessions")), 2)
 
 	m2 := newManager(t, func(o *Options) { o.Root = root; o.DiskQuota = 16 << 20 })
 	// The old mounts are gone, and the warm disk with them.
-	assert.Empty(t, mountsBelow(filepath.Join(root, "sessions")))
+	assert.Empty(t, diskimage.MountsBelow(filepath.Join(root, "sessions")))
 	names, _ := readNames(filepath.Join(root, diskImagesDir))
 	assert.Equal(t, []string{"kept.img"}, names)
 	// Reopening mounts the session's disk again, files and limit intact.
@@ -204,23 +205,23 @@ func TestDiskQuotaCloseUnmounts(t *testing.T) {
 	s2, err := m.Open("s")
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
-	require.Len(t, mountsBelow(filepath.Join(root, "sessions")), 1)
+	require.Len(t, diskimage.MountsBelow(filepath.Join(root, "sessions")), 1)
 	// Closing the last one unmounts it at once and lets its loop device go; the
 	// image stays, and reopening mounts it again with its files.
 	require.NoError(t, s2.Close())
-	assert.Empty(t, mountsBelow(filepath.Join(root, "sessions")))
+	assert.Empty(t, diskimage.MountsBelow(filepath.Join(root, "sessions")))
 	assert.FileExists(t, img)
 	waitNoLoop(t, img)
 	assert.Equal(t, []string{"s"}, m.KeptSessions())
 	s, err = m.Open("s")
 	require.NoError(t, err)
 	assert.Empty(t, m.KeptSessions())
-	require.Len(t, mountsBelow(filepath.Join(root, "sessions")), 1)
+	require.Len(t, diskimage.MountsBelow(filepath.Join(root, "sessions")), 1)
 	assert.Equal(t, "data", readFile(t, filepath.Join(s.Dir(), "outputs", "f")))
 	// Close unmounts what is still open.
 	require.NoError(t, m.Close())
 	require.NoError(t, s.Close())
-	assert.Empty(t, mountsBelow(filepath.Join(root, "sessions")))
+	assert.Empty(t, diskimage.MountsBelow(filepath.Join(root, "sessions")))
 	waitNoLoop(t, img)
 	// Nothing is left mounted, so the directory can be deleted as any other.
 	require.NoError(t, os.RemoveAll(root))
@@ -230,7 +231,7 @@ func TestDiskQuotaCloseUnmounts(t *testing.T) {
 // frees the device once the last user lets go.
 func waitNoLoop(tb testing.TB, img string) {
 	tb.Helper()
-	require.Eventually(tb, func() bool { _, held := loopOf(img); return !held }, 10*time.Second, 10*time.Millisecond,
+	require.Eventually(tb, func() bool { _, held := diskimage.LoopOf(img); return !held }, 10*time.Second, 10*time.Millisecond,
 		"a loop device still holds %s", img)
 }
 

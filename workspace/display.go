@@ -7,6 +7,8 @@ import (
 	"mime"
 	"net/http"
 	"path"
+
+	"github.com/kernelbox/kernelbox/internal/paths"
 )
 
 // SaveDisplay writes rich display output (an image/png, image/svg+xml or text/html
@@ -19,7 +21,7 @@ import (
 // An output file written to outputs/display/<name> would be collected to the same
 // place; the later of the two wins.
 func (s *Session) SaveDisplay(name string, data []byte, mimeType string) (Artifact, error) {
-	if err := checkName(name); err != nil {
+	if err := paths.CheckName(name, paths.Plain); err != nil {
 		return Artifact{}, fmt.Errorf("save display: %w", err)
 	}
 	if limit := s.m.opts.MaxArtifactBytes; int64(len(data)) > limit {

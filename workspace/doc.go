@@ -3,21 +3,28 @@
 // copies what the code wrote to outputs/ into a shared artifacts directory.
 //
 // Start reading at Manager (manager.go, its Options in options.go) and Session
-// (session.go); then Stage (stage.go), Collect (collect.go; writers_linux.go finds
-// the processes that still hold an output open for writing; display.go saves rich
-// display data), the artifact lookups (artifacts.go) and AddData (data.go).
-// disk.go gives each session a disk of its own for Options.DiskQuota; kept.go
-// unmounts it when the session's last handle closes and bounds how many closed
-// sessions keep their files (Options.MaxKeptSessions); budget.go holds the
-// artifacts directory to Options.MaxArtifactsTotalBytes and each session to its
-// share of it. sessionfiles.go is the files API's side (Session.Put, Get, List,
-// Remove): paths walked with openat O_NOFOLLOW from the session's own handle;
-// removeall.go deletes a tree the kernel made with a bounded number of
-// descriptors however deep it is, and sweep.go removes the temporary files a
-// killed kernelbox left in a session. files.go holds the low-level file
-// operations they share; open.go opens host sources (inputs, data directories)
-// without following a link at any component, and keeps kernelbox's own
-// directories out of staging (ErrPrivate).
+// (session.go); then Stage (stage.go), Collect (collect.go walks outputs/;
+// collect_file.go decides what to do with each file by what an earlier Collect
+// concluded of it, and which copies were still being written, asking
+// internal/procs for the processes that hold them open for writing;
+// collect_copy.go writes the artifacts; display.go saves rich display data),
+// the artifact lookups (artifacts.go) and AddData (data.go). disk.go decides
+// when a session gets a disk of its own for Options.DiskQuota (the images and
+// mounts are internal/diskimage's), quota.go holds sessions without one to the
+// quota after each call, and kept.go unmounts a session's disk when its last
+// handle closes and bounds how many closed sessions keep their files
+// (Options.MaxKeptSessions); budget.go holds the artifacts directory to
+// Options.MaxArtifactsTotalBytes and each session to its share of it.
+// sessionfiles.go is the files API's side (Session.Put in sessionfiles_put.go,
+// Get, List and Remove in sessionfiles_get.go): paths walked with openat
+// O_NOFOLLOW from the session's own handle; removeall.go deletes a tree the
+// kernel made with a bounded number of descriptors however deep it is, and
+// sweep.go removes the temporary files a killed kernelbox left in a session.
+// files.go holds the low-level file operations they share; private.go keeps
+// kernelbox's own directories out of staging (ErrPrivate). The rules for
+// session ids, file names and paths, and the opens that follow no link at any
+// component (host sources, paths below a session's handle), are
+// internal/paths's, shared with the other packages.
 //
 // Layout:
 //

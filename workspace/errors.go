@@ -3,17 +3,21 @@ package workspace
 import (
 	"errors"
 	"io/fs"
+
+	"github.com/kernelbox/kernelbox/internal/paths"
 )
 
 // Sentinel errors. Errors returned by this package wrap them, so callers branch with
 // errors.Is; the wrapping message names the file and the numbers involved.
 var (
-	// ErrInvalidSession means a session id is not 1–64 characters of [A-Za-z0-9_-].
-	ErrInvalidSession = errors.New("invalid session id")
+	// ErrInvalidSession means a session id does not follow api.SessionIDPattern
+	// (the rule is paths.CheckSessionID's).
+	ErrInvalidSession = paths.ErrInvalidSessionID
 
 	// ErrInvalidName means a destination name is not a plain file name: it is empty,
-	// "." or "..", longer than 255 bytes, or contains '/' or NUL.
-	ErrInvalidName = errors.New("invalid file name")
+	// "." or "..", longer than 255 bytes, or contains '/' or NUL (the rule is
+	// paths.CheckName's, paths.Plain).
+	ErrInvalidName = paths.ErrInvalidName
 
 	// ErrDuplicateName means two inputs of one Stage call have the same destination name.
 	ErrDuplicateName = errors.New("duplicate input name")
@@ -72,9 +76,9 @@ var (
 	ErrNotFound = errors.New("artifact not found")
 
 	// ErrLinkInPath means a path that must be opened without following links
-	// (OpenNoFollow) leads through a symbolic link: something on it changed since
-	// it was resolved.
-	ErrLinkInPath = errors.New("path leads through a symbolic link")
+	// (paths.OpenNoFollow) leads through a symbolic link: something on it changed
+	// since it was resolved.
+	ErrLinkInPath = paths.ErrLinkInPath
 
 	// ErrPrivate means an input's source lies inside kernelbox's own state: the
 	// workspace root (every session's directory), the artifacts directory, or

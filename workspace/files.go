@@ -1,8 +1,6 @@
 package workspace
 
 import (
-	"github.com/kernelbox/kernelbox/api"
-
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/kernelbox/kernelbox/internal/paths"
 	"golang.org/x/sys/unix"
 )
 
@@ -25,43 +24,11 @@ import (
 
 // tempPrefix starts the names of the temporary files and directories this package
 // creates next to their final names. Listings skip names with this prefix.
-const tempPrefix = ".kb-tmp-"
-
-// maxNameBytes is NAME_MAX on Linux and the BSDs.
-const maxNameBytes = 255
+const tempPrefix = paths.TempPrefix
 
 // openReadFlags opens a file for reading without following a final symlink (where
 // the OS is asked directly) and without blocking on a FIFO or a device.
-const openReadFlags = os.O_RDONLY | syscall.O_NOFOLLOW | syscall.O_NONBLOCK | syscall.O_CLOEXEC
-
-// checkSessionID returns an error wrapping ErrInvalidSession unless id is valid.
-func checkSessionID(id string) error {
-	if !api.ValidSessionID(id) {
-		return fmt.Errorf("session %q: %w (want 1-64 characters of A-Z a-z 0-9 _ -)", id, ErrInvalidSession)
-	}
-	return nil
-}
-
-// checkName returns an error wrapping ErrInvalidName unless name is a plain file
-// name: one path element, not "." or "..", without NUL, at most 255 bytes.
-func checkName(name string) error {
-	var why string
-	switch {
-	case name == "":
-		why = "empty"
-	case name == "." || name == "..":
-		why = "not a file name"
-	case strings.ContainsRune(name, '/'):
-		why = "contains '/'"
-	case strings.ContainsRune(name, 0):
-		why = "contains NUL"
-	case len(name) > maxNameBytes:
-		why = fmt.Sprintf("longer than %d bytes", maxNameBytes)
-	default:
-		return nil
-	}
-	return fmt.Errorf("name %q: %s: %w", name, why, ErrInvalidName)
-}
+const openReadFlags = paths.ReadFlags
 
 // randomSuffix returns 16 random hex digits for temporary and warm names.
 func randomSuffix() string {
@@ -321,4 +288,14 @@ func mkdirs(root *os.Root, dir string, mode fs.FileMode) error {
 		}
 	}
 	return nil
+}
+
+// readNames lists the names in dir.
+func readNames(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
 }

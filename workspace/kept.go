@@ -2,7 +2,6 @@ package workspace
 
 import (
 	"cmp"
-	"os"
 	"slices"
 	"strings"
 
@@ -156,8 +155,8 @@ func (m *Manager) setupKept() {
 		if err != nil || !fi.IsDir() {
 			continue
 		}
-		if m.disks != nil && m.disks.off == "" {
-			if img, err := os.Lstat(m.disks.image(n)); err == nil {
+		if m.disks.on() {
+			if img, err := m.disks.images.Stat(n); err == nil {
 				fi = img
 			}
 		}

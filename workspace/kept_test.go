@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kernelbox/kernelbox/internal/diskimage"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -30,7 +31,7 @@ func TestKeptSessionsBounded(t *testing.T) {
 				_, err = s.SaveDisplay("d.txt", []byte(id), "")
 				require.NoError(t, err)
 				require.NoError(t, s.Close())
-				assert.Empty(t, mountsBelow(sessions))
+				assert.Empty(t, diskimage.MountsBelow(sessions))
 			}
 			assert.Equal(t, []string{"b", "c"}, m.KeptSessions())
 			assert.NoDirExists(t, filepath.Join(sessions, "a"))
@@ -47,7 +48,7 @@ func TestKeptSessionsBounded(t *testing.T) {
 			assert.True(t, a.Evicted())
 			assert.NoFileExists(t, filepath.Join(a.Dir(), "outputs", "f"))
 			if disks {
-				assert.Len(t, mountsBelow(sessions), 2, "the open sessions'")
+				assert.Len(t, diskimage.MountsBelow(sessions), 2, "the open sessions'")
 			}
 			// Removing a kept session takes it off the list; a fresh Open of an id
 			// never evicted is not Evicted.
@@ -138,7 +139,7 @@ func TestKeptConcurrentOpenClose(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	assert.Empty(t, mountsBelow(sessions))
+	assert.Empty(t, diskimage.MountsBelow(sessions))
 	assert.Equal(t, []string{"s"}, m.KeptSessions())
 	s := openSession(t, m, "s")
 	assert.Len(t, dirNames(t, filepath.Join(s.Dir(), "outputs")), 160)

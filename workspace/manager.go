@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"github.com/kernelbox/kernelbox/api"
+	"github.com/kernelbox/kernelbox/internal/paths"
 
 	"errors"
 	"fmt"
@@ -166,7 +167,7 @@ func (m *Manager) ArtifactsDir() string { return m.artifactsDir }
 // A reopened session counts the files already in inputs/ toward MaxSessionBytes,
 // and its first Collect reports every file in outputs/ again.
 func (m *Manager) Open(id string) (*Session, error) {
-	if err := checkSessionID(id); err != nil {
+	if err := paths.CheckSessionID(id); err != nil {
 		return nil, fmt.Errorf("open session: %w", err)
 	}
 	s, err := m.openSession(id, false)
@@ -268,7 +269,7 @@ func (m *Manager) openSessionDir(name string, exclusive bool) (*Session, error) 
 // Adopt fails with ErrExists if sessions/<id> exists, and with ErrNotWarm if s
 // did not come from Warm on m or was already adopted or closed.
 func (m *Manager) Adopt(s *Session, id string) (*Session, error) {
-	if err := checkSessionID(id); err != nil {
+	if err := paths.CheckSessionID(id); err != nil {
 		return nil, fmt.Errorf("adopt warm session: %w", err)
 	}
 	if s == nil || s.m != m || !strings.HasPrefix(s.id, warmPrefix) || s.root == nil {
@@ -284,7 +285,7 @@ func (m *Manager) Adopt(s *Session, id string) (*Session, error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("adopt warm session %s as %q: %w", s.id, id, err)
 	}
-	moved := m.disks != nil && m.disks.off == "" && m.mounted(s.id)
+	moved := m.disks.on() && m.mounted(s.id)
 	if moved {
 		if err := m.sessions.Mkdir(id, m.opts.DirMode); err != nil {
 			if errors.Is(err, fs.ErrExist) {
@@ -346,7 +347,7 @@ func (m *Manager) Adopt(s *Session, id string) (*Session, error) {
 // removed by the next New.
 func (m *Manager) Remove(id string) error {
 	if !api.ValidSessionID(id) && !isWarmID(id) {
-		return fmt.Errorf("remove session: %w", checkSessionID(id))
+		return fmt.Errorf("remove session: %w", paths.CheckSessionID(id))
 	}
 	var errs []error
 	if m.opts.RemoveArtifacts && api.ValidSessionID(id) {

@@ -77,7 +77,7 @@ func TestOpenRejectsInvalidIDs(t *testing.T) {
 		assert.ErrorIs(t, err, ErrInvalidSession, "id %q", id)
 	}
 	_, err := m.Open("a/b")
-	assert.EqualError(t, err, `open session: session "a/b": invalid session id (want 1-64 characters of A-Z a-z 0-9 _ -)`)
+	assert.EqualError(t, err, `open session: session "a/b": not 1-64 characters of A-Z, a-z, 0-9, '_' and '-': invalid session id`)
 	assert.Equal(t, []string{}, dirNames(t, filepath.Join(m.Root(), "sessions")))
 	_, err = m.Open(strings.Repeat("a", 64))
 	assert.NoError(t, err)

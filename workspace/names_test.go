@@ -54,10 +54,10 @@ func TestCollectOnlyDownloadable(t *testing.T) {
 	require.Error(t, err)
 	assert.ErrorIs(t, err, ErrSkippedName)
 	for _, want := range []string{
-		`collect ".kb-tmp-mine.txt": names starting with ".kb-tmp-" are kernelbox's temporary files: not collected`,
-		`collect "sub/.kb-tmp-dir": names starting with ".kb-tmp-" are kernelbox's temporary files: not collected`,
-		`collect "bad\xffname.txt": the name is not valid UTF-8: not collected`,
-		`collect "dir\xfe": the name is not valid UTF-8: not collected`,
+		`collect ".kb-tmp-mine.txt": names kernelbox's temporary files (.kb-tmp-…): not collected`,
+		`collect "sub/.kb-tmp-dir": names kernelbox's temporary files (.kb-tmp-…): not collected`,
+		`collect "bad\xffname.txt": not valid UTF-8: not collected`,
+		`collect "dir\xfe": not valid UTF-8: not collected`,
 	} {
 		assert.Contains(t, err.Error(), want)
 	}

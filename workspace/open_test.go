@@ -3,18 +3,13 @@
 package workspace
 
 import (
-	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
+	"github.com/kernelbox/kernelbox/internal/swaptest"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 )
 
 // TestStageSwapRace swaps a real directory on the allowed path with a symlink to a
@@ -32,123 +27,12 @@ func TestStageSwapRace(t *testing.T) {
 	s := openSession(t, newManager(t, nil), "race")
 	d, l := filepath.Join(allowed, "d"), filepath.Join(allowed, "l")
 
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for !stop.Load() {
-			if err := unix.Renameat2(unix.AT_FDCWD, d, unix.AT_FDCWD, l, unix.RENAME_EXCHANGE); err != nil {
-				t.Errorf("renameat2: %v", err)
-				return
-			}
-		}
-	}()
-	const runs = 1000
-	var leaks, staged int
-	for range runs {
+	swaptest.Race(t, d, l, 1000, func() (ok, leaked bool) {
 		if _, err := s.Stage([]Input{{Name: "x", Source: filepath.Join(d, "x")}}); err != nil {
-			continue
+			return false, false
 		}
-		staged++
-		if strings.Contains(readFile(t, filepath.Join(s.Dir(), "inputs", "x")), "SECRET") {
-			leaks++
-		}
-	}
-	stop.Store(true)
-	wg.Wait()
-	t.Logf("%d runs: %d staged, %d leaked the secret", runs, staged, leaks)
-	require.Zero(t, leaks, "staged copies holding the secret")
-	require.NotZero(t, staged, "no stage succeeded: the race test proves nothing")
-}
-
-// TestOpenNoFollow checks both ways of opening (openat2 and the walk used without
-// it) against links at every position.
-func TestOpenNoFollow(t *testing.T) {
-	base := t.TempDir()
-	writeFile(t, filepath.Join(base, "d", "x"), "public")
-	require.NoError(t, os.Symlink(filepath.Join(base, "d"), filepath.Join(base, "l")))
-	require.NoError(t, os.Symlink(filepath.Join(base, "d", "x"), filepath.Join(base, "d", "lx")))
-	held, err := os.Open(filepath.Join(base, "d", "x"))
-	require.NoError(t, err)
-	t.Cleanup(func() { held.Close() })
-	magic := filepath.Join("/proc", strconv.Itoa(os.Getpid()), "fd", strconv.Itoa(int(held.Fd())))
-
-	openers := map[string]func(string, int) (*os.File, error){
-		"openat2": openNoFollow,
-		"walk":    walkNoFollow,
-	}
-	cases := []struct {
-		name, path string
-		want       error // nil: opens and reads "public"
-	}{
-		{"plain", filepath.Join(base, "d", "x"), nil},
-		{"link last", filepath.Join(base, "d", "lx"), ErrLinkInPath},
-		{"link in the middle", filepath.Join(base, "l", "x"), ErrLinkInPath},
-		{"magic link", magic, ErrLinkInPath},
-		{"through /proc/self", "/proc/self/fd/" + strconv.Itoa(int(held.Fd())), ErrLinkInPath},
-		{"missing", filepath.Join(base, "d", "nope"), fs.ErrNotExist},
-	}
-	for oname, open := range openers {
-		for _, tc := range cases {
-			t.Run(oname+"/"+tc.name, func(t *testing.T) {
-				f, err := open(tc.path, openReadFlags)
-				if tc.want != nil {
-					require.ErrorIs(t, err, tc.want)
-					return
-				}
-				require.NoError(t, err)
-				defer f.Close()
-				b, err := io.ReadAll(f)
-				require.NoError(t, err)
-				require.Equal(t, "public", string(b))
-			})
-		}
-	}
-	_, err = OpenNoFollow("relative/x")
-	require.Error(t, err)
-}
-
-// TestWalkSwapRace runs the swap race against the walk that replaces openat2 on
-// kernels without it: 1,000 opens, none may reach the secret.
-func TestWalkSwapRace(t *testing.T) {
-	base := t.TempDir()
-	d, l := filepath.Join(base, "d"), filepath.Join(base, "l")
-	writeFile(t, filepath.Join(d, "x"), "public")
-	writeFile(t, filepath.Join(base, "secret", "x"), "SECRET")
-	require.NoError(t, os.Symlink(filepath.Join(base, "secret"), l))
-
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for !stop.Load() {
-			if err := unix.Renameat2(unix.AT_FDCWD, d, unix.AT_FDCWD, l, unix.RENAME_EXCHANGE); err != nil {
-				t.Errorf("renameat2: %v", err)
-				return
-			}
-		}
-	}()
-	var leaks, opened int
-	for range 1000 {
-		f, err := walkNoFollow(filepath.Join(d, "x"), openReadFlags)
-		if err != nil {
-			continue
-		}
-		opened++
-		b, err := io.ReadAll(f)
-		f.Close()
-		require.NoError(t, err)
-		if string(b) == "SECRET" {
-			leaks++
-		}
-	}
-	stop.Store(true)
-	wg.Wait()
-	t.Logf("1000 walks: %d opened, %d reached the secret", opened, leaks)
-	require.Zero(t, leaks)
-	require.NotZero(t, opened)
+		return true, strings.Contains(readFile(t, filepath.Join(s.Dir(), "inputs", "x")), "SECRET")
+	})
 }
 
 // TestStagePrivate: nothing under the workspace's sessions/ (other sessions), the
@@ -206,33 +90,12 @@ func TestAddDataSwapRace(t *testing.T) {
 	require.NoError(t, os.Symlink(filepath.Join(base, "secret"), l))
 	s := openSession(t, newManager(t, nil), "race")
 
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for !stop.Load() {
-			if err := unix.Renameat2(unix.AT_FDCWD, d, unix.AT_FDCWD, l, unix.RENAME_EXCHANGE); err != nil {
-				t.Errorf("renameat2: %v", err)
-				return
-			}
-		}
-	}()
-	var leaks, added int
-	for range 1000 {
+	swaptest.Race(t, d, l, 1000, func() (ok, leaked bool) {
 		if err := s.AddData("ds", filepath.Join(d, "ds"), 0); err != nil {
-			continue
+			return false, false
 		}
-		added++
-		if readFile(t, filepath.Join(s.Dir(), "data", "ds", "x")) == "SECRET" {
-			leaks++
-		}
-	}
-	stop.Store(true)
-	wg.Wait()
-	t.Logf("1000 runs: %d added, %d copied the secret", added, leaks)
-	require.Zero(t, leaks)
-	require.NotZero(t, added)
+		return true, readFile(t, filepath.Join(s.Dir(), "data", "ds", "x")) == "SECRET"
+	})
 }
 
 // TestStageRefusesLinkInPath: a source whose path leads through a symlink (it

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/kernelbox/kernelbox/internal/paths"
 	"golang.org/x/sys/unix"
 )
 
@@ -54,7 +55,7 @@ type removeFrame struct {
 // not writable (data copies are 0555) by giving their owner write permission
 // first (fchmod on the descriptor it holds); the session files API does not.
 func removeAllAt(dir int, name string, writable bool) error {
-	fd, err := openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+	fd, err := paths.Openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
 	if err != nil {
 		return err
 	}
@@ -80,26 +81,11 @@ func emptyTree(top *removeFrame, writable bool) error {
 	for len(stack) > 0 {
 		fr := stack[len(stack)-1]
 		if len(fr.pending) == 0 {
-			names, err := fr.f.Readdirnames(256)
-			if len(names) > 0 {
-				fr.pending, fr.again = names, true
-				continue
-			}
-			if err != nil && err != io.EOF {
+			more, err := fr.refill()
+			if err != nil {
 				return err
 			}
-			if fr.again {
-				// The pass deleted what it found; read once more, since entries
-				// made or moved in meanwhile may not have been listed.
-				if !fr.moved {
-					if fr.passes++; fr.passes > maxRemovePasses {
-						return fmt.Errorf("%q: %w", fr.name, errKeepsChanging)
-					}
-				}
-				fr.again, fr.moved = false, false
-				if _, err := fr.f.Seek(0, io.SeekStart); err != nil {
-					return err
-				}
+			if more {
 				continue
 			}
 			// Empty: delete it from the directory below it on the stack.
@@ -108,15 +94,7 @@ func emptyTree(top *removeFrame, writable bool) error {
 			if len(stack) == 0 {
 				return nil // the caller removes the top
 			}
-			parent := stack[len(stack)-1]
-			err = retryWritable(parent.fd, writable, func() error { return unix.Unlinkat(parent.fd, fr.name, unix.AT_REMOVEDIR) })
-			switch {
-			case err == nil, errors.Is(err, unix.ENOENT):
-			case errors.Is(err, unix.ENOTEMPTY), errors.Is(err, unix.EEXIST), errors.Is(err, unix.ENOTDIR):
-				// Filled again, or replaced by a file or a link, meanwhile: the
-				// parent's next pass takes it.
-				parent.again = true
-			default:
+			if err := unlinkEmpty(stack[len(stack)-1], fr.name, writable); err != nil {
 				return err
 			}
 			continue
@@ -141,7 +119,7 @@ func emptyTree(top *removeFrame, writable bool) error {
 			top.again, top.moved = true, true
 			continue
 		}
-		fd, err := openat(fr.fd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+		fd, err := paths.Openat(fr.fd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
 		switch {
 		case err == nil:
 			stack = append(stack, &removeFrame{f: os.NewFile(uintptr(fd), n), fd: fd, name: n})
@@ -151,6 +129,49 @@ func emptyTree(top *removeFrame, writable bool) error {
 		default:
 			return err
 		}
+	}
+	return nil
+}
+
+// refill gives fr names to delete: the next batch of its listing or, once a
+// pass deleted what it found, the listing read again, since entries made or
+// moved in meanwhile may not have been listed. It reports false when fr is
+// empty.
+func (fr *removeFrame) refill() (bool, error) {
+	names, err := fr.f.Readdirnames(256)
+	if len(names) > 0 {
+		fr.pending, fr.again = names, true
+		return true, nil
+	}
+	if err != nil && err != io.EOF {
+		return false, err
+	}
+	if !fr.again {
+		return false, nil
+	}
+	if !fr.moved {
+		if fr.passes++; fr.passes > maxRemovePasses {
+			return false, fmt.Errorf("%q: %w", fr.name, errKeepsChanging)
+		}
+	}
+	fr.again, fr.moved = false, false
+	if _, err := fr.f.Seek(0, io.SeekStart); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// unlinkEmpty deletes the directory name of parent, which was found empty.
+func unlinkEmpty(parent *removeFrame, name string, writable bool) error {
+	err := retryWritable(parent.fd, writable, func() error { return unix.Unlinkat(parent.fd, name, unix.AT_REMOVEDIR) })
+	switch {
+	case err == nil, errors.Is(err, unix.ENOENT):
+	case errors.Is(err, unix.ENOTEMPTY), errors.Is(err, unix.EEXIST), errors.Is(err, unix.ENOTDIR):
+		// Filled again, or replaced by a file or a link, meanwhile: the
+		// parent's next pass takes it.
+		parent.again = true
+	default:
+		return err
 	}
 	return nil
 }

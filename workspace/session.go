@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/kernelbox/kernelbox/internal/paths"
 )
 
 // Session is one session directory: <Root>/sessions/<id> with inputs/ (files staged
@@ -115,7 +116,7 @@ func (s *Session) init() error {
 			if !e.Type().IsRegular() {
 				continue
 			}
-			if strings.HasPrefix(e.Name(), tempPrefix) {
+			if paths.IsTemp(e.Name()) {
 				// Left by a Stage that was killed midway.
 				_ = in.Remove(e.Name())
 				continue

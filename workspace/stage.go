@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"time"
+
+	"github.com/kernelbox/kernelbox/internal/paths"
 )
 
 // Input is one host file to stage into a session's inputs/.
@@ -119,7 +121,7 @@ func newStageItems(inputs []Input) ([]*stageItem, error) {
 	items := make([]*stageItem, len(inputs))
 	byName := make(map[string]*stageItem, len(inputs))
 	for i, in := range inputs {
-		if err := checkName(in.Name); err != nil {
+		if err := paths.CheckName(in.Name, paths.Plain); err != nil {
 			return nil, fmt.Errorf("stage input %q: %w", in.label(), err)
 		}
 		if prev, dup := byName[in.Name]; dup {
@@ -233,9 +235,10 @@ func (s *Session) checkSessionLimit(items []*stageItem, incoming int64) error {
 // openSource opens path for copying: it must lie outside kernelbox's own
 // directories (ErrPrivate), be a regular file, and be the file at exactly the
 // decided path. Lstat comes first so that a FIFO, device or socket is never opened
-// at all; OpenNoFollow opens the file without following a link at any component,
-// so whatever directory is swapped with a link meanwhile, the file opened is the
-// one at path, and fstat plus SameFile check it is the one Lstat saw.
+// at all; paths.OpenNoFollow opens the file without following a link at any
+// component, so whatever directory is swapped with a link meanwhile, the file
+// opened is the one at path, and fstat plus SameFile check it is the one Lstat
+// saw.
 func (m *Manager) openSource(path string) (*os.File, fs.FileInfo, error) {
 	if path == "" {
 		return nil, nil, errors.New("no source path")
@@ -250,7 +253,7 @@ func (m *Manager) openSource(path string) (*os.File, fs.FileInfo, error) {
 	if !lfi.Mode().IsRegular() {
 		return nil, nil, notRegular(lfi.Mode())
 	}
-	f, err := OpenNoFollow(path)
+	f, err := paths.OpenNoFollow(path)
 	if err != nil {
 		return nil, nil, bare(err)
 	}

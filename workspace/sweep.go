@@ -3,8 +3,8 @@ package workspace
 import (
 	"os"
 	"path/filepath"
-	"strings"
 
+	"github.com/kernelbox/kernelbox/internal/paths"
 	"golang.org/x/sys/unix"
 )
 
@@ -19,8 +19,8 @@ import (
 //
 // It runs when a directory left by an earlier incarnation is first opened,
 // before anything of this Manager can have started a new temporary file in it.
-// Directories are opened from the session's own handle with openBeneath (no
-// symbolic link followed at any component, nothing outside the session
+// Directories are opened from the session's own handle with paths.OpenBeneath
+// (no symbolic link followed at any component, nothing outside the session
 // reached), one at a time, so the walk holds two descriptors however deep the
 // tree; it descends only as far as a path the files API accepts
 // (MaxPathBytes), since no temporary file lies deeper. A name is unlinked only
@@ -38,7 +38,7 @@ func (s *Session) sweepTemps() (files int, bytes int64) {
 	for len(stack) > 0 {
 		rel := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		fd, err := openBeneath(root, rel, unix.O_RDONLY|unix.O_DIRECTORY)
+		fd, err := paths.OpenBeneath(root, rel, unix.O_RDONLY|unix.O_DIRECTORY)
 		if err != nil {
 			continue // gone, or replaced by something else, since it was listed
 		}
@@ -49,7 +49,7 @@ func (s *Session) sweepTemps() (files int, bytes int64) {
 			entries, err := d.ReadDir(256)
 			for _, e := range entries {
 				name := e.Name()
-				if strings.HasPrefix(name, tempPrefix) {
+				if paths.IsTemp(name) {
 					if n, b := removeTemp(fd, rel, name, e.IsDir()); n > 0 {
 						files, bytes = files+n, bytes+b
 					}

@@ -6,9 +6,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/internal/paths"
 )
 
 // checkSpec validates a session spec before anything is created for it.
@@ -18,8 +18,8 @@ func checkSpec(spec executor.SessionSpec) error {
 	}
 	seen := make(map[string]bool, len(spec.Data))
 	for _, d := range spec.Data {
-		if d.Name == "" || d.Name == "." || d.Name == ".." || strings.ContainsAny(d.Name, "/\x00") {
-			return fmt.Errorf("data mount name %q: want a single path element", d.Name)
+		if err := paths.CheckName(d.Name, paths.Plain); err != nil {
+			return fmt.Errorf("data mount: want a single path element: %w", err)
 		}
 		if seen[d.Name] {
 			return fmt.Errorf("data mount name %q is used twice", d.Name)

@@ -1,4 +1,5 @@
 // Package procs reads process facts from /proc (Linux): descendants, resident memory,
+// which processes hold a file open for writing (OpenForWriting, writers_linux.go),
 // and the processes kernelbox started, found by the KERNELBOX_OWNER_PID variable that
 // every Jupyter Server kernelbox starts (and so every kernel) carries in its
 // environment, which survives reparenting.

@@ -1,6 +1,6 @@
 //go:build unix
 
-package workspace
+package paths
 
 import (
 	"errors"
@@ -16,7 +16,7 @@ import (
 // Nothing is ever looked up again by name from the root, so a component swapped
 // after it was opened changes nothing.
 func walkNoFollow(path string, flags int) (*os.File, error) {
-	dir, err := openat(unix.AT_FDCWD, "/", walkDirFlags)
+	dir, err := Openat(unix.AT_FDCWD, "/", DirFlags)
 	if err != nil {
 		return nil, err
 	}
@@ -27,9 +27,9 @@ func walkNoFollow(path string, flags int) (*os.File, error) {
 	}
 	parts := strings.Split(rest, "/")
 	for _, name := range parts[:len(parts)-1] {
-		fd, err := openat(dir, name, walkDirFlags)
+		fd, err := Openat(dir, name, DirFlags)
 		if err != nil {
-			err = explainWalk(dir, name, path, err)
+			err = explainWalk(dir, name, err)
 			unix.Close(dir)
 			return nil, err
 		}
@@ -45,13 +45,17 @@ func walkNoFollow(path string, flags int) (*os.File, error) {
 }
 
 // walkBeneath opens the slash path rel below dir one component at a time, each
-// with openat(2) O_NOFOLLOW relative to the one before, the last with flags.
+// with openat(2) O_NOFOLLOW relative to the one before, the last with flags. A
+// symbolic link met on the way fails with errLinkInPath, as openat2 would.
 // rel must have no empty, "." or ".." component.
 func walkBeneath(dir int, rel string, flags int) (int, error) {
 	parts := strings.Split(rel, "/")
 	cur := dir
 	for _, name := range parts[:len(parts)-1] {
-		fd, err := openat(cur, name, walkDirFlags)
+		fd, err := Openat(cur, name, DirFlags)
+		if err != nil {
+			err = explainWalk(cur, name, err)
+		}
 		if cur != dir {
 			unix.Close(cur)
 		}
@@ -60,7 +64,10 @@ func walkBeneath(dir int, rel string, flags int) (int, error) {
 		}
 		cur = fd
 	}
-	fd, err := openat(cur, parts[len(parts)-1], flags|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+	fd, err := Openat(cur, parts[len(parts)-1], flags|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+	if err != nil {
+		err = explainWalk(cur, parts[len(parts)-1], err)
+	}
 	if cur != dir {
 		unix.Close(cur)
 	}
@@ -68,15 +75,15 @@ func walkBeneath(dir int, rel string, flags int) (int, error) {
 }
 
 func openFD(dir int, name, path string, flags int) (*os.File, error) {
-	fd, err := openat(dir, name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+	fd, err := Openat(dir, name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC)
 	if err != nil {
 		return nil, err
 	}
 	return os.NewFile(uintptr(fd), path), nil
 }
 
-// openat is openat(2), retried on EINTR.
-func openat(dir int, name string, flags int) (int, error) {
+// Openat is openat(2) (mode 0), retried on EINTR.
+func Openat(dir int, name string, flags int) (int, error) {
 	for {
 		fd, err := unix.Openat(dir, name, flags, 0)
 		if !errors.Is(err, unix.EINTR) {
@@ -87,7 +94,7 @@ func openat(dir int, name string, flags int) (int, error) {
 
 // explainWalk turns the ENOTDIR or ELOOP of a directory component that is a
 // symlink into ErrLinkInPath.
-func explainWalk(dir int, name, path string, err error) error {
+func explainWalk(dir int, name string, err error) error {
 	if !errors.Is(err, unix.ENOTDIR) && !errors.Is(err, unix.ELOOP) {
 		return err
 	}

@@ -1,4 +1,4 @@
-package workspace
+package diskimage
 
 import (
 	"bufio"
@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,22 +17,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A session disk is a sparse file <Root>/disks/<name>.img holding an ext4 file
-// system (no journal, no reserved blocks) the size of Options.DiskQuota,
-// loop-mounted nosuid,nodev,discard on sessions/<name>. The kernel writing past
-// it gets ENOSPC from its own file system; the host loses at most the image's
-// size, and discard gives deleted files' blocks back to the host (hole punching
-// through the loop device).
+// toolTimeout bounds mkfs.ext4 and mount(8).
+const toolTimeout = 30 * time.Second
 
-// diskTimeout bounds mkfs.ext4 and mount(8).
-const diskTimeout = 30 * time.Second
-
-// mountFlags are the flags of every session disk mount.
+// mountFlags are the flags of every image mount.
 const mountFlags = unix.MS_NOSUID | unix.MS_NODEV
 
-// diskTools finds mkfs.ext4 and mount(8), or says why session disks cannot be
-// made here.
-func diskTools() (mkfs, mount string, err error) {
+// tools finds mkfs.ext4 and mount(8), or says why images cannot be made here.
+func tools() (mkfs, mount string, err error) {
 	if os.Geteuid() != 0 {
 		return "", "", errors.New("not running as root (loop mounts need CAP_SYS_ADMIN)")
 	}
@@ -62,8 +55,8 @@ func findTool(name string) (string, error) {
 	return "", fmt.Errorf("%s not found", name)
 }
 
-// makeDisk creates the image img of size bytes with an empty ext4 file system.
-func (d *disks) makeDisk(img string, size int64) error {
+// makeImage creates the image img of size bytes with an empty ext4 file system.
+func (s *Set) makeImage(img string, size int64) error {
 	f, err := os.OpenFile(img, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
 	if err != nil {
 		return err
@@ -73,32 +66,30 @@ func (d *disks) makeDisk(img string, size int64) error {
 		err = cerr
 	}
 	if err == nil {
-		err = d.run(d.mkfs, "-q", "-F", "-m", "0", "-O", "^has_journal", "-E", "root_owner=0:0", img)
+		err = run(s.mkfs, "-q", "-F", "-m", "0", "-O", "^has_journal", "-E", "root_owner=0:0", img)
 	}
 	if err != nil {
 		_ = os.Remove(img)
-		return fmt.Errorf("make session disk: %w", err)
+		return err
 	}
 	return nil
 }
 
-// attach mounts the image img on dir. When a loop device still holds img (a
-// mount detached while a process kept using it, by Remove or by a previous run),
-// that device is mounted again rather than a second one set up on the same file,
-// which would put two writers on one ext4.
-func (d *disks) attach(img, dir string) error {
-	if dev, ok := loopOf(img); ok {
+// attach mounts the image img on dir, through the loop device that holds it
+// already if there is one (see Mount).
+func (s *Set) attach(img, dir string) error {
+	if dev, ok := LoopOf(img); ok {
 		if err := unix.Mount(dev, dir, "ext4", mountFlags, "discard"); err != nil {
 			return fmt.Errorf("mount %s on %s: %w", dev, dir, err)
 		}
 		return nil
 	}
-	return d.run(d.mount, "-t", "ext4", "-o", "loop,nosuid,nodev,discard", img, dir)
+	return run(s.mount, "-t", "ext4", "-o", "loop,nosuid,nodev,discard", img, dir)
 }
 
-// run runs a disk tool and returns its output in the error when it fails.
-func (d *disks) run(name string, args ...string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), diskTimeout)
+// run runs a tool and returns its output in the error when it fails.
+func run(name string, args ...string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), toolTimeout)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
 	if err != nil {
@@ -107,9 +98,9 @@ func (d *disks) run(name string, args ...string) error {
 	return nil
 }
 
-// loopOf returns the loop device whose backing file is img (same device and
+// LoopOf returns the loop device whose backing file is img (same device and
 // inode), if one is set up.
-func loopOf(img string) (string, bool) {
+func LoopOf(img string) (string, bool) {
 	var st unix.Stat_t
 	if err := unix.Stat(img, &st); err != nil {
 		return "", false
@@ -129,27 +120,28 @@ func loopOf(img string) (string, bool) {
 	return "", false
 }
 
-// detach unmounts dir lazily: a process still working in it (a kernel that
-// outlived its shutdown) keeps its files, and its disk, until it lets go.
-func detach(dir string) error {
+// Unmount unmounts dir lazily: a process still working in it keeps its files,
+// and its image's loop device, until it lets go. A dir with nothing mounted on
+// it is not an error.
+func Unmount(dir string) error {
 	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
 		return fmt.Errorf("unmount %s: %w", dir, err)
 	}
 	return nil
 }
 
-// bindMount mounts the directory src on dst too; the mount flags of src
+// BindMount mounts the directory src on dst too; the mount flags of src
 // (nosuid, nodev) carry over.
-func bindMount(src, dst string) error {
+func BindMount(src, dst string) error {
 	if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
 		return fmt.Errorf("bind %s on %s: %w", src, dst, err)
 	}
 	return nil
 }
 
-// mountsBelow lists the mount points strictly below dir, deepest first, from
+// MountsBelow lists the mount points strictly below dir, deepest first, from
 // /proc/self/mountinfo.
-func mountsBelow(dir string) []string {
+func MountsBelow(dir string) []string {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return nil
@@ -169,11 +161,7 @@ func mountsBelow(dir string) []string {
 		}
 	}
 	// Longer paths first, so nested mounts go before their parents.
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && len(out[j]) > len(out[j-1]); j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
+	slices.SortStableFunc(out, func(a, b string) int { return len(b) - len(a) })
 	return out
 }
 

@@ -1,6 +1,6 @@
 //go:build linux
 
-package workspace
+package procs
 
 import (
 	"bufio"
@@ -11,9 +11,9 @@ import (
 	"syscall"
 )
 
-// A process that still holds an output open for writing may not be done with it:
-// a background thread or child of an earlier call, or this call's own code left
-// running. Linux lists every process's descriptors under /proc/<pid>/fd, and
+// A process that still holds a file open for writing may not be done with it
+// (workspace asks this of the outputs a call left: a background thread or child
+// of an earlier call, or this call's own code left running). Linux lists every process's descriptors under /proc/<pid>/fd, and
 // /proc/<pid>/fdinfo/<n> says how each was opened. Only the processes this one may
 // inspect are seen (the same user, or all of them as root), which covers the local
 // backend and, with kernelbox as root or as the kernel's user, Docker containers:
@@ -23,19 +23,17 @@ import (
 // Reading a descriptor's link costs the kernel a few microseconds, ~5 ms for the
 // ~900 descriptors of a small host, so only the processes running as the owner of
 // one of the files are looked at: the kernel's processes (the local backend's run
-// as kernelbox's user, a container's as its one user) create what outputs/ holds. A
-// writer running as another user is caught only if it writes while the file is
-// copied.
+// as kernelbox's user, a container's as its one user) create what outputs/ holds.
+// A writer running as another user is not seen.
 
-// fileID is a file's device and inode.
-type fileID struct{ dev, ino uint64 }
+// FileID is a file's device and inode.
+type FileID struct{ Dev, Ino uint64 }
 
-// openForWriting returns which of files some process holds open for writing
+// OpenForWriting returns which of files some process holds open for writing
 // (O_WRONLY or O_RDWR), looking at the processes whose uid is in owners. names are
 // the files' base names: a descriptor is stat-ed only when its link ends in one of
-// them, so the cost is one readlink per descriptor of those processes, paid only by
-// a Collect that copied something.
-func openForWriting(files map[fileID]bool, names map[string]bool, owners map[uint32]bool) map[fileID]bool {
+// them, so the cost is one readlink per descriptor of those processes.
+func OpenForWriting(files map[FileID]bool, names map[string]bool, owners map[uint32]bool) map[FileID]bool {
 	procs, err := os.Open("/proc")
 	if err != nil {
 		return nil
@@ -45,7 +43,7 @@ func openForWriting(files map[fileID]bool, names map[string]bool, owners map[uin
 	if err != nil {
 		return nil
 	}
-	found := map[fileID]bool{}
+	found := map[FileID]bool{}
 	for _, pid := range pids {
 		if pid == "" || pid[0] < '0' || pid[0] > '9' {
 			continue
@@ -76,7 +74,7 @@ func openForWriting(files map[fileID]bool, names map[string]bool, owners map[uin
 			if syscall.Stat(fdDir+fd, &st) != nil {
 				continue
 			}
-			id := fileID{uint64(st.Dev), uint64(st.Ino)}
+			id := FileID{uint64(st.Dev), uint64(st.Ino)}
 			if !files[id] || found[id] {
 				continue
 			}

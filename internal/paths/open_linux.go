@@ -1,4 +1,4 @@
-package workspace
+package paths
 
 import (
 	"errors"
@@ -39,13 +39,20 @@ func openNoFollow(path string, flags int) (*os.File, error) {
 	}
 }
 
-// walkDirFlags opens a directory on the way down as a handle only.
-const walkDirFlags = unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+// DirFlags open a directory on the way down a path as a handle only (O_PATH):
+// enough to open what is below it, nothing else.
+const DirFlags = unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
 
-// openBeneath opens the relative path rel below the directory dir with flags,
-// without following a symbolic link at any component and without leaving dir
-// (openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS: one system call whatever the
-// depth), or with walkBeneath where openat2 is missing.
+// UseWalk makes every later open take the per-component walk, as on a kernel
+// without openat2, and returns a function that restores the setting. It is for
+// tests of the fallback (the setting is the process's).
+func UseWalk() (restore func()) {
+	was := noOpenat2.Swap(true)
+	return func() { noOpenat2.Store(was) }
+}
+
+// openBeneath is OpenBeneath after its check: one openat2, or walkBeneath where
+// openat2 is missing.
 func openBeneath(dir int, rel string, flags int) (int, error) {
 	if noOpenat2.Load() {
 		return walkBeneath(dir, rel, flags)
@@ -59,6 +66,8 @@ func openBeneath(dir int, rel string, flags int) (int, error) {
 		switch {
 		case errors.Is(err, unix.EINTR):
 			continue
+		case errors.Is(err, unix.ELOOP):
+			return -1, errLinkInPath
 		case errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM):
 			noOpenat2.Store(true)
 			return walkBeneath(dir, rel, flags)
