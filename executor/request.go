@@ -2,8 +2,9 @@ package executor
 
 import (
 	"fmt"
-	"github.com/kernelbox/kernelbox/api"
 	"strings"
+
+	"github.com/kernelbox/kernelbox/api"
 )
 
 // ValidSessionID reports whether id is a valid session id (api.ValidSessionID).

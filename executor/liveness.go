@@ -1,0 +1,135 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/kernelbox/kernelbox/jupyter"
+)
+
+// alive reports whether the kernel's connection is usable.
+func (k *kernel) alive() bool {
+	return k != nil && k.conn != nil && k.conn.Err() == nil && !k.abandoned()
+}
+
+// abandoned reports whether the placement said its server is gone for good.
+func (k *kernel) abandoned() bool {
+	if k == nil || k.lost == nil {
+		return false
+	}
+	select {
+	case <-k.lost:
+		return true
+	default:
+		return false
+	}
+}
+
+// closeOnLost closes the kernel's connection if the placement reports its server
+// lost before stop is called, so that a call in flight ends at once instead of
+// waiting for a server that is gone. stop ends the watch and waits for it.
+func (k *kernel) closeOnLost() (stop func()) {
+	if k.lost == nil || k.conn == nil {
+		return func() {}
+	}
+	conn := k.conn
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-k.lost:
+			_ = conn.Close()
+		case <-quit:
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+	}
+}
+
+// recover tries to reconnect to the same kernel after its connection ended. It
+// reports whether that worked and, when the connection ended because the server said
+// the kernel died (and has restarted it under the same id), why its state is gone:
+// a FileSyncer placement is then asked to set it up again (fresh).
+func (k *kernel) recover(ctx context.Context, e *Executor) (ok bool, lostWhy string) {
+	if k.abandoned() {
+		// Its placement said the server is gone for good (a container that
+		// stopped, a gateway that left): say why when the placement knows.
+		// Bounded: an unreachable placement must not hold the call up.
+		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		if cause := k.diagnose(dctx); cause != "" {
+			return false, "the kernel's server went away after the previous call: " + cause
+		}
+		return false, ""
+	}
+	var died *jupyter.KernelDiedError
+	if k.conn != nil && errors.As(k.conn.Err(), &died) {
+		lostWhy = "the kernel died after the previous call and its server restarted it"
+		if cause := k.diagnose(ctx); cause != "" {
+			lostWhy += ": " + cause
+		} else {
+			lostWhy += " (the process exited; common causes: os._exit, a crash in native code, running out of memory)"
+		}
+	}
+	kr, err := k.client.Kernel(ctx, k.id)
+	if err != nil || kr.ExecutionState == "dead" {
+		return false, lostWhy
+	}
+	if k.connect(ctx, e) != nil {
+		return false, lostWhy
+	}
+	k.fresh = true
+	if lostWhy != "" {
+		k.count = 0
+		// A new interpreter: the template's preload again.
+		if err := e.prepare(ctx, k); err != nil {
+			return false, lostWhy + "; " + err.Error()
+		}
+	}
+	return true, lostWhy
+}
+
+// answers checks, before a call, that a kernel whose connection looks fine still
+// answers: a kernel that died in the last moments, before its server noticed, would
+// otherwise take the call with it and report a death that came before the call. A
+// kernel_info request is harmless whichever kernel answers it. A kernel used within
+// quietProbe is not asked (its last reply is that recent). It reports false when the
+// connection ended meanwhile (the caller then recovers or replaces the kernel); a
+// kernel that is merely slow to answer is given the call.
+func (k *kernel) answers(ctx context.Context, quiet time.Duration) bool {
+	if quiet < quietProbe {
+		return true
+	}
+	pctx, cancel := context.WithTimeout(ctx, probeWait)
+	defer cancel()
+	if _, err := k.conn.KernelInfo(pctx); err != nil && pctx.Err() == nil {
+		return false
+	}
+	return k.alive()
+}
+
+// quietProbe is how long a kernel may sit unused before a call first checks that it
+// answers; probeWait bounds that check. A dead kernel is reported by its server
+// within its restarter's poll interval (3 s by default) or, for a container or
+// server that went away, by the connection's reconnect bound (5 s).
+const (
+	quietProbe = 200 * time.Millisecond
+	probeWait  = 10 * time.Second
+)
+
+// diagnose asks the placement why the kernel died, if it can tell.
+func (k *kernel) diagnose(ctx context.Context) string {
+	if d, ok := k.placement.(Diagnoser); ok {
+		return d.Diagnose(ctx)
+	}
+	return ""
+}
+
+// serverAlive reports whether the kernel's server still answers.
+func (k *kernel) serverAlive(ctx context.Context) bool {
+	_, err := k.client.Kernel(ctx, k.id)
+	return err == nil || errors.Is(err, jupyter.ErrNotFound)
+}
