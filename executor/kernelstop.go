@@ -40,11 +40,8 @@ func (k *kernel) shutdown(ctx context.Context, bound time.Duration) error {
 		_ = k.conn.Close()
 	}
 	if k.client != nil && k.id != "" {
-		if err := k.client.Shutdown(ctx, k.id); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-			// A server that is gone has taken the kernel with it.
-			if k.serverAlive(ctx) {
-				errs = append(errs, err)
-			}
+		if err := k.stopKernel(ctx); err != nil {
+			errs = append(errs, err)
 		}
 		k.client.CloseIdle()
 	}
@@ -54,4 +51,23 @@ func (k *kernel) shutdown(ctx context.Context, bound time.Duration) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// stopKernel asks the kernel's server to shut it down and, when that fails, checks
+// that it is gone: a DELETE refused while the server still knows the kernel is sent
+// once more, and the kernel must then be unknown to the server (404). A server that
+// no longer answers has taken the kernel with it; a bound that ran out is not
+// reported (the placement's release follows, and for a server of its own removes it).
+func (k *kernel) stopKernel(ctx context.Context) error {
+	var err error
+	for range 2 {
+		err = k.client.Shutdown(ctx, k.id)
+		if err == nil || ctx.Err() != nil {
+			return nil
+		}
+		if _, gerr := k.client.Kernel(ctx, k.id); gerr != nil {
+			return nil // 404: gone; anything else: the server itself is gone
+		}
+	}
+	return fmt.Errorf("kernel %s is still on its server after two shutdown requests: %w", k.id, err)
 }

@@ -21,7 +21,18 @@ reaped it), and the kernel manager's cleanup_resources, which each shutdown runs
 after the kernel process is gone, SIGKILLs every process carrying it. A process that
 rewrote its environment (env -i) is not found so; the supervisor still kills it when
 kernelbox exits.
+
+It also orders each kernel's restarts and shutdowns. When a kernel dies, the server's
+restarter restarts it on its own; a reset (POST .../restart) or a DELETE arriving while
+it does ran beside it, each starting or stopping "the" kernel process, and one process
+was left running that the server no longer knew (one per reset after a death: issue
+33). Here a kernel's restart and shutdown hold a per-kernel lock, a restart or shutdown
+inside one (a restart's own shutdown) runs under it, and the restarter skips its poll
+while another holds it (it looks again at its next poll). A restart asked for (a
+reset) starts the restarter's count of deaths in a row again, so that resets after
+deaths never add up to its give-up limit.
 """
+import asyncio
 import inspect
 import os
 import signal
@@ -29,6 +40,7 @@ import sys
 import time
 
 from jupyter_client import manager as _jcm
+from jupyter_client.ioloop import restarter as _jcr
 
 from jupyter_server.services.kernels import kernelmanager as _km
 
@@ -104,6 +116,73 @@ def _patch_cleanup(cls):
 
 for _cls in (_jcm.KernelManager, _jcm.AsyncKernelManager):
     _patch_cleanup(_cls)
+
+
+def _held(km):
+    """Returns km's lock, and whether the running task already holds it."""
+    lock = km.__dict__.get("_kb_lock")
+    if lock is None:
+        lock = km.__dict__["_kb_lock"] = asyncio.Lock()
+    return lock, km.__dict__.get("_kb_owner") is asyncio.current_task()
+
+
+def _ordered(fn, manager=lambda self: self):
+    """Runs fn (a coroutine method) under the lock of the kernel manager(self)."""
+
+    async def run(self, *args, **kwargs):
+        km = manager(self)
+        lock, mine = _held(km)
+        if mine:
+            return await fn(self, *args, **kwargs)
+        async with lock:
+            km.__dict__["_kb_owner"] = asyncio.current_task()
+            try:
+                return await fn(self, *args, **kwargs)
+            finally:
+                km.__dict__["_kb_owner"] = None
+
+    return run
+
+
+def _fresh_count(restart):
+    """Wraps restart so that a restart asked for (a reset, not the restarter's own)
+    starts the restarter's count of deaths in a row again: it counts a kernel that
+    keeps dying as it starts, and gives the kernel up (removes it) after
+    restart_limit, which deaths each followed by a reset must not add up to."""
+
+    async def run(self, *args, **kwargs):
+        own = _held(self)[1]
+        out = await restart(self, *args, **kwargs)
+        r = getattr(self, "_restarter", None)
+        if not own and r is not None and hasattr(r, "_restart_count"):
+            r._restarting, r._restart_count = False, 0
+        return out
+
+    return run
+
+
+def _order_restarts():
+    km = _jcm.AsyncKernelManager
+    restart, shutdown = km.__dict__.get("restart_kernel"), km.__dict__.get("shutdown_kernel")
+    if not (inspect.iscoroutinefunction(restart) and inspect.iscoroutinefunction(shutdown)):
+        return
+    km.restart_kernel = _fresh_count(_ordered(restart))
+    km.shutdown_kernel = _ordered(shutdown)
+    rs = getattr(_jcr, "AsyncIOLoopKernelRestarter", None)
+    poll = rs.__dict__.get("poll") if rs else None
+    if not inspect.iscoroutinefunction(poll):
+        return
+    ordered_poll = _ordered(poll, lambda r: r.kernel_manager)
+
+    async def _poll(self):
+        if _held(self.kernel_manager)[0].locked():
+            return  # a restart or shutdown is under way: look again at the next poll
+        return await ordered_poll(self)
+
+    rs.poll = _poll
+
+
+_order_restarts()
 
 from jupyter_server.serverapp import main  # noqa: E402
 
