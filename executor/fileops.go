@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net/http"
 
 	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/workspace"
@@ -18,11 +17,11 @@ import (
 func ErrorCode(err error) (api.Code, int) {
 	switch {
 	case errors.Is(err, api.ErrInvalidPath):
-		return api.CodeInvalidPath, http.StatusBadRequest
+		return api.CodeOf(api.ErrInvalidPath)
 	case errors.Is(err, workspace.ErrNotFound):
-		return api.CodeNotFound, http.StatusNotFound
+		return api.CodeOf(api.ErrNotFound)
 	case errors.Is(err, workspace.ErrInvalidPath), errors.Is(err, workspace.ErrInvalidSession):
-		return api.CodeInvalidRequest, http.StatusBadRequest
+		return api.CodeOf(api.ErrInvalidRequest)
 	}
 	return api.CodeOf(err)
 }
