@@ -1,10 +1,12 @@
 package executor
 
 import (
+	"context"
 	"fmt"
 	"io/fs"
 	"path/filepath"
 
+	"github.com/kernelbox/kernelbox/internal/paths"
 	"github.com/kernelbox/kernelbox/permissions"
 )
 
@@ -65,4 +67,35 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// checkData validates the data mounts and checks each against the permission
+// policy: its directory, and every entry below it (checkDataFiles) unless
+// checked holds the directory already; it adds those it checks.
+func checkData(perm *permissions.Engine, data []DataMount, checked map[string]bool) error {
+	seen := map[string]bool{}
+	for _, d := range data {
+		if err := paths.CheckName(d.Name, paths.Plain); err != nil {
+			return fmt.Errorf("data mount: the name must be a plain directory name: %w", err)
+		}
+		if seen[d.Name] {
+			return fmt.Errorf("data mount %q: the name is used twice", d.Name)
+		}
+		seen[d.Name] = true
+		caps := []permissions.Capability{{Name: permissions.FilesystemRead, TargetArg: "dir"}}
+		rep, err := perm.Check(context.Background(), caps, map[string]any{"dir": d.HostDir})
+		if err != nil {
+			return fmt.Errorf("data mount %q: %w", d.Name, err)
+		}
+		for _, rc := range rep.Allowed(permissions.FilesystemRead) {
+			if checked[rc.Target] {
+				continue
+			}
+			if err := checkDataFiles(perm, d, rc.Target); err != nil { // datacheck.go
+				return err
+			}
+			checked[rc.Target] = true
+		}
+	}
+	return nil
 }

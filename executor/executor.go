@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/kernelbox/kernelbox/api"
-	"github.com/kernelbox/kernelbox/internal/paths"
 	"github.com/kernelbox/kernelbox/permissions"
 	"github.com/kernelbox/kernelbox/workspace"
 )
@@ -452,54 +451,6 @@ func (e *Executor) Close() error {
 	return errors.Join(errs...)
 }
 
-// cullLoop closes sessions idle for longer than IdleTimeout.
-func (e *Executor) cullLoop() {
-	defer e.wg.Done()
-	t := time.NewTicker(e.cullEvery())
-	defer t.Stop()
-	for {
-		select {
-		case <-e.stop:
-			return
-		case <-t.C:
-		}
-		e.mu.Lock()
-		var idle []*session
-		for _, s := range e.sessions {
-			if it := s.tmpl.IdleTimeout; it > 0 && s.idleFor() > it {
-				idle = append(idle, s)
-			}
-		}
-		for _, s := range idle {
-			s.culled.Store(true)
-			delete(e.sessions, s.id)
-			e.retireLocked(s.id, fmt.Sprintf("the session was idle for over %s and was closed; its variables are gone, its files remain", s.tmpl.IdleTimeout))
-		}
-		e.mu.Unlock()
-		for _, s := range idle {
-			e.log.Info("closing idle session", "session", s.id, "idle_timeout", s.tmpl.IdleTimeout)
-			ctx, cancel := context.WithTimeout(context.Background(), e.opts.ShutdownTimeout)
-			_ = s.close(ctx, false)
-			cancel()
-		}
-	}
-}
-
-// cullEvery is how often idle sessions are looked for: a quarter of the shortest
-// idle timeout of any template, between 1 s and 1 min; 0 when no template has one.
-func (e *Executor) cullEvery() time.Duration {
-	var shortest time.Duration
-	for _, t := range e.templates {
-		if t.IdleTimeout > 0 && (shortest == 0 || t.IdleTimeout < shortest) {
-			shortest = t.IdleTimeout
-		}
-	}
-	if shortest == 0 {
-		return 0
-	}
-	return min(max(shortest/4, time.Second), time.Minute)
-}
-
 // CreateSession creates session id with a template ("" is the default one) without
 // starting its kernel; its first call starts one or takes a warm one. A session
 // that exists already is returned as it is when template is empty or its own, and
@@ -517,35 +468,4 @@ func (e *Executor) CreateSession(ctx context.Context, id, template string) (Sess
 		return SessionInfo{}, err
 	}
 	return s.info(), nil
-}
-
-// checkData validates the data mounts and checks each against the permission
-// policy: its directory, and every entry below it (checkDataFiles) unless
-// checked holds the directory already; it adds those it checks.
-func checkData(perm *permissions.Engine, data []DataMount, checked map[string]bool) error {
-	seen := map[string]bool{}
-	for _, d := range data {
-		if err := paths.CheckName(d.Name, paths.Plain); err != nil {
-			return fmt.Errorf("data mount: the name must be a plain directory name: %w", err)
-		}
-		if seen[d.Name] {
-			return fmt.Errorf("data mount %q: the name is used twice", d.Name)
-		}
-		seen[d.Name] = true
-		caps := []permissions.Capability{{Name: permissions.FilesystemRead, TargetArg: "dir"}}
-		rep, err := perm.Check(context.Background(), caps, map[string]any{"dir": d.HostDir})
-		if err != nil {
-			return fmt.Errorf("data mount %q: %w", d.Name, err)
-		}
-		for _, rc := range rep.Allowed(permissions.FilesystemRead) {
-			if checked[rc.Target] {
-				continue
-			}
-			if err := checkDataFiles(perm, d, rc.Target); err != nil { // datacheck.go
-				return err
-			}
-			checked[rc.Target] = true
-		}
-	}
-	return nil
 }
