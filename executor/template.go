@@ -117,66 +117,80 @@ func checkTemplates(o *Options) (map[string]*Template, error) {
 	if def.Kernel == "" {
 		def.Kernel = o.Kernel
 	}
-	var applies SpecFields
-	if sa, ok := o.Backend.(SpecApplier); ok {
-		applies = sa.Applies()
-	}
-	backend := "none"
-	if o.Backend != nil {
-		backend = o.Backend.Name()
-	}
 	if o.PreloadTimeout < 0 || o.PreloadTimeout >= o.StartTimeout {
 		return nil, fmt.Errorf("executor: Options.PreloadTimeout is %s; it must be positive and shorter than StartTimeout (%s)", o.PreloadTimeout, o.StartTimeout)
 	}
 	for _, t := range byName {
-		if t.Warm < 0 {
-			return nil, fmt.Errorf("template %q: warm must not be negative", t.Name)
-		}
-		switch {
-		case t.PreloadTimeout < 0:
-			return nil, fmt.Errorf("template %q: preload_timeout must not be negative", t.Name)
-		case t.PreloadTimeout == 0:
-			t.PreloadTimeout = o.PreloadTimeout
-		case t.PreloadTimeout >= o.StartTimeout:
-			return nil, fmt.Errorf("template %q: preload_timeout %s is not shorter than the start timeout (%s), which bounds the whole start, preload included", t.Name, t.PreloadTimeout, o.StartTimeout)
-		}
-		if t.IdleTimeout == 0 {
-			t.IdleTimeout = o.IdleTimeout
-		}
-		refuse := func(field string, set, applied bool) error {
-			if set && !applied && o.Backend != nil {
-				return fmt.Errorf("template %q: field %s: the %s backend cannot apply it", t.Name, field, backend)
-			}
-			return nil
-		}
-		if err := errors.Join(
-			refuse("kernel", t.Kernel != "" && t.Kernel != "python3", applies.Kernel),
-			refuse("image", t.Image != "", applies.Image),
-			refuse("memory", t.Memory != 0, applies.Memory),
-			refuse("cpus", t.CPUs != 0, applies.CPUs),
-			refuse("pids", t.Pids != 0, applies.Pids),
-			refuse("max_lifetime", t.MaxLifetime != 0, applies.MaxLifetime),
-		); err != nil {
+		if err := checkTemplate(o, t); err != nil {
 			return nil, err
-		}
-		if err := CheckKernelName(t.Kernel); err != nil {
-			return nil, fmt.Errorf("template %q: field kernel: %w", t.Name, err)
-		}
-		if err := checkEnv(t.Name, t.Env); err != nil {
-			return nil, err
-		}
-		names := map[string]bool{}
-		for _, d := range o.Data {
-			names[d.Name] = true
-		}
-		for _, d := range t.Data {
-			if names[d.Name] {
-				return nil, fmt.Errorf("template %q: data mount %q: the name is used twice (the server's --data mounts are in every template)", t.Name, d.Name)
-			}
-			names[d.Name] = true
 		}
 	}
 	return byName, nil
+}
+
+// checkTemplate checks one template against the options and fills its defaults:
+// fields its backend cannot apply are refused, and its data mounts' names must
+// not collide with the server's.
+func checkTemplate(o *Options, t *Template) error {
+	if t.Warm < 0 {
+		return fmt.Errorf("template %q: warm must not be negative", t.Name)
+	}
+	switch {
+	case t.PreloadTimeout < 0:
+		return fmt.Errorf("template %q: preload_timeout must not be negative", t.Name)
+	case t.PreloadTimeout == 0:
+		t.PreloadTimeout = o.PreloadTimeout
+	case t.PreloadTimeout >= o.StartTimeout:
+		return fmt.Errorf("template %q: preload_timeout %s is not shorter than the start timeout (%s), which bounds the whole start, preload included", t.Name, t.PreloadTimeout, o.StartTimeout)
+	}
+	if t.IdleTimeout == 0 {
+		t.IdleTimeout = o.IdleTimeout
+	}
+	if err := checkApplies(o, t); err != nil {
+		return err
+	}
+	if err := CheckKernelName(t.Kernel); err != nil {
+		return fmt.Errorf("template %q: field kernel: %w", t.Name, err)
+	}
+	if err := checkEnv(t.Name, t.Env); err != nil {
+		return err
+	}
+	names := map[string]bool{}
+	for _, d := range o.Data {
+		names[d.Name] = true
+	}
+	for _, d := range t.Data {
+		if names[d.Name] {
+			return fmt.Errorf("template %q: data mount %q: the name is used twice (the server's --data mounts are in every template)", t.Name, d.Name)
+		}
+		names[d.Name] = true
+	}
+	return nil
+}
+
+// checkApplies refuses a template field its backend cannot apply (SpecApplier).
+func checkApplies(o *Options, t *Template) error {
+	if o.Backend == nil {
+		return nil
+	}
+	var applies SpecFields
+	if sa, ok := o.Backend.(SpecApplier); ok {
+		applies = sa.Applies()
+	}
+	refuse := func(field string, set, applied bool) error {
+		if set && !applied {
+			return fmt.Errorf("template %q: field %s: the %s backend cannot apply it", t.Name, field, o.Backend.Name())
+		}
+		return nil
+	}
+	return errors.Join(
+		refuse("kernel", t.Kernel != "" && t.Kernel != "python3", applies.Kernel),
+		refuse("image", t.Image != "", applies.Image),
+		refuse("memory", t.Memory != 0, applies.Memory),
+		refuse("cpus", t.CPUs != 0, applies.CPUs),
+		refuse("pids", t.Pids != 0, applies.Pids),
+		refuse("max_lifetime", t.MaxLifetime != 0, applies.MaxLifetime),
+	)
 }
 
 // envName is what an environment variable's name must look like.
