@@ -133,8 +133,9 @@ type StateKeeper interface {
 	StateDirs() []string
 }
 
-// FileSyncer is implemented by placements whose kernels do not see the host's session
-// directory (a remote gateway). The executor keeps the workspace contract for them: it
+// FileSyncer is the one optional interface for files that live in the kernel:
+// implemented by placements whose kernels do not see the host's session directory (a
+// remote gateway, a swarm task). The executor keeps the workspace contract for them: it
 // stages inputs into the host session directory as usual, then calls PushInputs (with
 // the staged names, and with none for a fresh kernel, which must create inputs/ and
 // outputs/ in its working directory); after every call it calls PullOutputs, which
@@ -157,6 +158,13 @@ type FileSyncer interface {
 	// or the code raised, timed out or the kernel died): the syncer then looks for
 	// itself.
 	PullOutputs(ctx context.Context, conn *jupyter.Conn, hostDir string, probe json.RawMessage) error
+
+	// KernelFiles returns the session's files in the kernel, for the session
+	// files API, through conn, the session's kernel connection, lent for one job
+	// on the session's worker (the files must not be used after it). The kernel's
+	// session directory is set up (PushInputs ran on the kernel process) before.
+	// An error (the placement's server is gone) fails the job with ErrBackend.
+	KernelFiles(conn *jupyter.Conn, l FileLimits) (SessionFiles, error)
 }
 
 // LossReporter is implemented by placements whose server can go away for good while

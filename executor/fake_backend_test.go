@@ -222,3 +222,9 @@ func (p *syncingPlacement) record() ([][]string, []json.RawMessage) {
 
 // fakeProbeExpr is the syncing placement's outputs probe; fakeScript answers it.
 const fakeProbeExpr = "fake_outputs_probe()"
+
+// KernelFiles: the fake placement has no kernel to hold files; the files API
+// tests use real remote and swarm kernels (backends/internal/kernelfiles).
+func (p *syncingPlacement) KernelFiles(*jupyter.Conn, executor.FileLimits) (executor.SessionFiles, error) {
+	return nil, errors.New("the fake placement keeps no files in its kernel")
+}

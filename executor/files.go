@@ -11,14 +11,14 @@ import (
 )
 
 // ErrFilesUnsupported: the session's kernel does not see the host session
-// directory and its placement does not offer the kernel's files (a FileSyncer
-// placement that is not a KernelFiler), so the files API would not reach them.
+// directory and its placement does not offer the kernel's files (it is not a
+// FileSyncer), so the files API would not reach them.
 var ErrFilesUnsupported = fmt.Errorf("%w: the files API is not available for this session's backend", ErrInvalidRequest)
 
 // FileSyncingBackend is implemented by backends whose kernels do not see the
 // host session directory, only what a FileSyncer placement copies (the remote
-// backend). The files API goes through the kernel for their sessions (their
-// placements are KernelFilers).
+// and swarm backends). The files API goes through the kernel for their
+// sessions (their placements are FileSyncers).
 type FileSyncingBackend interface {
 	SyncsFiles() bool
 }

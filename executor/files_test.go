@@ -43,7 +43,7 @@ func TestFilesSessionLifecycle(t *testing.T) {
 	require.ErrorIs(t, put(ctx, e.Executor, "bad id!", "x", "1", true), executor.ErrInvalidRequest)
 
 	// Its files are the kernel's: a placement that does not offer them
-	// (no KernelFiler) is refused once the kernel is there.
+	// (not a FileSyncer) is refused once the kernel is there.
 	s := newEnvOn(t, syncingBackend{newFakeBackend(t)}, nil)
 	require.ErrorIs(t, put(ctx, s.Executor, "r", "x", "1", true), executor.ErrFilesUnsupported)
 }

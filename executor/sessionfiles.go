@@ -8,13 +8,12 @@ import (
 	"sync"
 
 	"github.com/kernelbox/kernelbox/api"
-	"github.com/kernelbox/kernelbox/jupyter"
 	"github.com/kernelbox/kernelbox/workspace"
 )
 
 // SessionFiles is a session's files as the files API sees them: the host
 // session directory (local, docker) or the kernel's own directory (a
-// KernelFiler placement: remote, swarm), with the same results, error codes and
+// FileSyncer placement: remote, swarm), with the same results, error codes and
 // limits. Executor.Files hands one to its function; it is valid only until that
 // function returns, except that a reader Get returned stays valid until it is
 // closed. Paths are relative to the session directory, checked with
@@ -38,24 +37,13 @@ type SessionFiles interface {
 	Remove(ctx context.Context, path string, recursive bool) error
 }
 
-// FileLimits bound a KernelFiler's files API with the workspace's limits.
+// FileLimits bound a FileSyncer's files API with the workspace's limits.
 type FileLimits struct {
 	// MaxFileBytes caps each upload: the workspace's per-file limit.
 	MaxFileBytes int64
 	// MaxSessionBytes is the session's byte budget: the workspace's disk quota
 	// when one is set, else 0 (the placement's own default budget).
 	MaxSessionBytes int64
-}
-
-// KernelFiler is implemented by FileSyncer placements whose session files live
-// in the kernel (the kernel does not see the host session directory): the files
-// API then goes through the kernel. KernelFiles returns the session's files
-// through conn, the session's kernel connection, which is lent for one job on
-// the session's worker (the files must not be used after it). The kernel's
-// session directory is set up (PushInputs ran on the kernel process) before.
-// An error (the placement's server is gone) fails the job with ErrBackend.
-type KernelFiler interface {
-	KernelFiles(conn *jupyter.Conn, l FileLimits) (SessionFiles, error)
 }
 
 // hostFiles is a session's host directory as SessionFiles.
@@ -93,7 +81,7 @@ func (e *Executor) filesInKernel() bool {
 	return ok && fb.SyncsFiles()
 }
 
-// fileLimits are the workspace's limits, for a KernelFiler.
+// fileLimits are the workspace's limits, for a FileSyncer's files.
 func (e *Executor) fileLimits() FileLimits {
 	quota, _ := e.opts.Workspace.DiskQuota()
 	return FileLimits{MaxFileBytes: e.opts.Workspace.MaxFileBytes(), MaxSessionBytes: quota}
@@ -107,10 +95,10 @@ func (e *Executor) fileLimits() FileLimits {
 func (s *session) runKernelFiles(j *job) {
 	s.setState(api.StateBusy)
 	err := s.ensureKernel(j)
-	var kf KernelFiler
+	var kf FileSyncer
 	if err == nil {
 		var ok bool
-		if kf, ok = s.k.placement.(KernelFiler); !ok {
+		if kf, ok = s.k.placement.(FileSyncer); !ok {
 			err = fmt.Errorf("%w (%s: its placements do not offer the kernel's files)", ErrFilesUnsupported, s.e.Backend())
 		}
 	}

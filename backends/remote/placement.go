@@ -15,7 +15,7 @@ import (
 // Placement is one session's kernel on a gateway. Its kernel does not see the host's
 // session directory, so its embedded kernelfiles.Files moves inputs and outputs
 // through the kernel itself (executor.FileSyncer) and serves the session files API
-// there (executor.KernelFiler). When its gateway leaves the rotation it closes Lost
+// there (its KernelFiles). When its gateway leaves the rotation it closes Lost
 // (executor.LossReporter); the executor then closes its connection and moves the
 // session. The placement never keeps the executor's connection: it records the id
 // of the kernel its file calls reached, for Diagnose.
@@ -39,7 +39,6 @@ var (
 	_ executor.Placement    = (*Placement)(nil)
 	_ executor.Diagnoser    = (*Placement)(nil)
 	_ executor.FileSyncer   = (*Placement)(nil)
-	_ executor.KernelFiler  = (*Placement)(nil)
 	_ executor.LossReporter = (*Placement)(nil)
 )
 

@@ -16,7 +16,7 @@ import (
 // Placement is one session's service. Its kernel does not see the host's session
 // directory, so its embedded kernelfiles.Files moves inputs and outputs through the
 // kernel (executor.FileSyncer) and serves the session files API there
-// (executor.KernelFiler), as the remote backend's placements do. When its task ends
+// (its KernelFiles), as the remote backend's placements do. When its task ends
 // or its node goes down or is drained, it closes Lost (executor.LossReporter) and
 // Diagnose names the node.
 //
@@ -42,7 +42,6 @@ type Placement struct {
 var (
 	_ executor.Placement    = (*Placement)(nil)
 	_ executor.FileSyncer   = (*Placement)(nil)
-	_ executor.KernelFiler  = (*Placement)(nil)
 	_ executor.LossReporter = (*Placement)(nil)
 	_ executor.Diagnoser    = (*Placement)(nil)
 )

@@ -1,7 +1,7 @@
 // Package kernelfiles is the part of a placement whose session files live in its
 // kernel, not on kernelbox's host (the remote and swarm backends): it moves inputs
 // and outputs through the kernel with a kernelfs.Syncer (executor.FileSyncer),
-// serves the session files API there (executor.KernelFiler), and stops both once
+// serves the session files API there (its KernelFiles), and stops both once
 // the placement's server is gone for good, closing Lost (executor.LossReporter).
 //
 // A backend's Placement embeds a [*Files] made by [New] and keeps the [Loss] it
@@ -82,7 +82,6 @@ type Files struct {
 
 var (
 	_ executor.FileSyncer   = (*Files)(nil)
-	_ executor.KernelFiler  = (*Files)(nil)
 	_ executor.LossReporter = (*Files)(nil)
 )
 
