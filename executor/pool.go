@@ -308,9 +308,13 @@ func (p *pool) prune() {
 }
 
 func (p *pool) discard(w *warm) {
-	_ = w.k.shutdown(context.Background(), p.e.opts.ShutdownTimeout)
+	if err := w.k.shutdown(context.Background(), p.e.opts.ShutdownTimeout); err != nil {
+		p.e.log.Warn("warm pool: shutting down a discarded kernel", "kernel_id", w.k.id, "err", err)
+	}
 	_ = w.ws.Close()
-	_ = p.e.opts.Workspace.Remove(w.ws.ID())
+	if err := p.e.opts.Workspace.Remove(w.ws.ID()); err != nil {
+		p.e.log.Warn("warm pool: removing a discarded kernel's directory", "kernel_id", w.k.id, "err", err)
+	}
 }
 
 // close stops filling and shuts the waiting kernels down.

@@ -11,7 +11,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/kernelbox/kernelbox/internal/paths"
@@ -20,8 +19,8 @@ import (
 )
 
 // openReadFlags opens a host file without following a final symlink and without
-// blocking on a FIFO.
-const openReadFlags = os.O_RDONLY | syscall.O_NOFOLLOW | syscall.O_NONBLOCK | syscall.O_CLOEXEC
+// blocking on a FIFO: the one rule of internal/paths.
+const openReadFlags = paths.ReadFlags
 
 // PushInputs copies the named files of hostDir/inputs to the kernel's inputs/. For a
 // kernel process it has not set up yet (a new or restarted kernel), it first makes
