@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Proc is one process, held open so that its pid cannot be taken by another
@@ -145,4 +146,23 @@ func children(pid int) ([]int, error) {
 		return nil, errors.Join(errs...)
 	}
 	return out, nil
+}
+
+// Holder keeps the process a placement last watched, so that its open file is
+// released when the next watch or the placement's close replaces it. The zero value
+// holds none; it is safe for concurrent use.
+type Holder struct {
+	mu   sync.Mutex
+	proc *Proc
+}
+
+// Set replaces the held process (nil: none), closing the previous one.
+func (h *Holder) Set(p *Proc) {
+	h.mu.Lock()
+	old := h.proc
+	h.proc = p
+	h.mu.Unlock()
+	if old != nil {
+		_ = old.Close()
+	}
 }
