@@ -198,3 +198,18 @@ type ResetReplacer interface {
 type StartLimiter interface {
 	MaxStarting() int
 }
+
+// KernelWatcher is implemented by placements that can tell, without asking the
+// kernel or its server, whether the kernel's process still runs (the local backend
+// and docker find it in /proc). The executor calls WatchKernel after each connection
+// to a kernel (a start, a restart, a reconnection after the server restarted it) and
+// calls the returned exited before every call: a kernel killed in the moment after
+// the previous call, before its server noticed, is then found dead before a call is
+// sent to it, and the call runs on a fresh kernel, reporting state_lost, instead of
+// being used up as kernel_died. exited must be cheap (microseconds), must not block
+// and must be safe for concurrent use. The placement owns what the watch holds: it
+// releases it at the next WatchKernel and at Close. An error means no such check
+// for this kernel; calls go out as before.
+type KernelWatcher interface {
+	WatchKernel(ctx context.Context, kernelID string) (exited func() bool, err error)
+}

@@ -13,14 +13,20 @@ import (
 // connect opens a fresh WebSocket to the kernel and checks that both its shell and
 // iopub channels answer. A kernel the server has just restarted may be listening on
 // new ports that a WebSocket opened too early does not reach, so a connection that
-// fails the check is dropped and made again until ctx ends.
+// fails the check is dropped and made again, until ctx ends or ConnectTimeout passes;
+// each step of an attempt is bounded by a third of ConnectTimeout (StepTimeoutError).
+// Once connected, a KernelWatcher placement is asked to watch the kernel's process.
 func (k *kernel) connect(ctx context.Context, e *Executor) error {
 	if k.conn != nil {
 		_ = k.conn.Close()
 		k.conn = nil
 	}
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, e.opts.ConnectTimeout)
+	defer cancel()
 	ctx, stop := k.watchGone(ctx)
 	defer stop()
+	step := e.connectStep()
 	var lastErr error
 	var failing time.Time // since when every handshake has failed with a server error
 	for attempt := 0; ; attempt++ {
@@ -28,20 +34,26 @@ func (k *kernel) connect(ctx context.Context, e *Executor) error {
 			if cause := context.Cause(ctx); errors.Is(cause, jupyter.ErrNotFound) {
 				return fmt.Errorf("connect to kernel %s: %w", k.id, cause)
 			}
+			if parent.Err() == nil && lastErr != nil {
+				return fmt.Errorf("connect to kernel %s: no connection within %s (ConnectTimeout): %w", k.id, e.opts.ConnectTimeout, lastErr)
+			}
 			if lastErr == nil {
 				return fmt.Errorf("connect to kernel %s: %w", k.id, ctx.Err())
 			}
 			return fmt.Errorf("connect to kernel %s: %w (last error: %w)", k.id, ctx.Err(), lastErr)
 		}
-		conn, err := k.client.Connect(ctx, k.id, &jupyter.ConnOptions{
-			Logger:          e.log,
-			MaxMessageBytes: max(e.opts.MaxStreamBytes, e.opts.MaxRichBytes) + 1<<20,
-			SalvageBytes:    e.opts.MaxStreamBytes,
+		conn, err := dialStep(ctx, step, func(dctx context.Context) (*jupyter.Conn, error) {
+			return k.client.Connect(dctx, k.id, &jupyter.ConnOptions{
+				Logger:          e.log,
+				MaxMessageBytes: max(e.opts.MaxStreamBytes, e.opts.MaxRichBytes) + 1<<20,
+				SalvageBytes:    e.opts.MaxStreamBytes,
+			})
 		})
 		if err == nil {
 			var lang string
-			if lang, err = probe(ctx, conn); err == nil {
+			if lang, err = probe(ctx, conn, min(step, probeBound)); err == nil {
 				k.conn, k.language = conn, lang
+				k.watchProcess(ctx, e)
 				return nil
 			}
 			_ = conn.Close()
@@ -122,14 +134,37 @@ func (k *kernel) watchGone(ctx context.Context) (_ context.Context, stop func())
 	}
 }
 
-// probe checks a new connection end to end: kernel_info on shell, then a silent empty
-// execution whose reply and idle status (iopub) must both arrive. It returns the
-// kernel's language_info.name ("" when the reply has none).
-func probe(ctx context.Context, conn *jupyter.Conn) (string, error) {
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+// dialStep runs the WebSocket dial under the step bound, naming the step when the
+// bound, not ctx, ended it.
+func dialStep(ctx context.Context, bound time.Duration, dial func(context.Context) (*jupyter.Conn, error)) (*jupyter.Conn, error) {
+	dctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
-	info, err := conn.KernelInfo(pctx)
+	conn, err := dial(dctx)
+	if err != nil && dctx.Err() != nil && ctx.Err() == nil {
+		return nil, &StepTimeoutError{Step: "websocket dial", Bound: bound}
+	}
+	return conn, err
+}
+
+// connectStep is the bound of one step of a connection: a third of ConnectTimeout.
+func (e *Executor) connectStep() time.Duration { return e.opts.ConnectTimeout / 3 }
+
+// probeBound caps the probe's steps: a connection opened to a kernel the server was
+// restarting may never be answered (the kernel listens on new ports), and is made
+// again after this.
+const probeBound = 10 * time.Second
+
+// probe checks a new connection end to end: kernel_info on shell, then a silent empty
+// execution whose reply and idle status (iopub) must both arrive, each within bound.
+// It returns the kernel's language_info.name ("" when the reply has none).
+func probe(ctx context.Context, conn *jupyter.Conn, bound time.Duration) (string, error) {
+	kctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	info, err := conn.KernelInfo(kctx)
 	if err != nil {
+		if kctx.Err() != nil && ctx.Err() == nil {
+			return "", &StepTimeoutError{Step: "kernel_info", Bound: bound}
+		}
 		return "", fmt.Errorf("kernel_info: %w", err)
 	}
 	var c struct {
@@ -138,17 +173,37 @@ func probe(ctx context.Context, conn *jupyter.Conn) (string, error) {
 		} `json:"language_info"`
 	}
 	_ = info.DecodeContent(&c) // a reply without language_info names none
-	ex, err := conn.Execute(pctx, jupyter.ExecuteRequest{Code: "", Silent: true})
-	if err != nil {
-		return "", err
-	}
-	defer ex.Close()
-	for {
-		if _, err := ex.Next(pctx); err != nil {
-			if err == io.EOF {
-				return c.LanguageInfo.Name, nil
-			}
-			return "", fmt.Errorf("probe execution: %w", err)
+	ectx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	ex, err := conn.Execute(ectx, jupyter.ExecuteRequest{Code: "", Silent: true})
+	if err == nil {
+		defer ex.Close()
+		for err == nil {
+			_, err = ex.Next(ectx)
+		}
+		if err == io.EOF {
+			return c.LanguageInfo.Name, nil
 		}
 	}
+	if ectx.Err() != nil && ctx.Err() == nil {
+		return "", &StepTimeoutError{Step: "probe execution", Bound: bound}
+	}
+	return "", fmt.Errorf("probe execution: %w", err)
+}
+
+// watchProcess asks a KernelWatcher placement for a check of the kernel's process,
+// used before every call (alive). Without one, or when it cannot find the process,
+// the kernel has no such check.
+func (k *kernel) watchProcess(ctx context.Context, e *Executor) {
+	k.exited = nil
+	w, ok := k.placement.(KernelWatcher)
+	if !ok {
+		return
+	}
+	exited, err := w.WatchKernel(ctx, k.id)
+	if err != nil {
+		e.log.Debug("cannot watch the kernel's process; calls go out without that check", "kernel_id", k.id, "err", err)
+		return
+	}
+	k.exited = exited
 }

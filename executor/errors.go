@@ -2,6 +2,8 @@ package executor
 
 import (
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/kernelbox/kernelbox/api"
 )
@@ -45,3 +47,16 @@ var (
 // needs a Python kernel (its files move through the kernel as Python code). It is
 // wrapped in ErrBackend when a call's kernel cannot start, so callers see both.
 var ErrKernelUnavailable = errors.New("kernel not available")
+
+// StepTimeoutError is a step of connecting to a kernel (the WebSocket dial, the
+// kernel_info request, the probe execution) that did not finish within its bound, a
+// third of Options.ConnectTimeout: a server that accepts a connection and then says
+// nothing holds a call no longer than that. Read it with errors.As.
+type StepTimeoutError struct {
+	Step  string        // "websocket dial", "kernel_info", "probe execution"
+	Bound time.Duration // how long the step was given
+}
+
+func (e *StepTimeoutError) Error() string {
+	return fmt.Sprintf("%s did not finish within %s", e.Step, e.Bound)
+}

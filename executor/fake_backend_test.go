@@ -28,6 +28,8 @@ type fakeBackend struct {
 	// closeDelay is how long a placement's Close takes, as a real kernel's
 	// shutdown does (a few hundred ms on local, seconds on docker).
 	closeDelay time.Duration
+	// handler, when set, answers the kernels' messages instead of script.
+	handler jupytertest.Handler
 
 	mu      sync.Mutex
 	placed  []*fakePlacement
@@ -54,11 +56,15 @@ func (b *fakeBackend) Open(ctx context.Context, spec executor.SessionSpec) (exec
 	if b.closed {
 		return nil, errors.New("fake backend: closed")
 	}
+	handler := b.script.handle
+	if b.handler != nil {
+		handler = b.handler
+	}
 	p := &fakePlacement{
 		spec:       spec,
 		closeDelay: b.closeDelay,
 		srv: jupytertest.New(b.t, &jupytertest.Options{
-			Handler:     b.script.handle,
+			Handler:     handler,
 			OnInterrupt: b.script.interrupt,
 		}),
 		lost: make(chan struct{}),

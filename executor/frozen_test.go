@@ -107,3 +107,32 @@ func TestLocalServerStoppedMidCall(t *testing.T) {
 	require.Equal(t, "False", r.Result)
 	require.True(t, r.StateLost)
 }
+
+// A Jupyter server frozen with SIGSTOP between two calls (issue 33 item 7b: a 3 s
+// call was held 15.6-16 s, the check before it waiting 10 s for kernel_info): the
+// call fails within the check's bounds (kernel_info, then the server's REST API, 3 s
+// each), saying its code was not sent, and once the watchdog has replaced the
+// server the session runs again, told its state is gone.
+func TestLocalFrozenBetweenCalls(t *testing.T) {
+	e := newEnv(t, nil)
+	e.run(t, "s", "x = 1")
+	pid := e.jupyterPID(t)
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+	time.Sleep(300 * time.Millisecond) // past the quiet period: the check is made
+
+	start := time.Now()
+	r, err := e.Execute(context.Background(), executor.Request{SessionID: "s", Code: "import time\ntime.sleep(1)", Timeout: 3 * time.Second})
+	took := time.Since(start)
+	t.Logf("a 3 s call on a server frozen before it: %s: %+v, %v", took.Round(100*time.Millisecond), r, err)
+	require.ErrorIs(t, err, executor.ErrBackend)
+	require.Contains(t, err.Error(), "its code was not sent and did not run")
+	require.Less(t, took, 9*time.Second, "kernel_info 3 s, then the server 3 s")
+
+	start = time.Now()
+	r = e.run(t, "s", "'x' in dir()")
+	t.Logf("the next call: %s in %s", r.Status, time.Since(start).Round(100*time.Millisecond))
+	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, "False", r.Result)
+	require.True(t, r.StateLost)
+}

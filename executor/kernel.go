@@ -34,6 +34,10 @@ type kernel struct {
 	// kernel is abandoned, never reconnected to.
 	lost <-chan struct{}
 
+	// exited is the KernelWatcher's check of the kernel's process, or nil (no
+	// watcher, or it could not find the process): set at each connection.
+	exited func() bool
+
 	// tmpl is the template whose preload (and environment, when envByCode) every
 	// fresh interpreter of this kernel gets (prepare).
 	tmpl      *Template

@@ -8,10 +8,15 @@ import (
 	"github.com/kernelbox/kernelbox/jupyter"
 )
 
-// alive reports whether the kernel's connection is usable.
+// alive reports whether the kernel's connection is usable and, when its placement
+// watches the kernel's process (KernelWatcher), that the process still runs.
 func (k *kernel) alive() bool {
-	return k != nil && k.conn != nil && k.conn.Err() == nil && !k.abandoned()
+	return k != nil && k.conn != nil && k.conn.Err() == nil && !k.abandoned() && !k.processExited()
 }
+
+// processExited reports whether the kernel's watched process has exited (false when
+// it is not watched).
+func (k *kernel) processExited() bool { return k.exited != nil && k.exited() }
 
 // abandoned reports whether the placement said its server is gone for good.
 func (k *kernel) abandoned() bool {
@@ -66,8 +71,14 @@ func (k *kernel) recover(ctx context.Context, e *Executor) (ok bool, lostWhy str
 		return false, ""
 	}
 	var died *jupyter.KernelDiedError
-	if k.conn != nil && errors.As(k.conn.Err(), &died) {
+	if told := k.conn != nil && errors.As(k.conn.Err(), &died); told || k.processExited() {
 		lostWhy = "the kernel died after the previous call and its server restarted it"
+		if !told {
+			// Found by the process watch before the server noticed: the server
+			// restarts it (within its restarter's poll interval), and the
+			// connection below is to the new one.
+			lostWhy = "the kernel died after the previous call, before this call was sent, and its server restarted it"
+		}
 		if cause := k.diagnose(ctx); cause != "" {
 			lostWhy += ": " + cause
 		} else {
@@ -91,34 +102,6 @@ func (k *kernel) recover(ctx context.Context, e *Executor) (ok bool, lostWhy str
 	}
 	return true, lostWhy
 }
-
-// answers checks, before a call, that a kernel whose connection looks fine still
-// answers: a kernel that died in the last moments, before its server noticed, would
-// otherwise take the call with it and report a death that came before the call. A
-// kernel_info request is harmless whichever kernel answers it. A kernel used within
-// quietProbe is not asked (its last reply is that recent). It reports false when the
-// connection ended meanwhile (the caller then recovers or replaces the kernel); a
-// kernel that is merely slow to answer is given the call.
-func (k *kernel) answers(ctx context.Context, quiet time.Duration) bool {
-	if quiet < quietProbe {
-		return true
-	}
-	pctx, cancel := context.WithTimeout(ctx, probeWait)
-	defer cancel()
-	if _, err := k.conn.KernelInfo(pctx); err != nil && pctx.Err() == nil {
-		return false
-	}
-	return k.alive()
-}
-
-// quietProbe is how long a kernel may sit unused before a call first checks that it
-// answers; probeWait bounds that check. A dead kernel is reported by its server
-// within its restarter's poll interval (3 s by default) or, for a container or
-// server that went away, by the connection's reconnect bound (5 s).
-const (
-	quietProbe = 200 * time.Millisecond
-	probeWait  = 10 * time.Second
-)
 
 // diagnose asks the placement why the kernel died, if it can tell.
 func (k *kernel) diagnose(ctx context.Context) string {

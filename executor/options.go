@@ -54,6 +54,15 @@ type Options struct {
 	// container included), starting and connecting to it, and its template's
 	// environment and preload. Defaults to DefaultStartTimeout (2 minutes).
 	StartTimeout time.Duration
+	// ConnectTimeout bounds connecting to a kernel (after a start, a restart or a
+	// death the server recovered from), and each step of it (the WebSocket dial,
+	// kernel_info, the probe execution) is given a third of it: a server that
+	// accepts a connection and then says nothing ends the start or call with a
+	// StepTimeoutError naming the step, instead of holding it until StartTimeout.
+	// A third of it, at most 3 seconds, is also how long the check before
+	// a call waits for a kernel idle since the previous one, and then its server,
+	// to answer. Defaults to DefaultConnectTimeout (60 seconds).
+	ConnectTimeout time.Duration
 	// PreloadTimeout bounds, in each fresh kernel, the preload of a template that
 	// sets no Template.PreloadTimeout (with the environment set by code, when the
 	// backend does not set it): a start whose preload runs longer fails with a
@@ -124,6 +133,7 @@ const (
 	DefaultStartTimeout   = 2 * time.Minute
 	DefaultPreloadTimeout = 60 * time.Second
 	DefaultWarmTurn       = 5 * time.Second
+	DefaultConnectTimeout = 60 * time.Second
 )
 
 func (o *Options) setDefaults() {
@@ -141,6 +151,7 @@ func (o *Options) setDefaults() {
 	def(&o.MaxTimeout, time.Hour)
 	def(&o.InterruptGrace, 3*time.Second)
 	def(&o.StartTimeout, DefaultStartTimeout)
+	def(&o.ConnectTimeout, DefaultConnectTimeout)
 	if o.PreloadTimeout == 0 {
 		o.PreloadTimeout = min(DefaultPreloadTimeout, o.StartTimeout/2)
 	}

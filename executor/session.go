@@ -181,8 +181,8 @@ func (s *session) ensureKernel(j *job) error {
 		ctx, cancelWait = context.WithDeadline(ctx, j.deadline)
 		defer cancelWait()
 	}
-	if s.k.alive() && s.k.answers(ctx, time.Since(s.snapshot().LastActivity)) {
-		return nil
+	if ok, err := s.kernelReady(ctx); ok || err != nil {
+		return err
 	}
 	if p := s.e.pools[s.tmpl.Name]; s.k == nil && s.ws == nil && p != nil {
 		if ws, k := p.take(ctx, s.id); k != nil {

@@ -216,7 +216,7 @@ func (b *Backend) awaitReady(ctx context.Context, l *launch, p *Placement) error
 		return b.startError(p.id, l.name, err)
 	}
 	// Placement.close closes the pinned socket after removing the container.
-	p.sock = sock
+	p.sock, p.pid = sock, pid
 	p.server.Endpoint.Socket = fdPath(sock)
 	p.ready.Store(true) // after server: Health reads it only once ready
 	p.watchExit()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/dockerapi"
+	"github.com/kernelbox/kernelbox/internal/procwatch"
 	"github.com/kernelbox/kernelbox/internal/serverflags"
 )
 
@@ -25,10 +26,12 @@ type Placement struct {
 	sockDir  string   // host path of the container's state directory
 	sock     *os.File // the server's socket, pinned (O_PATH); nil until ready
 	server   executor.Server
-	started  time.Time     // just before the container was created
-	memory   int64         // its memory limit (0: none), for diagnoses
-	memTmpl  bool          // the limit is its template's (not the backend's)
-	lifetime time.Duration // its max lifetime
+	started  time.Time        // just before the container was created
+	memory   int64            // its memory limit (0: none), for diagnoses
+	memTmpl  bool             // the limit is its template's (not the backend's)
+	lifetime time.Duration    // its max lifetime
+	pid      int              // its first process's id on the host; 0 until ready
+	watched  procwatch.Holder // the kernel's process, once watched (kernelwatch.go)
 
 	closeMu sync.Mutex // held for the whole of close
 	closed  bool       // guarded by closeMu
@@ -91,6 +94,7 @@ func (p *Placement) close(ctx context.Context) error {
 		p.stopWatch()
 		p.stopWatch = nil
 	}
+	p.watched.Set(nil)
 	err := p.b.removeContainer(ctx, p.id)
 	if rmErr := os.RemoveAll(p.sockDir); rmErr != nil {
 		err = errors.Join(err, fmt.Errorf("remove state dir: %w", rmErr))

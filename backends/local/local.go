@@ -27,6 +27,7 @@ import (
 
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/jupyterproc"
+	"github.com/kernelbox/kernelbox/internal/procwatch"
 	"github.com/kernelbox/kernelbox/internal/pyfind"
 	"github.com/kernelbox/kernelbox/internal/serverflags"
 )
@@ -202,6 +203,8 @@ type placement struct {
 	srv    *jupyterproc.Server
 	path   string
 	kernel string // the kernelspec to start (serverflags.SpecName)
+
+	watched procwatch.Holder // the kernel's process, once watched (kernelwatch.go)
 }
 
 var (
@@ -217,9 +220,12 @@ func (p *placement) Server() executor.Server {
 	}
 }
 
-// Close does nothing: the kernel was shut down by the executor, and the server is
-// shared.
-func (p *placement) Close(context.Context) error { return nil }
+// Close releases the kernel's process watch: the kernel was shut down by the
+// executor, and the server is shared.
+func (p *placement) Close(context.Context) error {
+	p.watched.Set(nil)
+	return nil
+}
 
 // Diagnose reports a dead server.
 func (p *placement) Diagnose(context.Context) string {

@@ -20,7 +20,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /api/kernels/{id}/interrupt", s.withKernel(s.interrupt))
 	mux.HandleFunc("POST /api/kernels/{id}/restart", s.withKernel(s.restart))
 	mux.HandleFunc("GET /api/kernels/{id}/channels", s.withKernel(s.channels))
-	return s.authenticate(mux)
+	return s.heldBySilence(s.authenticate(mux))
 }
 
 // authenticate answers 403 to requests without the configured token, as Jupyter

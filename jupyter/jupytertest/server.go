@@ -77,6 +77,7 @@ type Server struct {
 	mu      sync.Mutex
 	kernels map[string]*Kernel
 	closed  bool
+	silent  chan struct{}  // closed when a Silence ends; nil: not silent
 	wg      sync.WaitGroup // WebSocket reader goroutines and the unix server
 }
 
@@ -187,6 +188,7 @@ func (s *Server) Close() {
 	}
 	s.closed = true
 	s.mu.Unlock()
+	s.Silence(false)
 	// Stop taking requests first; hijacked WebSockets are closed with their kernels.
 	if s.ts != nil {
 		s.ts.Close()
