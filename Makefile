@@ -19,7 +19,8 @@ demo: setup image
 # a kernel start past its deadline). Tests inside a package still run in parallel.
 test: setup image vet pytest
 	$(GO) test -race -count=1 -p 1 -timeout 60m ./...
-	$(GO) run ./cmd/kernelbox bench --short --backends $(BENCH_BACKENDS)
+	@began=$$(date +%s) && $(GO) run ./cmd/kernelbox bench --short --backends $(BENCH_BACKENDS) && \
+		echo "== bench --short took $$(( $$(date +%s) - began )) s"
 
 setup:
 	bash scripts/setup.sh

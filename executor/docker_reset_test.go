@@ -45,6 +45,7 @@ print('kernelbox_planted' in globals(), os.path.exists('/tmp/x'), os.path.exists
 // no startup file, process or /tmp file of the old kernel survives, while the
 // session's files do, and the reset is not reported as lost state.
 func TestDockerResetIsCleanSlate(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newDockerEnv(t, docker.Options{}, nil)
 	r := e.run(t, "rs", plantCode)
 	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
@@ -76,6 +77,7 @@ func TestDockerResetIsCleanSlate(t *testing.T) {
 // ignores its interrupt is a fresh container on docker too: the kernel's /tmp is gone,
 // and the next call reports no further lost state.
 func TestDockerTimeoutRestartIsCleanSlate(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newDockerEnv(t, docker.Options{}, func(o *executor.Options) { o.InterruptGrace = time.Second })
 	e.run(t, "to", "open('/tmp/x', 'w').write('left behind')")
 	r, err := e.Execute(context.Background(), executor.Request{SessionID: "to", Timeout: 2 * time.Second,

@@ -163,6 +163,7 @@ func TestDockerTemplatePreloadFails(t *testing.T) {
 // docker caps and works on docker: its analyst template's warm kernel has pandas and
 // pyplot imported before the first call, and its R template runs R.
 func TestDockerExampleTemplates(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	testenv.Image(t, docker.RImage)
 	ts, err := templates.Load(filepath.Join("..", "examples", "templates.json"), templates.Caps{
 		Memory: docker.DefaultMemory, CPUs: docker.DefaultCPUs, Pids: docker.DefaultPidsLimit, MaxLifetime: docker.DefaultMaxLifetime})

@@ -32,6 +32,7 @@ func dockerContainers(t testing.TB) []string { return testenv.Containers(t, os.G
 // The container's processes are the host's: a file a background thread in the
 // container still holds open is seen as being written (TestLocalBackgroundOutputsNoted).
 func TestDockerBackgroundOutputsNoted(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	backgroundOutputsNoted(t, newDockerEnv(t, docker.Options{}, nil))
 }
 
@@ -81,6 +82,7 @@ print(sorted(os.listdir('/sys/class/net')), cap, nnp, ro, os.getuid() != 0, os.g
 }
 
 func TestDockerLimits(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newDockerEnv(t, docker.Options{Memory: 512 << 20, PidsLimit: 128}, nil)
 	e.run(t, "lim", "x = 1")
 

@@ -69,6 +69,7 @@ func dockerCmd(t testing.TB, args ...string) {
 // container), says the state is gone and why, and never reports the earlier death as
 // its own kernel_died.
 func TestDockerDeathBetweenCalls(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newDockerEnv(t, docker.Options{Memory: 256 << 20}, nil)
 
 	t.Run("oom", func(t *testing.T) {
@@ -125,6 +126,7 @@ threading.Thread(target=hog, daemon=True).start()`)
 // 1 on docker): the call ends within its timeout plus a bounded grace, as a timeout
 // that says the state is gone, and the next call runs on a new container.
 func TestDockerPausedContainer(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newDockerEnv(t, docker.Options{}, nil)
 	e.run(t, "victim", "x = 1")
 	id := sessionContainer(t, "victim")
@@ -189,6 +191,7 @@ func TestDockerPausedContainer(t *testing.T) {
 // must read as kernel_died with the state gone, not as the user's KeyboardInterrupt
 // with the state kept; the next call runs on a new container.
 func TestDockerStoppedMidCall(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newDockerEnv(t, docker.Options{}, nil)
 	e.run(t, "s", "x = 1")
 	id := sessionContainer(t, "s")
@@ -233,6 +236,7 @@ func TestDockerStoppedMidCall(t *testing.T) {
 // ends within seconds, and a live session afterwards runs in /workspace, with its
 // outputs/ directory there.
 func TestDockerCloseRace(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newDockerEnv(t, docker.Options{}, nil)
 	const id = "race"
 	dir := filepath.Join(e.WS.Root(), "sessions", id)

@@ -226,6 +226,7 @@ func TestLocalCloseWithCallsInFlight(t *testing.T) {
 // TestLocalSoak runs mixed calls with random faults and checks that none hangs and
 // that no kernel process is left afterwards (counted from the OS).
 func TestLocalSoak(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	n := 1000
 	if testenv.Short() || os.Getenv("KERNELBOX_SOAK") == "short" {
 		n = 150

@@ -27,6 +27,7 @@ func TestRKernelLocal(t *testing.T) {
 // An R session on the docker backend, in the image `kernelbox image build --with r`
 // builds.
 func TestRKernelDocker(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	testenv.Image(t, docker.RImage)
 	b, err := docker.New(context.Background(), docker.Options{Image: docker.RImage})
 	require.NoError(t, err)
@@ -37,6 +38,7 @@ func TestRKernelDocker(t *testing.T) {
 // ErrKernelUnavailable, naming what the server offers: here R on the Python-only
 // kernel image.
 func TestRKernelMissingInImage(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	testenv.Image(t, docker.DefaultImage)
 	e := newDockerEnv(t, docker.Options{}, func(o *executor.Options) { o.Kernel = "ir" })
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -54,6 +54,10 @@ func TestServeSoak(t *testing.T) {
 	}
 	for _, backend := range []string{"local", "docker"} {
 		t.Run(backend, func(t *testing.T) {
+			// The two soaks run at once (each against a server of its own, and
+			// every count is of its own server: its pid, owner label, workspace):
+			// each spends most of its 45 s waiting on sleeps, timeouts and pauses.
+			t.Parallel()
 			args := []string{"--backend", backend}
 			switch backend {
 			case "local":
