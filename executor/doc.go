@@ -12,6 +12,14 @@
 // kernels in a local process, in a Docker container or on a remote gateway; everything
 // in this package is the same for all of them.
 //
+// Files by concern: executor.go (the public methods), session.go and job.go (a
+// session's one worker and its jobs), run.go (one call), kernel.go (starting a
+// kernel), connect.go (connecting to it), liveness.go and precall.go (is it still
+// there: recover after a death, the check before a call is sent), kernelstop.go
+// (restart and shutdown), pool.go and warm.go (warm pools), template.go and
+// preload.go (templates), collect.go and facts.go (building the Result), files.go,
+// fileops.go and sessionfiles.go (the session files API), cull.go (idle sessions).
+//
 // Guarantees: a call returns within its timeout plus a bounded grace with an honest
 // status; a session whose kernel was restarted says so (Result.StateLost); output is
 // capped per call and truncation is reported; calls on one session run in arrival
