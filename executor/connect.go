@@ -17,10 +17,7 @@ import (
 // each step of an attempt is bounded by a third of ConnectTimeout (StepTimeoutError).
 // Once connected, a KernelWatcher placement is asked to watch the kernel's process.
 func (k *kernel) connect(ctx context.Context, e *Executor) error {
-	if k.conn != nil {
-		_ = k.conn.Close()
-		k.conn = nil
-	}
+	k.dropConn()
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, e.opts.ConnectTimeout)
 	defer cancel()
@@ -206,4 +203,12 @@ func (k *kernel) watchProcess(ctx context.Context, e *Executor) {
 		return
 	}
 	k.exited = exited
+}
+
+// dropConn closes the kernel's connection, if any, and forgets it.
+func (k *kernel) dropConn() {
+	if k.conn != nil {
+		_ = k.conn.Close()
+		k.conn = nil
+	}
 }

@@ -9,10 +9,7 @@ import (
 
 // restart restarts the kernel under the same id (its state is lost) and reconnects.
 func (k *kernel) restart(ctx context.Context, e *Executor) error {
-	if k.conn != nil {
-		_ = k.conn.Close()
-		k.conn = nil
-	}
+	k.dropConn()
 	if _, err := k.client.Restart(ctx, k.id); err != nil {
 		return err
 	}
