@@ -44,8 +44,13 @@ func TestDockerKernelKilledBetweenCalls(t *testing.T) {
 
 // killedBetweenCalls kills the kernel of a session 0 ms and 50 ms after a call
 // returned, ten times each; root returns a process the session's kernel runs below.
+// Every next call must run, on a fresh kernel, with state_lost. Most deaths must be
+// found by the process watch before the call is sent; the server's restarter (it
+// polls every 3 s) may find one first, and then the call says so instead (CI saw 1
+// of 20 under load): both are right, so the test asks for at least half by the watch.
 func killedBetweenCalls(t *testing.T, e *env, root func(session string) int) {
 	t.Helper()
+	watched := 0
 	for _, gap := range []time.Duration{0, 50 * time.Millisecond} {
 		id := fmt.Sprintf("killed-%d", gap.Milliseconds())
 		for round := range 10 {
@@ -60,9 +65,15 @@ func killedBetweenCalls(t *testing.T, e *env, root func(session string) int) {
 			require.Equal(t, executor.StatusOK, r.Status, "gap %s round %d: the call after the kill must run: %+v", gap, round, r.Error)
 			require.Equal(t, "False\n", r.Stdout, "gap %s round %d: it ran on a fresh kernel", gap, round)
 			require.True(t, r.StateLost, "gap %s round %d", gap, round)
-			require.Contains(t, strings.Join(r.Notes, "\n"), "before this call was sent", "gap %s round %d", gap, round)
+			notes := strings.Join(r.Notes, "\n")
+			require.Contains(t, notes, "the kernel died after the previous call", "gap %s round %d", gap, round)
+			if strings.Contains(notes, "before this call was sent") {
+				watched++
+			}
 		}
 	}
+	t.Logf("%d of 20 deaths found by the process watch before the call was sent", watched)
+	require.GreaterOrEqual(t, watched, 10, "the process watch must find most deaths before the server's restarter does")
 }
 
 // killKernel SIGKILLs the kernel process of session id and waits until the kill has
