@@ -9,9 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kernelbox/kernelbox/backends/local"
 	"github.com/kernelbox/kernelbox/executor"
-	"github.com/kernelbox/kernelbox/internal/testenv"
+	"github.com/kernelbox/kernelbox/internal/testexec"
 	"github.com/kernelbox/kernelbox/permissions"
 	"github.com/kernelbox/kernelbox/workspace"
 )
@@ -47,7 +46,6 @@ except OSError as err:
 // TestDataMountRefused: data mounts are checked when the executor is built: bad
 // names, missing directories and directories the policy denies fail New.
 func TestDataMountRefused(t *testing.T) {
-	py := testenv.Jupyter(t)
 	root := t.TempDir()
 	work, home := filepath.Join(root, "work"), filepath.Join(root, "home")
 	require.NoError(t, os.MkdirAll(filepath.Join(home, ".ssh"), 0o700))
@@ -67,8 +65,7 @@ func TestDataMountRefused(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			b, err := local.New(local.Options{Python: py})
-			require.NoError(t, err)
+			b := testexec.LocalWith(t, testexec.Real{})
 			defer b.Close(context.Background())
 			ws, err := workspace.New(workspace.Options{Root: t.TempDir()})
 			require.NoError(t, err)

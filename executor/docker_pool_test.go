@@ -12,8 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kernelbox/kernelbox/backends/docker"
 	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/internal/testexec"
 )
 
 // A preload that allocates past its template's memory limit fails the start with
@@ -24,7 +24,7 @@ func TestDockerPreloadOOM(t *testing.T) {
 	  "b = bytearray(400 << 20)",
 	  "b[::4096] = b'x' * len(b[::4096])"
 	]}]}`, dockerCaps)
-	e := newDockerEnv(t, docker.Options{Memory: 1 << 30}, func(o *executor.Options) {
+	e := newDockerEnv(t, testexec.Real{Memory: 1 << 30}, func(o *executor.Options) {
 		o.Templates = ts
 		o.StartTimeout = 3 * time.Minute
 	})
@@ -44,7 +44,7 @@ func TestDockerPreloadOOM(t *testing.T) {
 func ourContainers(t *testing.T) []string {
 	t.Helper()
 	out, err := exec.Command("docker", "ps", "--filter", "label=io.kernelbox.created-by=kernelbox",
-		"--format", `{{.Names}} {{.Label "`+docker.LabelSession+`"}} {{.Label "`+docker.LabelOwner+`"}}`).Output()
+		"--format", `{{.Names}} {{.Label "`+testexec.LabelSession+`"}} {{.Label "`+testexec.LabelOwner+`"}}`).Output()
 	require.NoError(t, err)
 	var mine []string
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
@@ -63,7 +63,7 @@ func ourContainers(t *testing.T) []string {
 // kernelbox-<random> and a taken warm one kept its ".warm-…" label alone.
 func TestDockerContainerNamesFollowSessions(t *testing.T) {
 	ts := loadTemplates(t, `{"templates": [{"name": "pooled", "warm": 1}]}`, dockerCaps)
-	e := newDockerEnv(t, docker.Options{Memory: 1 << 30}, func(o *executor.Options) {
+	e := newDockerEnv(t, testexec.Real{Memory: 1 << 30}, func(o *executor.Options) {
 		o.Templates = ts
 		o.StartTimeout = 3 * time.Minute
 	})

@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kernelbox/kernelbox/backends/docker"
 	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/internal/testexec"
 )
 
 // plantCode leaves behind, in a docker session, everything a restart in place would
@@ -46,7 +46,7 @@ print('kernelbox_planted' in globals(), os.path.exists('/tmp/x'), os.path.exists
 // session's files do, and the reset is not reported as lost state.
 func TestDockerResetIsCleanSlate(t *testing.T) {
 	t.Parallel() // which real-kernel tests may be parallel: main_test.go
-	e := newDockerEnv(t, docker.Options{}, nil)
+	e := newDockerEnv(t, testexec.Real{}, nil)
 	r := e.run(t, "rs", plantCode)
 	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "planted\n", r.Stdout)
@@ -78,7 +78,7 @@ func TestDockerResetIsCleanSlate(t *testing.T) {
 // and the next call reports no further lost state.
 func TestDockerTimeoutRestartIsCleanSlate(t *testing.T) {
 	t.Parallel() // which real-kernel tests may be parallel: main_test.go
-	e := newDockerEnv(t, docker.Options{}, func(o *executor.Options) { o.InterruptGrace = time.Second })
+	e := newDockerEnv(t, testexec.Real{}, func(o *executor.Options) { o.InterruptGrace = time.Second })
 	e.run(t, "to", "open('/tmp/x', 'w').write('left behind')")
 	r, err := e.Execute(context.Background(), executor.Request{SessionID: "to", Timeout: 2 * time.Second,
 		Code: "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    time.sleep(0.1)"})

@@ -12,15 +12,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kernelbox/kernelbox/backends/docker"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/testenv"
+	"github.com/kernelbox/kernelbox/internal/testexec"
 	"github.com/kernelbox/kernelbox/templates"
 )
 
 // dockerCaps are the caps `kernelbox serve --backend docker --memory 1g` puts on
 // templates (cmd/kernelbox serverLimits).
-var dockerCaps = templates.Caps{Memory: 1 << 30, CPUs: docker.DefaultCPUs, Pids: docker.DefaultPidsLimit, MaxLifetime: docker.DefaultMaxLifetime}
+var dockerCaps = testexec.DockerCaps(1 << 30)
 
 // loadTemplates reads a templates document as `serve --templates` does, with caps.
 func loadTemplates(t *testing.T, doc string, caps templates.Caps) []executor.Template {
@@ -36,7 +36,7 @@ func containerOf(t *testing.T, session, format string) string {
 	t.Helper()
 	var id string
 	for _, c := range dockerContainers(t) {
-		out, err := exec.Command("docker", "inspect", "--format", `{{index .Config.Labels "`+docker.LabelSession+`"}}`, c).Output()
+		out, err := exec.Command("docker", "inspect", "--format", `{{index .Config.Labels "`+testexec.LabelSession+`"}}`, c).Output()
 		require.NoError(t, err)
 		if strings.TrimSpace(string(out)) == session {
 			require.Empty(t, id, "two containers for session %s", session)
@@ -60,7 +60,7 @@ func TestDockerTemplatesMemory(t *testing.T) {
 	  {"name": "big", "memory": "1g", "env": {"KB_TEMPLATE": "big"},
 	   "preload": "import json as preloaded"}
 	]}`, dockerCaps)
-	e := newDockerEnv(t, docker.Options{Memory: 1 << 30}, func(o *executor.Options) {
+	e := newDockerEnv(t, testexec.Real{Memory: 1 << 30}, func(o *executor.Options) {
 		o.Templates = ts
 		o.StartTimeout = 3 * time.Minute
 	})
@@ -127,7 +127,7 @@ func TestDockerTemplatePreloadFails(t *testing.T) {
 	  "    return pd.read_csv('/no/such/reference.csv')",
 	  "tables = load()"
 	]}]}`, dockerCaps)
-	e := newDockerEnv(t, docker.Options{Memory: 1 << 30}, func(o *executor.Options) {
+	e := newDockerEnv(t, testexec.Real{Memory: 1 << 30}, func(o *executor.Options) {
 		o.Templates = ts
 		o.StartTimeout = 3 * time.Minute
 	})
@@ -164,11 +164,10 @@ func TestDockerTemplatePreloadFails(t *testing.T) {
 // pyplot imported before the first call, and its R template runs R.
 func TestDockerExampleTemplates(t *testing.T) {
 	t.Parallel() // which real-kernel tests may be parallel: main_test.go
-	testenv.Image(t, docker.RImage)
-	ts, err := templates.Load(filepath.Join("..", "examples", "templates.json"), templates.Caps{
-		Memory: docker.DefaultMemory, CPUs: docker.DefaultCPUs, Pids: docker.DefaultPidsLimit, MaxLifetime: docker.DefaultMaxLifetime})
+	testenv.Image(t, testexec.RImage)
+	ts, err := templates.Load(filepath.Join("..", "examples", "templates.json"), testexec.DockerCaps(0))
 	require.NoError(t, err)
-	e := newDockerEnv(t, docker.Options{}, func(o *executor.Options) {
+	e := newDockerEnv(t, testexec.Real{}, func(o *executor.Options) {
 		o.Templates = ts
 		o.StartTimeout = 3 * time.Minute
 	})
@@ -196,5 +195,5 @@ func TestDockerExampleTemplates(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "[1] 42", plainText(t, r, "display_data"))
-	require.Equal(t, docker.RImage, containerOf(t, "r2", "{{.Config.Image}}"))
+	require.Equal(t, testexec.RImage, containerOf(t, "r2", "{{.Config.Image}}"))
 }

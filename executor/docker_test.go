@@ -10,20 +10,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kernelbox/kernelbox/backends/docker"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/testenv"
+	"github.com/kernelbox/kernelbox/internal/testexec"
 	"github.com/stretchr/testify/require"
 )
 
 // newDockerEnv builds an executor on the docker backend, with a smaller memory limit
 // when memory is set.
-func newDockerEnv(t testing.TB, opts docker.Options, mod func(*executor.Options)) *env {
+func newDockerEnv(t testing.TB, r testexec.Real, mod func(*executor.Options)) *env {
 	t.Helper()
-	testenv.Image(t, docker.DefaultImage)
-	b, err := docker.New(context.Background(), opts)
-	require.NoError(t, err)
-	return newEnvOn(t, b, mod)
+	return newEnvOn(t, testexec.DockerWith(t, r), mod)
 }
 
 // dockerContainers lists this test process's kernelbox containers.
@@ -33,11 +30,11 @@ func dockerContainers(t testing.TB) []string { return testenv.Containers(t, os.G
 // container still holds open is seen as being written (TestLocalBackgroundOutputsNoted).
 func TestDockerBackgroundOutputsNoted(t *testing.T) {
 	t.Parallel() // which real-kernel tests may be parallel: main_test.go
-	backgroundOutputsNoted(t, newDockerEnv(t, docker.Options{}, nil))
+	backgroundOutputsNoted(t, newDockerEnv(t, testexec.Real{}, nil))
 }
 
 func TestDockerSessions(t *testing.T) {
-	e := newDockerEnv(t, docker.Options{}, nil)
+	e := newDockerEnv(t, testexec.Real{}, nil)
 	start := time.Now()
 	r := e.run(t, "d1", "x = 41")
 	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
@@ -83,7 +80,7 @@ print(sorted(os.listdir('/sys/class/net')), cap, nnp, ro, os.getuid() != 0, os.g
 
 func TestDockerLimits(t *testing.T) {
 	t.Parallel() // which real-kernel tests may be parallel: main_test.go
-	e := newDockerEnv(t, docker.Options{Memory: 512 << 20, PidsLimit: 128}, nil)
+	e := newDockerEnv(t, testexec.Real{Memory: 512 << 20, PidsLimit: 128}, nil)
 	e.run(t, "lim", "x = 1")
 
 	// A fork bomb hits the pids limit; the session reports cleanly and survives.
@@ -120,7 +117,7 @@ len(pids) < 128`})
 }
 
 func TestDockerFaults(t *testing.T) {
-	e := newDockerEnv(t, docker.Options{}, func(o *executor.Options) { o.InterruptGrace = 2 * time.Second })
+	e := newDockerEnv(t, testexec.Real{}, func(o *executor.Options) { o.InterruptGrace = 2 * time.Second })
 	e.run(t, "f", "x = 3")
 	start := time.Now()
 	r, err := e.Execute(context.Background(), executor.Request{SessionID: "f", Code: "while True: pass", Timeout: 2 * time.Second})
@@ -175,7 +172,7 @@ func TestDockerSoak(t *testing.T) {
 	if testenv.Short() {
 		n = 60
 	}
-	e := newDockerEnv(t, docker.Options{}, func(o *executor.Options) { o.InterruptGrace = time.Second; o.QueueSize = 64 })
+	e := newDockerEnv(t, testexec.Real{}, func(o *executor.Options) { o.InterruptGrace = time.Second; o.QueueSize = 64 })
 	var kills atomic.Int32
 	soak(t, e, n, func(rng *rand.Rand, session string) string {
 		// Kill some container from outside while this call runs.

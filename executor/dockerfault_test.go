@@ -15,8 +15,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kernelbox/kernelbox/backends/docker"
 	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/internal/testexec"
 )
 
 // The faults of issue 25, done to real containers from outside: what the local
@@ -27,8 +27,8 @@ import (
 // by this test process; it fails t unless there is exactly one.
 func sessionContainer(t testing.TB, id string) string {
 	t.Helper()
-	out, err := exec.Command("docker", "ps", "--filter", "label="+docker.LabelSession+"="+id,
-		"--format", `{{.ID}} {{.Label "`+docker.LabelOwner+`"}}`).Output()
+	out, err := exec.Command("docker", "ps", "--filter", "label="+testexec.LabelSession+"="+id,
+		"--format", `{{.ID}} {{.Label "`+testexec.LabelOwner+`"}}`).Output()
 	require.NoError(t, err)
 	var ids []string
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
@@ -70,7 +70,7 @@ func dockerCmd(t testing.TB, args ...string) {
 // its own kernel_died.
 func TestDockerDeathBetweenCalls(t *testing.T) {
 	t.Parallel() // which real-kernel tests may be parallel: main_test.go
-	e := newDockerEnv(t, docker.Options{Memory: 256 << 20}, nil)
+	e := newDockerEnv(t, testexec.Real{Memory: 256 << 20}, nil)
 
 	t.Run("oom", func(t *testing.T) {
 		r := e.run(t, "oom", `x = 1
@@ -127,7 +127,7 @@ threading.Thread(target=hog, daemon=True).start()`)
 // that says the state is gone, and the next call runs on a new container.
 func TestDockerPausedContainer(t *testing.T) {
 	t.Parallel() // which real-kernel tests may be parallel: main_test.go
-	e := newDockerEnv(t, docker.Options{}, nil)
+	e := newDockerEnv(t, testexec.Real{}, nil)
 	e.run(t, "victim", "x = 1")
 	id := sessionContainer(t, "victim")
 	t.Cleanup(func() { _ = exec.Command("docker", "unpause", id).Run() })
@@ -192,7 +192,7 @@ func TestDockerPausedContainer(t *testing.T) {
 // with the state kept; the next call runs on a new container.
 func TestDockerStoppedMidCall(t *testing.T) {
 	t.Parallel() // which real-kernel tests may be parallel: main_test.go
-	e := newDockerEnv(t, docker.Options{}, nil)
+	e := newDockerEnv(t, testexec.Real{}, nil)
 	e.run(t, "s", "x = 1")
 	id := sessionContainer(t, "s")
 	done := make(chan *executor.Result, 1)
@@ -237,7 +237,7 @@ func TestDockerStoppedMidCall(t *testing.T) {
 // outputs/ directory there.
 func TestDockerCloseRace(t *testing.T) {
 	t.Parallel() // which real-kernel tests may be parallel: main_test.go
-	e := newDockerEnv(t, docker.Options{}, nil)
+	e := newDockerEnv(t, testexec.Real{}, nil)
 	const id = "race"
 	dir := filepath.Join(e.WS.Root(), "sessions", id)
 	var slowest time.Duration

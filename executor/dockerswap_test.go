@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kernelbox/kernelbox/backends/docker"
 	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/internal/testexec"
 )
 
 // Issue 20 item 4 against a real docker session: the kernel swaps a directory and a
@@ -20,7 +20,7 @@ import (
 // through that directory 1,000 times. Every staging is refused (session directories
 // are kernelbox's own state) and none copies the secret.
 func TestDockerStageSwapRace(t *testing.T) {
-	e := newDockerEnv(t, docker.Options{}, nil)
+	e := newDockerEnv(t, testexec.Real{}, nil)
 	secretDir := filepath.Join(e.Home, ".ssh")
 	require.NoError(t, os.WriteFile(filepath.Join(secretDir, "f"), []byte("SECRET"), 0o600))
 	r := e.run(t, "attacker", `import ctypes, os, threading

@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kernelbox/kernelbox/backends/local"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/testexec"
 	"github.com/kernelbox/kernelbox/workspace"
@@ -20,7 +19,7 @@ import (
 // policy whose workdir is Data (a temp dir the test can put input files in).
 type env struct {
 	*executor.Executor
-	Backend *local.Backend // nil unless local
+	Backend *testexec.Marked // nil unless local
 	WS      *workspace.Manager
 	Data    string
 	Home    string
@@ -28,8 +27,14 @@ type env struct {
 
 func newEnv(t testing.TB, mod func(*executor.Options)) *env {
 	t.Helper()
-	te := testexec.Local(t, mod)
-	return &env{Executor: te.Exec, Backend: te.Backend.(*local.Backend), WS: te.WS, Data: te.Data, Home: te.Home}
+	return newLocalEnv(t, testexec.LocalWith(t, testexec.Real{}), mod)
+}
+
+// newLocalEnv builds an env on local backend b; the executor closes b.
+func newLocalEnv(t testing.TB, b *testexec.Marked, mod func(*executor.Options)) *env {
+	t.Helper()
+	te := testexec.On(t, b, mod)
+	return &env{Executor: te.Exec, Backend: b, WS: te.WS, Data: te.Data, Home: te.Home}
 }
 
 // newEnvOn builds an env on any backend; the executor closes the backend.

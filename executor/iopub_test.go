@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kernelbox/kernelbox/backends/docker"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/serverflags"
 	"github.com/kernelbox/kernelbox/internal/testenv"
+	"github.com/kernelbox/kernelbox/internal/testexec"
 	"github.com/stretchr/testify/require"
 )
 
@@ -81,7 +81,7 @@ func TestDockerNoOutputLostWhileServerStalls(t *testing.T) {
 	if testenv.Short() {
 		t.Skip("long")
 	}
-	e := newDockerEnv(t, docker.Options{}, func(o *executor.Options) { o.MaxStreamBytes = 16 << 20 })
+	e := newDockerEnv(t, testexec.Real{}, func(o *executor.Options) { o.MaxStreamBytes = 16 << 20 })
 	requireNoOutputLostWhileServerStalls(t, e, func() int {
 		ids := dockerContainers(t)
 		require.Len(t, ids, 1)

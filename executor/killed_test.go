@@ -14,9 +14,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kernelbox/kernelbox/backends/docker"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/procwatch"
+	"github.com/kernelbox/kernelbox/internal/testexec"
 )
 
 // A kernel killed in the moment after a call returned, before its server noticed
@@ -32,7 +32,7 @@ func TestLocalKernelKilledBetweenCalls(t *testing.T) {
 // The same on docker, where the kernel's process is seen from the host's /proc below
 // the container's first process.
 func TestDockerKernelKilledBetweenCalls(t *testing.T) {
-	e := newDockerEnv(t, docker.Options{}, nil)
+	e := newDockerEnv(t, testexec.Real{}, nil)
 	killedBetweenCalls(t, e, func(session string) int {
 		out, err := exec.Command("docker", "inspect", "-f", "{{.State.Pid}}", sessionContainer(t, session)).Output()
 		require.NoError(t, err)

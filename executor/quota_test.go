@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/kernelbox/kernelbox/backends/docker"
 	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/internal/testexec"
 	"github.com/kernelbox/kernelbox/workspace"
 )
 
@@ -106,7 +106,7 @@ func TestDockerDiskQuota(t *testing.T) {
 	if _, off := ws.DiskQuota(); off != "" {
 		require.NotZero(t, os.Geteuid(), "as root sessions get disks of their own: %s", off)
 	}
-	e := newDockerEnv(t, docker.Options{}, mod)
+	e := newDockerEnv(t, testexec.Real{}, mod)
 	e.run(t, "dq", "1")
 	free := hostFree(t, ws.Root())
 	r := e.run(t, "dq", fillCode)
@@ -137,7 +137,7 @@ func TestDockerDiskQuotaWarm(t *testing.T) {
 		require.NotZero(t, os.Geteuid(), "as root sessions get disks of their own: %s", off)
 		return
 	}
-	e := newDockerEnv(t, docker.Options{}, func(o *executor.Options) { mod(o); o.Warm = 1 })
+	e := newDockerEnv(t, testexec.Real{}, func(o *executor.Options) { mod(o); o.Warm = 1 })
 	require.Eventually(t, func() bool { return e.WarmReady() == 1 }, 60*time.Second, 50*time.Millisecond)
 	// The warm container's disk moves to the session that takes it.
 	r := e.run(t, "w1", fillCode+"open('outputs/a.txt', 'w').write('hi')\n")

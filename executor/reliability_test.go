@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/kernelbox/kernelbox/executor"
-	"github.com/kernelbox/kernelbox/internal/procs"
 	"github.com/kernelbox/kernelbox/internal/testenv"
 	"github.com/stretchr/testify/require"
 )
@@ -234,8 +233,8 @@ func TestLocalSoak(t *testing.T) {
 	e := newEnv(t, func(o *executor.Options) { o.InterruptGrace = time.Second; o.QueueSize = 64 })
 	soak(t, e, n, nil)
 	require.NoError(t, e.Close())
-	require.Eventually(t, func() bool { return countKernels() == 0 }, 15*time.Second, 200*time.Millisecond,
-		"kernel processes left: %d", countKernels())
+	require.Eventually(t, func() bool { return len(e.Backend.Procs()) == 0 }, 15*time.Second, 200*time.Millisecond,
+		"kernel processes left: %d", len(e.Backend.Procs()))
 }
 
 // soak runs n mixed calls over 8 sessions, 6 at a time, a quarter of the fault cases
@@ -306,6 +305,3 @@ func soak(t *testing.T, e *env, n int, extra func(rng *rand.Rand, session string
 	}
 	return counts
 }
-
-// countKernels counts the servers and kernels this process started, from /proc.
-func countKernels() int { return len(procs.Owned(os.Getpid())) }

@@ -2,27 +2,13 @@ package executor_test
 
 import (
 	"context"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/kernelbox/kernelbox/executor"
-	"github.com/kernelbox/kernelbox/internal/procs"
 )
-
-// kernelProcs counts the kernel processes (not servers) this test process started.
-func kernelProcs() int {
-	n := 0
-	for _, pid := range procs.Owned(os.Getpid()) {
-		if strings.Contains(procs.Cmdline(pid), "ipykernel") {
-			n++
-		}
-	}
-	return n
-}
 
 // TestLocalResetAfterDeathLeaksNothing: a reset right after the kernel died (while
 // its server restarts it) leaves the session exactly one kernel, every time, and a
@@ -39,8 +25,8 @@ func TestLocalResetAfterDeathLeaksNothing(t *testing.T) {
 	r := e.run(t, "rd", "'x' in dir()")
 	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "False", r.Result)
-	require.Eventually(t, func() bool { return kernelProcs() == 1 }, 20*time.Second, 200*time.Millisecond,
-		"after %d deaths and resets of one session: %d kernel processes, want 1", rounds, kernelProcs())
+	require.Eventually(t, func() bool { return len(e.Backend.Kernels()) == 1 }, 20*time.Second, 200*time.Millisecond,
+		"after %d deaths and resets of one session: %d kernel processes, want 1", rounds, len(e.Backend.Kernels()))
 
 	for i := range rounds {
 		id := "cd" + string(rune('a'+i))
@@ -49,8 +35,8 @@ func TestLocalResetAfterDeathLeaksNothing(t *testing.T) {
 		require.NoError(t, e.CloseSession(ctx, id), "round %d", i)
 	}
 	require.NoError(t, e.CloseSession(ctx, "rd"))
-	require.Eventually(t, func() bool { return kernelProcs() == 0 }, 20*time.Second, 200*time.Millisecond,
-		"after every session was closed: %d kernel processes, want 0", kernelProcs())
+	require.Eventually(t, func() bool { return len(e.Backend.Kernels()) == 0 }, 20*time.Second, 200*time.Millisecond,
+		"after every session was closed: %d kernel processes, want 0", len(e.Backend.Kernels()))
 }
 
 // TestLocalDeathsInARow: a kernel that dies at every call, more times in a row than
@@ -70,6 +56,6 @@ func TestLocalDeathsInARow(t *testing.T) {
 	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "2", r.Result)
 	require.NoError(t, e.CloseSession(context.Background(), "dr"))
-	require.Eventually(t, func() bool { return kernelProcs() == 0 }, 20*time.Second, 200*time.Millisecond,
-		"after the session was closed: %d kernel processes, want 0", kernelProcs())
+	require.Eventually(t, func() bool { return len(e.Backend.Kernels()) == 0 }, 20*time.Second, 200*time.Millisecond,
+		"after the session was closed: %d kernel processes, want 0", len(e.Backend.Kernels()))
 }

@@ -12,9 +12,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kernelbox/kernelbox/backends/docker"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/testenv"
+	"github.com/kernelbox/kernelbox/internal/testexec"
 )
 
 // An R session (Options.Kernel "ir", Debian's IRkernel) on the local backend.
@@ -28,10 +28,8 @@ func TestRKernelLocal(t *testing.T) {
 // builds.
 func TestRKernelDocker(t *testing.T) {
 	t.Parallel() // which real-kernel tests may be parallel: main_test.go
-	testenv.Image(t, docker.RImage)
-	b, err := docker.New(context.Background(), docker.Options{Image: docker.RImage})
-	require.NoError(t, err)
-	rSession(t, newEnvOn(t, b, func(o *executor.Options) { o.Kernel = "ir" }))
+	testenv.Image(t, testexec.RImage)
+	rSession(t, newEnvOn(t, testexec.DockerWith(t, testexec.Real{R: true}), func(o *executor.Options) { o.Kernel = "ir" }))
 }
 
 // A kernel name the server has no kernelspec for fails the call with
@@ -39,8 +37,8 @@ func TestRKernelDocker(t *testing.T) {
 // kernel image.
 func TestRKernelMissingInImage(t *testing.T) {
 	t.Parallel() // which real-kernel tests may be parallel: main_test.go
-	testenv.Image(t, docker.DefaultImage)
-	e := newDockerEnv(t, docker.Options{}, func(o *executor.Options) { o.Kernel = "ir" })
+	testenv.Image(t, testexec.DefaultImage)
+	e := newDockerEnv(t, testexec.Real{}, func(o *executor.Options) { o.Kernel = "ir" })
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	_, err := e.Execute(ctx, executor.Request{SessionID: "r", Code: "1"})

@@ -8,16 +8,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kernelbox/kernelbox/backends/local"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/testenv"
+	"github.com/kernelbox/kernelbox/internal/testexec"
 	"github.com/stretchr/testify/require"
 )
 
 // dyingKernels returns a local backend whose kernels exit as they start, the first
 // deaths times (counted across kernels and restarts), or always when deaths < 0. The
 // server restarts a kernel that dies as it starts five times, then drops it.
-func dyingKernels(t *testing.T, deaths int) *local.Backend {
+func dyingKernels(t *testing.T, deaths int) *testexec.Marked {
 	t.Helper()
 	dir := t.TempDir()
 	// Kernels are the only processes started with a connection file (-f).
@@ -31,13 +31,11 @@ if "-f" in sys.argv:
         os._exit(3)
 `
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "sitecustomize.py"), []byte(site), 0o644))
-	b, err := local.New(local.Options{Python: testenv.Jupyter(t), Env: []string{
+	return testexec.LocalWith(t, testexec.Real{Env: []string{
 		"PYTHONPATH=" + dir,
 		"KB_TEST_DEATHS=" + strconv.Itoa(deaths),
 		"KB_TEST_COUNT=" + filepath.Join(dir, "count"),
 	}})
-	require.NoError(t, err)
-	return b
 }
 
 // A kernel the server drops while it starts is replaced: the call still runs.

@@ -18,19 +18,37 @@ import (
 const OwnerEnv = "KERNELBOX_OWNER_PID"
 
 // Owned returns the pids of live processes whose environment has OwnerEnv=owner.
-func Owned(owner int) []int {
-	want := []byte(OwnerEnv + "=" + strconv.Itoa(owner) + "\x00")
+func Owned(owner int) []int { return WithEnv(OwnerEnv + "=" + strconv.Itoa(owner)) }
+
+// WithEnv returns the pids of live processes whose environment has the entry kv
+// (NAME=VALUE), which survives reparenting.
+func WithEnv(kv string) []int {
+	want := []byte("\x00" + kv + "\x00")
 	var out []int
 	for _, pid := range all() {
 		env, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
 		if err != nil {
 			continue
 		}
-		if bytes.Contains(append(env, 0), want) && !zombie(pid) {
+		env = append(append([]byte{0}, env...), 0) // every entry between NULs
+		if bytes.Contains(env, want) && !zombie(pid) {
 			out = append(out, pid)
 		}
 	}
 	return out
+}
+
+// IsKernel reports whether pid is a Jupyter kernel: a process started with a
+// kernel connection file (kernel-ID.json) among its arguments, whatever its language.
+func IsKernel(pid int) bool {
+	b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+	for _, arg := range strings.Split(string(b), "\x00") {
+		name := filepath.Base(arg)
+		if strings.HasPrefix(name, "kernel-") && strings.HasSuffix(name, ".json") {
+			return true
+		}
+	}
+	return false
 }
 
 // Descendants lists every process below pid.
