@@ -19,6 +19,7 @@ import (
 // that came before it, and never pass silently (issue 25 item 0: a 4 s gap gave ok
 // with state_lost false, a short one kernel_died without running the code).
 func TestLocalDeathBetweenCalls(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newEnv(t, nil)
 	for _, gap := range []time.Duration{100 * time.Millisecond, 300 * time.Millisecond, 1500 * time.Millisecond, 4 * time.Second} {
 		id := fmt.Sprintf("gap-%d", gap.Milliseconds())

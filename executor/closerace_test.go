@@ -20,6 +20,7 @@ import (
 // 120 s and ended in "connect to kernel ...: 500" when the close deleted the new
 // incarnation's directory), and the session afterwards runs in its own directory.
 func TestLocalCloseRace(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newEnv(t, nil)
 	const id = "race"
 	dir := filepath.Join(e.WS.Root(), "sessions", id)

@@ -65,7 +65,7 @@ func TestDataMountRefused(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			b := testexec.LocalWith(t, testexec.Real{})
+			b := testexec.LocalWith(t, testexec.Real{}).Backend
 			defer b.Close(context.Background())
 			ws, err := workspace.New(workspace.Options{Root: t.TempDir()})
 			require.NoError(t, err)

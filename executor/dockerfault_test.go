@@ -289,5 +289,7 @@ func TestDockerCloseRace(t *testing.T) {
 	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "/workspace True\n", r.Stdout)
 	t.Logf("slowest operation in %d rounds: %s", rounds, slowest.Round(100*time.Millisecond))
-	require.Less(t, slowest, 15*time.Second)
+	// Typically under 6 s; 21 s on a 2-core machine at load 8 (three other test
+	// runs beside it). The bug it guards against hung an operation for minutes.
+	require.Less(t, slowest, 40*time.Second)
 }

@@ -17,6 +17,7 @@ import (
 // reports the silence, the server is replaced, and every session runs again, told
 // its state is gone.
 func TestLocalFrozenServer(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newEnv(t, nil)
 	e.run(t, "victim", "x = 1")
 	e.run(t, "bystander", "y = 2")
@@ -78,6 +79,7 @@ func TestLocalFrozenServer(t *testing.T) {
 // it shuts them down, which read as the user's own KeyboardInterrupt with the state
 // kept, and the next call then failed in 2 ms without running (issue 25 item 2b).
 func TestLocalServerStoppedMidCall(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newEnv(t, nil)
 	e.run(t, "s", "x = 1")
 	pid := e.jupyterPID(t)
@@ -114,6 +116,7 @@ func TestLocalServerStoppedMidCall(t *testing.T) {
 // each), saying its code was not sent, and once the watchdog has replaced the
 // server the session runs again, told its state is gone.
 func TestLocalFrozenBetweenCalls(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newEnv(t, nil)
 	e.run(t, "s", "x = 1")
 	pid := e.jupyterPID(t)

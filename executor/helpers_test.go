@@ -33,7 +33,7 @@ func newEnv(t testing.TB, mod func(*executor.Options)) *env {
 // newLocalEnv builds an env on local backend b; the executor closes b.
 func newLocalEnv(t testing.TB, b *testexec.Marked, mod func(*executor.Options)) *env {
 	t.Helper()
-	te := testexec.On(t, b, mod)
+	te := testexec.On(t, b.Backend, mod)
 	return &env{Executor: te.Exec, Backend: b, WS: te.WS, Data: te.Data, Home: te.Home}
 }
 

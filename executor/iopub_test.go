@@ -70,6 +70,7 @@ func requireNoOutputLostWhileServerStalls(t *testing.T, e *env, serverPID func()
 }
 
 func TestLocalNoOutputLostWhileServerStalls(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	if testenv.Short() {
 		t.Skip("long")
 	}

@@ -25,6 +25,7 @@ import (
 // a kernel used within 200 ms): the next call finds the death before it is sent,
 // runs on the kernel the server restarts, and says the state is gone.
 func TestLocalKernelKilledBetweenCalls(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newEnv(t, nil)
 	killedBetweenCalls(t, e, func(string) int { return e.Backend.ServerPID() })
 }

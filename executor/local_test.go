@@ -122,6 +122,7 @@ func TestLocalTimeoutKeepsState(t *testing.T) {
 }
 
 func TestLocalTimeoutIgnoringSIGINT(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newEnv(t, nil)
 	e.run(t, "t", "x = 7")
 	r, err := e.Execute(context.Background(), executor.Request{SessionID: "t", Timeout: time.Second,
@@ -135,6 +136,7 @@ func TestLocalTimeoutIgnoringSIGINT(t *testing.T) {
 }
 
 func TestLocalKernelDeath(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newEnv(t, nil)
 	for _, code := range []string{"import os; os._exit(1)", "import os; os.kill(os.getpid(), 9)"} {
 		e.run(t, "k", "x = 1")

@@ -18,6 +18,7 @@ import (
 )
 
 func TestLocalServerDeathMidCell(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newEnv(t, nil)
 	e.run(t, "victim", "x = 1")
 	e.run(t, "bystander", "y = 2")

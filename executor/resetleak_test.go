@@ -14,6 +14,7 @@ import (
 // its server restarts it) leaves the session exactly one kernel, every time, and a
 // close after a death leaves none (issue 33 item 1: each reset used to leak one).
 func TestLocalResetAfterDeathLeaksNothing(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	const rounds = 20
@@ -44,6 +45,7 @@ func TestLocalResetAfterDeathLeaksNothing(t *testing.T) {
 // removes it), still reports each death, and the next call runs on a new kernel
 // instead of hanging until its timeout.
 func TestLocalDeathsInARow(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newEnv(t, nil)
 	for i := range 8 {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

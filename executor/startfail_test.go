@@ -43,7 +43,7 @@ func TestLocalKernelDroppedAtStartIsReplaced(t *testing.T) {
 	if testenv.Short() {
 		t.Skip("long")
 	}
-	e := newEnvOn(t, dyingKernels(t, 6), nil)
+	e := newLocalEnv(t, dyingKernels(t, 6), nil)
 	start := time.Now()
 	r, err := e.Execute(context.Background(), executor.Request{SessionID: "s", Code: "x = 41\nx + 1"})
 	require.NoError(t, err)
@@ -60,7 +60,7 @@ func TestLocalKernelThatAlwaysDiesFailsClearly(t *testing.T) {
 	if testenv.Short() {
 		t.Skip("long")
 	}
-	e := newEnvOn(t, dyingKernels(t, -1), nil)
+	e := newLocalEnv(t, dyingKernels(t, -1), nil)
 	start := time.Now()
 	_, err := e.Execute(context.Background(), executor.Request{SessionID: "s", Code: "1"})
 	took := time.Since(start)

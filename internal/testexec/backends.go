@@ -29,12 +29,14 @@ type Real struct {
 	Env []string
 }
 
-// Marked is a backend whose kernels carry a marker of their own in their
+// Marked is a local backend whose kernels carry a marker of their own in their
 // environment, so that a test counts its own kernels (Kernels) whatever other
-// tests beside it start.
+// tests beside it start. Give the executor Backend itself, not the Marked: the
+// executor finds a backend's optional abilities by type assertion, which a wrapper
+// would hide.
 type Marked struct {
-	executor.Backend
-	marker string
+	Backend executor.Backend
+	marker  string
 }
 
 // Kernels returns the pids of the live kernel processes (not servers) this
@@ -54,12 +56,9 @@ func (m *Marked) Kernels() []int {
 func (m *Marked) Procs() []int { return procs.WithEnv(m.marker) }
 
 // ServerPID returns the pid of the local backend's server supervisor, or 0 when
-// none runs or the backend is not local.
+// none runs.
 func (m *Marked) ServerPID() int {
-	if l, ok := m.Backend.(*local.Backend); ok {
-		return l.ServerPID()
-	}
-	return 0
+	return m.Backend.(*local.Backend).ServerPID()
 }
 
 // LocalWith is the local backend with r's settings on a Python with Jupyter (it
