@@ -2,6 +2,12 @@
 // dir and the built-in policy, whose working directory is Env.Data (where tests put
 // input files) and whose home is Env.Home (a fake one, so the secret rules can be
 // exercised without touching the real home).
+//
+// It is the tests' wiring: tests of the layers above the backends (executor,
+// httpapi, client) reach a real backend only through it (Local, Docker, Remote,
+// LocalWith, DockerWith and the Real settings), never by importing a backend
+// package. LocalWith's backends mark their kernels (Marked), so that a test counts
+// and kills only its own kernels whatever runs beside it.
 package testexec
 
 import (
