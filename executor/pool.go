@@ -348,7 +348,7 @@ func (e *Executor) acquireKernel(ctx context.Context, s *session) (*kernel, erro
 		// Say which bound ended it: the caller sees "context deadline exceeded"
 		// from whichever step was under way.
 		return nil, fmt.Errorf("the kernel start ran out of time after %s (it is bounded by the start timeout, %s, and by the call's max wait when the call sets one): %w",
-			time.Since(t0).Round(time.Millisecond), e.opts.StartTimeout, err)
+			time.Since(t0).Round(100*time.Millisecond), e.opts.StartTimeout, err)
 	}
 	return k, err
 }

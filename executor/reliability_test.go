@@ -288,6 +288,8 @@ func soak(t *testing.T, e *env, n int, extra func(rng *rand.Rand, session string
 			switch {
 			case ctx.Err() != nil:
 				counts["hung"]++
+				// Which call, and what it got, for the next person to read.
+				t.Logf("call %d on %s (fault %q) did not end within 90 s: err %v, result %+v", i, session, c.fault, err, r)
 			case err != nil:
 				counts["call failed: "+err.Error()]++
 			default:
