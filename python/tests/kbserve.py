@@ -26,6 +26,7 @@ REPO = os.path.dirname(PYDIR)
 sys.path.insert(0, PYDIR)
 
 import kernelbox  # noqa: E402
+import kernelbox._transport  # noqa: E402
 
 _bin_lock = threading.Lock()
 _bin: Optional[str] = None
@@ -78,6 +79,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+class TimedTest(unittest.TestCase):
+    """A TestCase that logs each test's run time (the report names them)."""
+
+    def setUp(self):
+        self._t0 = time.monotonic()
+        self.addCleanup(lambda: sys.stderr.write(f"\n  [{self.id()}: {time.monotonic() - self._t0:.2f} s] "))
+
+
 class Serve:
     """One `kernelbox serve` process; start() it, then use .url / .client()."""
 
@@ -110,7 +119,7 @@ class Serve:
             self.proc = subprocess.Popen(args + self.extra, stdout=log, stderr=log, env=env, cwd=self.dir,
                                          start_new_session=True)
         deadline = time.monotonic() + wait
-        c = kernelbox.Client(self.url, token=self.token or "", timeout=2)
+        c = kernelbox.Client(self.url, token="", timeout=2)  # /healthz is a probe: no token
         while True:
             try:
                 c.health()
@@ -122,9 +131,23 @@ class Serve:
                 time.sleep(0.05)
 
     def client(self, **kw) -> kernelbox.Client:
-        """Return a client of this server (with its token)."""
-        kw.setdefault("token", self.token or "")
+        """Return a client of this server (with its token: given, or the one serve generated)."""
+        kw.setdefault("token", self.token or self.generated_token())
         return kernelbox.Client(self.url, **kw)
+
+    def generated_token(self) -> str:
+        """Return the token serve generated and kept in its runtime file ("" when none)."""
+        if not self.tcp:
+            return ""
+        old = os.environ.get("XDG_RUNTIME_DIR")
+        os.environ["XDG_RUNTIME_DIR"] = self.runtime_dir
+        try:
+            return kernelbox._transport.token_for(self.url)
+        finally:
+            if old is None:
+                del os.environ["XDG_RUNTIME_DIR"]
+            else:
+                os.environ["XDG_RUNTIME_DIR"] = old
 
     def logtext(self) -> str:
         """Return serve's output so far."""
