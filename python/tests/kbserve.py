@@ -112,6 +112,8 @@ class Serve:
             args += ["--token", self.token]
         env = dict(os.environ)
         env.pop("KERNELBOX_TOKEN", None)
+        env["TMPDIR"] = os.path.join(self.dir, "tmp")  # serve's Jupyter runtime dirs, kernelspec included
+        os.makedirs(env["TMPDIR"], exist_ok=True)
         env["XDG_RUNTIME_DIR"] = os.path.join(self.dir, "run")
         os.makedirs(env["XDG_RUNTIME_DIR"], mode=0o700, exist_ok=True)
         self.runtime_dir = env["XDG_RUNTIME_DIR"]
