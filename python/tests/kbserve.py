@@ -93,6 +93,7 @@ class Serve:
     def __init__(self, backend: str = "local", tcp: bool = False, token: Optional[str] = None,
                  extra: Optional[List[str]] = None, port: int = 0, workspace: Optional[str] = None):
         self.dir = tempfile.mkdtemp(prefix="kbpy-serve-")
+        self.tmp = tempfile.mkdtemp(prefix="kbt", dir="/tmp")
         self.backend, self.tcp, self.token = backend, tcp, token
         self.extra = list(extra or [])
         self.workspace = workspace or os.path.join(self.dir, "ws")
@@ -112,8 +113,8 @@ class Serve:
             args += ["--token", self.token]
         env = dict(os.environ)
         env.pop("KERNELBOX_TOKEN", None)
-        env["TMPDIR"] = os.path.join(self.dir, "tmp")  # serve's Jupyter runtime dirs, kernelspec included
-        os.makedirs(env["TMPDIR"], exist_ok=True)
+        # serve's Jupyter runtime dirs (kernelspec included), short enough for unix sockets
+        env["TMPDIR"] = self.tmp
         env["XDG_RUNTIME_DIR"] = os.path.join(self.dir, "run")
         os.makedirs(env["XDG_RUNTIME_DIR"], mode=0o700, exist_ok=True)
         self.runtime_dir = env["XDG_RUNTIME_DIR"]
@@ -173,3 +174,4 @@ class Serve:
         """Stop serve and remove its directory."""
         self.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
+        shutil.rmtree(self.tmp, ignore_errors=True)
