@@ -1,4 +1,4 @@
-"""The HTTP transport: one kept-alive connection per client, over TCP or a unix socket.
+"""The HTTP transport: kept-alive connections (one per caller at a time), over TCP or a unix socket.
 
 A kept connection the server closed while idle (its --conn-idle-timeout) is found
 before the next request is sent (the socket reads as closed) and replaced; an
@@ -17,12 +17,15 @@ import select
 import socket
 import stat
 import threading
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import urlsplit
 
 from .errors import TransportError, error_for
 
 DEFAULT_SERVER = "http://127.0.0.1:8700"
+
+#: The most connections a client keeps open while idle (one per thread that used it at once).
+MAX_IDLE = 4
 
 # The most of an error answer's body that is read.
 _MAX_ERROR_BODY = 1 << 20
@@ -111,7 +114,11 @@ def parse_server(server: str) -> Tuple[str, str, int, str]:
 
 
 class Transport:
-    """Sends requests on one kept-alive connection; safe for concurrent use (one at a time)."""
+    """Sends requests on kept-alive connections; safe for concurrent use.
+
+    One caller at a time uses one connection, the next request reuses it; callers in
+    several threads at once each get one (at most :data:`MAX_IDLE` are kept idle).
+    """
 
     def __init__(self, server: str, token: str, timeout: Optional[float]):
         self.server = server
@@ -119,13 +126,14 @@ class Transport:
         self.token = token
         self.timeout = timeout
         self._lock = threading.Lock()
-        self._conn: Optional[http.client.HTTPConnection] = None
+        self._idle: List[http.client.HTTPConnection] = []
         self.connections = 0  # how many connections were opened (for tests and the benchmark)
 
     def new_connection(self, timeout: Optional[float] = None) -> http.client.HTTPConnection:
         """Return a new, not yet connected, connection to the server."""
         t = self.timeout if timeout is None else timeout
-        self.connections += 1
+        with self._lock:
+            self.connections += 1
         if self.kind == "unix":
             return _UnixConnection(self.path, t)
         if self.kind == "https":
@@ -142,16 +150,21 @@ class Transport:
         return h
 
     def close(self) -> None:
-        """Close the kept connection."""
+        """Close the kept connections."""
         with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+            idle, self._idle = self._idle, []
+        for c in idle:
+            c.close()
 
-    def _kept(self) -> Tuple[http.client.HTTPConnection, bool]:
-        """Return the kept connection (reused: True) or a new one."""
-        c = self._conn
-        if c is not None and c.sock is not None:
+    def _take(self) -> Tuple[http.client.HTTPConnection, bool]:
+        """Return a kept connection (reused: True) or a new one."""
+        while True:
+            with self._lock:
+                c = self._idle.pop() if self._idle else None
+            if c is None:
+                return self.new_connection(), False
+            if c.sock is None:
+                continue
             try:
                 readable, _, _ = select.select([c.sock], [], [], 0)
             except (OSError, ValueError):
@@ -159,42 +172,47 @@ class Transport:
             if not readable:
                 return c, True
             c.close()  # closed by the server while idle (or stray bytes): not reusable
-        self._conn = self.new_connection()
-        return self._conn, False
+
+    def _give(self, c: http.client.HTTPConnection) -> None:
+        with self._lock:
+            if len(self._idle) < MAX_IDLE:
+                self._idle.append(c)
+                return
+        c.close()
 
     def request(self, method: str, path: str, body: Any = None,
                 headers: Optional[Dict[str, str]] = None) -> Tuple[int, Dict[str, str], bytes]:
-        """Send one request on the kept connection and return (status, headers, body).
+        """Send one request on a kept connection and return (status, headers, body).
 
         Non-2xx answers raise the error table's exception; failures to connect or
         broken connections raise TransportError.
         """
         hdr = self.headers(headers)
-        with self._lock:
-            for attempt in (0, 1):
-                conn, reused = self._kept()
-                try:
-                    conn.request(method, path, body=body, headers=hdr)
-                    resp = conn.getresponse()
-                    data = resp.read()
-                except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as e:
-                    conn.close()
-                    self._conn = None
-                    retry = reused and attempt == 0 and method in ("GET", "PUT", "DELETE", "HEAD")
-                    if retry and (body is None or isinstance(body, (bytes, bytearray))):
-                        continue
-                    raise TransportError(f"kernelbox: {method} {path}: connection to {self.server} broke: {e}") from e
-                except (OSError, http.client.HTTPException) as e:
-                    conn.close()
-                    self._conn = None
+        for attempt in (0, 1):
+            conn, reused = self._take()
+            try:
+                conn.request(method, path, body=body, headers=hdr)
+                resp = conn.getresponse()
+                data = resp.read()
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as e:
+                conn.close()
+                retry = reused and attempt == 0 and method in ("GET", "PUT", "DELETE", "HEAD")
+                if retry and (body is None or isinstance(body, (bytes, bytearray))):
+                    continue
+                raise TransportError(f"kernelbox: {method} {path}: connection to {self.server} broke: {e}") from e
+            except BaseException as e:
+                conn.close()
+                if isinstance(e, (OSError, http.client.HTTPException)):
                     raise TransportError(f"kernelbox: {method} {path}: cannot reach {self.server}: {e}") from e
-                if resp.will_close:
-                    conn.close()
-                    self._conn = None
-                hd = {k.lower(): v for k, v in resp.getheaders()}
-                if resp.status >= 300:
-                    raise answer_error(resp.status, data)
-                return resp.status, hd, data
+                raise
+            if resp.will_close:
+                conn.close()
+            else:
+                self._give(conn)
+            hd = {k.lower(): v for k, v in resp.getheaders()}
+            if resp.status >= 300:
+                raise answer_error(resp.status, data)
+            return resp.status, hd, data
         raise AssertionError("unreachable")
 
 

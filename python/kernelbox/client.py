@@ -41,8 +41,9 @@ class Client:
     checks the peer's uid). ``timeout`` bounds each socket operation in seconds
     (None: no bound; an execute may run for minutes).
 
-    Requests share one kept-alive connection (opened on first use, reopened when the
-    server closed it); streams open their own.
+    Requests reuse a kept-alive connection (opened on first use, reopened when the
+    server closed it); threads calling at once each get one, so a long execute in one
+    thread does not hold up another's call; streams open their own.
     """
 
     def __init__(self, server: Optional[str] = None, token: Optional[str] = None,

@@ -68,6 +68,31 @@ class ExecuteTest(kbserve.TimedTest):
         print(f"\n  20 trivial cells on one kept connection: {(time.monotonic() - t0) / 20 * 1000:.2f} ms each")
         self.assertEqual(self.c.connections_opened, before, "each call must reuse the kept connection")
 
+    def test_concurrent_calls_do_not_wait_for_each_other(self):
+        for s in ("c-par1", "c-par2"):
+            self.c.execute(s, "1")  # kernels up before the timed part
+        before = self.c.connections_opened
+        out = {}
+
+        def run(s):
+            out[s] = self.c.execute(s, "import time; time.sleep(1.5); 'done'").result
+
+        t0 = time.monotonic()
+        ts = [threading.Thread(target=run, args=(s,)) for s in ("c-par1", "c-par2")]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        took = time.monotonic() - t0
+        print(f"\n  two 1.5 s cells in two threads through one client: {took:.2f} s")
+        self.assertEqual(out, {"c-par1": "'done'", "c-par2": "'done'"})
+        self.assertLess(took, 2.9, "the second call waited for the first")
+        self.assertLessEqual(self.c.connections_opened - before, 1, "one extra connection for the second thread")
+        n = self.c.connections_opened
+        for s in ("c-par1", "c-par2", "c-par1"):
+            self.c.execute(s, "1")
+        self.assertEqual(self.c.connections_opened, n, "kept connections are reused")
+
     def test_execute_timeout_is_a_result(self):
         r = self.c.execute("c-exec", "import time; time.sleep(30)", timeout=1)
         self.assertEqual(r.status, "timeout")
