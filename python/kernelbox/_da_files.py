@@ -260,6 +260,26 @@ class FilesMixin:
             return DeleteResult(error=str(e))
         return DeleteResult(error=f"{a['error']}: {file_path}") if a.get("error") else DeleteResult(path=file_path)
 
+    # -- the names of earlier deepagents releases (0.2-0.3), which its standard test suite still calls
+
+    def ls_info(self, path: str) -> List[Dict[str, Any]]:
+        """Earlier name of ls: the entries, or [] on error."""
+        return self.ls(path).entries or []
+
+    def glob_info(self, pattern: str, path: str = "/") -> List[Dict[str, Any]]:
+        """Earlier form of glob: matches with paths relative to path, or [] on error."""
+        base = (path or self.root).rstrip("/") or "/"  # type: ignore[attr-defined]
+        prefix = "/" if base == "/" else base + "/"
+        out = []
+        for m in self.glob(pattern, base).matches or []:
+            out.append(dict(m, path=m["path"][len(prefix):] if m["path"].startswith(prefix) else m["path"]))
+        return out
+
+    def grep_raw(self, pattern: str, path: Optional[str] = None, glob: Optional[str] = None) -> Any:
+        """Earlier form of grep: the list of matches, or the error string."""
+        r = self.grep(pattern, path, glob)
+        return r.error if r.error else (r.matches or [])
+
     # -- async twins
 
     async def als(self, path: str) -> LsResult:

@@ -153,6 +153,50 @@ class SandboxTest(kbserve.TimedTest):
         self.assertEqual(sb.run_python("v + 1").result, "42", "run_python shares the stateful kernel")
 
 
+class StandardSuiteExpectationsTest(kbserve.TimedTest):
+    """What Deep Agents' standard sandbox suite (SandboxIntegrationTests) checks, restated
+    with unittest (langchain_tests and deepagents cannot be installed here)."""
+
+    def test_tmp_operations(self):
+        pc = KernelboxSandboxClient(S.url, token="")
+        sb = pc.create()
+        self.addCleanup(pc.delete, sandbox_id=sb.id)
+        d = "/tmp/kbpy-suite-" + sb.id
+        self.addCleanup(sb.execute, f"rm -rf {d}")
+        sb.execute(f"rm -rf {d} && mkdir -p {d}")
+        content = "Hello, sandbox!\nLine 2\nLine 3"
+        w = sb.write(f"{d}/new_file.txt", content)
+        self.assertEqual((w.error, w.path), (None, f"{d}/new_file.txt"))
+        self.assertEqual(sb.execute(f"cat {d}/new_file.txt").output.strip(), content)
+        sb.write(f"{d}/edit.txt", "Hello world\nGoodbye world\nHello again")
+        e = sb.edit(f"{d}/edit.txt", "Goodbye", "Farewell")
+        self.assertEqual((e.error, e.occurrences), (None, 1))
+        self.assertIn("Farewell world", sb.read(f"{d}/edit.txt").file_data["content"])
+        sb.write(f"{d}/a.txt", "a")
+        sb.write(f"{d}/x.py", "print('x')")
+        self.assertIn(f"{d}/a.txt", [i["path"] for i in sb.ls_info(d)])
+        self.assertEqual([m["path"] for m in sb.glob_info("*.py", path=d)], ["x.py"])
+        sb.write(f"{d}/grep.txt", "a (b)\nstr | int\n")
+        m = sb.grep_raw("str | int", path=d)
+        self.assertTrue(m[0]["path"].endswith("/grep.txt"))
+        self.assertEqual(m[0]["text"].strip(), "str | int")
+        files = [(f"{d}/multi_{i}.txt", f"Content {i}".encode()) for i in range(3)]
+        files.append((f"{d}/binary.bin", bytes(range(256))))
+        files.append((f"{d}/special.txt", b"Roundtrip test: special chars \n\t\r\x00"))
+        self.assertEqual([(u.path, u.error) for u in sb.upload_files(files)], [(p, None) for p, _ in files])
+        self.assertEqual([(r.path, r.content, r.error) for r in sb.download_files([p for p, _ in files])],
+                         [(p, c, None) for p, c in files])
+        sb.execute(f"mkdir -p {d}/dir")
+        got = sb.download_files([f"{d}/nonexistent.txt", f"{d}/dir", "relative/path.txt"])
+        self.assertEqual([(r.content, r.error) for r in got],
+                         [(None, "file_not_found"), (None, "is_directory"), (None, "invalid_path")])
+        p = f"{d}/missing_parent/sub/up.txt"
+        self.assertIsNone(sb.upload_files([(p, b"nope")])[0].error)
+        self.assertEqual(sb.download_files([p])[0].content, b"nope")
+        self.assertEqual(sb.upload_files([("relative_upload.txt", b"x")])[0].error, "invalid_path")
+        self.assertEqual(sb.execute("echo hello").output.strip(), "hello")
+
+
 class ProviderAndToolTest(kbserve.TimedTest):
     def test_sandbox_client(self):
         pc = KernelboxSandboxClient(S.url, token="")
@@ -222,6 +266,9 @@ class DockerSmokeTest(kbserve.TimedTest):
         self.assertEqual(sb.execute("cat /tmp/x.txt").output, "x")
         self.assertEqual(sb.download_files(["/workspace", "/tmp/x.txt"])[0].error, "is_directory")
         self.assertEqual(sb.run_python("1+1").result, "2")
+        # The kernel is not root here: an unreadable file is permission_denied, as the suite expects.
+        sb.execute("echo secret > /tmp/noread.txt && chmod 000 /tmp/noread.txt")
+        self.assertEqual(sb.download_files(["/tmp/noread.txt"])[0].error, "permission_denied")
 
 
 if __name__ == "__main__":
