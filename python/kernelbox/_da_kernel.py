@@ -4,7 +4,7 @@ operations on paths outside the session directory.
 Each call sends :data:`PROGRAM` with one operation; the kernel prints one line,
 ``MARKER`` then JSON, which :func:`parse` reads back. The program is sent whole
 every time (about 4 KB): a reset kernel has nothing defined, and nothing is left
-behind in the user's namespace but the underscore names it deletes.
+behind in the user's namespace (the one class it defines deletes itself).
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from typing import Any, Dict
 MARKER = "\x1ekernelbox-da:"
 
 PROGRAM = r'''
-def _kbda(op, a):
-    import json, os, shutil, signal, subprocess, threading, fnmatch, sys
+class _KBDA:
+    import json, os, shutil, signal, subprocess, threading
 
+    @staticmethod
     def err(e):
         if isinstance(e, (FileNotFoundError, NotADirectoryError)):
             return "file_not_found"
@@ -29,15 +30,19 @@ def _kbda(op, a):
             return "invalid_path"
         return type(e).__name__ + ": " + str(e)
 
-    if op == "cwd":
-        return os.getcwd()
-    if op == "sh":
+    @staticmethod
+    def cwd(a):
+        return _KBDA.os.getcwd()
+
+    @staticmethod
+    def sh(a):
+        os, subprocess, signal = _KBDA.os, _KBDA.subprocess, _KBDA.signal
         lim, half = a["limit"], a["limit"] // 2
         st = {"head": bytearray(), "tail": bytearray(), "total": 0}
         p = subprocess.Popen(["/bin/sh", "-c", a["cmd"]], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, start_new_session=True)
 
-        def pump():
+        def pump():  # keeps the first half and the last half of the limit
             while True:
                 b = p.stdout.read1(1 << 16)
                 if not b:
@@ -53,14 +58,14 @@ def _kbda(op, a):
                     if len(t) > lim - half:
                         del t[:len(t) - (lim - half)]
 
-        th = threading.Thread(target=pump, daemon=True)
+        th = _KBDA.threading.Thread(target=pump, daemon=True)
         th.start()
         timed_out = False
         try:
-            code = p.wait(a["timeout"] or None)
+            p.wait(a["timeout"] or None)
         except subprocess.TimeoutExpired:
             timed_out = True
-        finally:
+        finally:  # also on KeyboardInterrupt: the command's group never outlives the call
             if p.returncode is None or timed_out:
                 try:
                     os.killpg(p.pid, signal.SIGKILL)
@@ -78,58 +83,53 @@ def _kbda(op, a):
             out += ("\n[kernelbox: %d bytes of output dropped here; %d in all, %d kept]\n"
                     % (dropped, st["total"], lim)).encode()
         out += bytes(st["tail"])
-        if code < 0:
-            code = 128 - code
-        if timed_out:
-            code = 124
+        code = 124 if timed_out else (128 - code if code < 0 else code)
         return {"output": out.decode("utf-8", "replace"), "exit_code": code, "truncated": dropped > 0,
                 "timed_out": timed_out, "total": st["total"]}
-    if op == "put":  # staged files in the session directory -> their targets
-        res = []
+
+    @staticmethod
+    def copy(a):  # [src, dst] pairs: staged file -> target (put), target -> staged file (get)
+        os, res = _KBDA.os, []
         for src, dst in a["files"]:
             try:
-                if os.path.isdir(dst):
-                    raise IsADirectoryError(dst)
+                if os.path.isdir(src) or os.path.isdir(dst):
+                    raise IsADirectoryError(src if os.path.isdir(src) else dst)
                 os.makedirs(os.path.dirname(dst) or "/", exist_ok=True)
-                shutil.copyfile(src, dst)
+                _KBDA.shutil.copyfile(src, dst)
                 res.append(None)
             except Exception as e:
-                res.append(err(e))
+                res.append(_KBDA.err(e))
         return res
-    if op == "get":  # targets -> staged files in the session directory
-        res = []
-        for src, dst in a["files"]:
-            try:
-                if os.path.isdir(src):
-                    raise IsADirectoryError(src)
-                os.makedirs(os.path.dirname(dst), exist_ok=True)
-                shutil.copyfile(src, dst)
-                res.append(None)
-            except Exception as e:
-                res.append(err(e))
-        return res
-    if op == "ls":
+
+    put = get = copy
+
+    @staticmethod
+    def ls(a):
         try:
             out = []
-            with os.scandir(a["path"]) as it:
+            with _KBDA.os.scandir(a["path"]) as it:
                 for e in it:
                     s = e.stat(follow_symlinks=False)
                     out.append([e.name, e.is_dir(follow_symlinks=False), s.st_size, s.st_mtime])
             return {"entries": sorted(out)}
         except Exception as e:
-            return {"error": err(e)}
-    if op == "delete":
-        p = a["path"]
+            return {"error": _KBDA.err(e)}
+
+    @staticmethod
+    def delete(a):
+        os, p = _KBDA.os, a["path"]
         try:
             if os.path.isdir(p) and not os.path.islink(p):
-                shutil.rmtree(p)
+                _KBDA.shutil.rmtree(p)
             else:
                 os.remove(p)
             return {}
         except Exception as e:
-            return {"error": err(e)}
-    if op == "walk":  # files under path: [rel, is_dir, size, mtime], at most max
-        out, base = [], a["path"]
+            return {"error": _KBDA.err(e)}
+
+    @staticmethod
+    def walk(a):  # what is under path: [rel, is_dir, size, mtime], at most max
+        os, out, base = _KBDA.os, [], a["path"]
         if not os.path.isdir(base):
             return {"error": "file_not_found" if not os.path.exists(base) else "not a directory: " + base}
         for d, dirs, files in os.walk(base):
@@ -144,7 +144,9 @@ def _kbda(op, a):
                 if len(out) >= a["max"]:
                     return {"entries": out, "truncated": True}
         return {"entries": out, "truncated": False}
-    if op == "grep":  # literal pattern in the given files
+
+    @staticmethod
+    def grep(a):  # the literal pattern in the given files, at most max matches
         out, pat = [], a["pattern"]
         for f in a["files"]:
             try:
@@ -157,12 +159,11 @@ def _kbda(op, a):
             except (UnicodeDecodeError, OSError):
                 continue
         return {"matches": out, "truncated": False}
-    raise ValueError("unknown op " + op)
 
 try:
-    print(__MARKER__ + __import__("json").dumps(_kbda(__OP__, __import__("json").loads(__ARGS__))), flush=True)
+    print(__MARKER__ + _KBDA.json.dumps(getattr(_KBDA, __OP__)(_KBDA.json.loads(__ARGS__))), flush=True)
 finally:
-    del _kbda
+    del _KBDA
 '''
 
 
