@@ -236,6 +236,9 @@ class ProviderAndToolTest(kbserve.TimedTest):
         a = tool("1/0", "tool-s")
         self.assertIn("ZeroDivisionError", a)
         self.assertIn("failed", tool("1", "bad id!"))
+        a = tool("import os; os._exit(1)", "tool-died")
+        self.assertIn("status: kernel_died", a)
+        self.assertIn("state_lost: true", a)
         self.assertIn("NameError", tool("undefined_name", "tool-s"))
         old = dict(os.environ)
         try:
