@@ -5,6 +5,8 @@ One interleaved run, rounds of blocks in rotating order, each block N calls of
 
 - ``kernelbox keep-alive``: kernelbox.Client on a loopback `kernelbox serve --backend local`
 - ``kernelbox new conn``: a new kernelbox.Client (a new connection) per call
+- ``raw http.client keep``: the same POST by hand on a kept http.client connection, no
+  client library: the floor of the client's own overhead
 - ``zmq stock``: jupyter_client to a stock ipykernel (kernelspec python3)
 - ``zmq kernelbox kernel``: jupyter_client to the same kernel kernelbox starts: its own
   kernelspec (kernelbox-python3), launcher included, as serve installed it
@@ -15,6 +17,8 @@ Usage: /usr/bin/python3 python/bench/trivial.py [ROUNDS] [N]
 from __future__ import annotations
 
 import glob
+import http.client
+import json
 import os
 import statistics
 import sys
@@ -71,13 +75,22 @@ def main() -> None:
             with s.client() as fresh:
                 assert fresh.execute("bench", f"x = {i}; x + 1").result == str(i + 1)
 
+        raw = http.client.HTTPConnection("127.0.0.1", s.port)
+
+        def raw_keep():  # the same request by hand on a kept http.client connection: the client's floor
+            counter[0] += 1
+            i = counter[0]
+            raw.request("POST", "/v1/sessions/bench/execute", body=json.dumps({"code": f"x = {i}; x + 1"}).encode(),
+                        headers={"Content-Type": "application/json", "Authorization": "Bearer bench"})
+            assert json.loads(raw.getresponse().read())["result"] == str(i + 1)
+
         def zmq(kc):
             def run():
                 counter[0] += 1
                 zmq_cell(kc, f"x = {counter[0]}; x + 1")
             return run
 
-        kinds = {"kernelbox keep-alive": kb_keep, "kernelbox new conn": kb_new,
+        kinds = {"kernelbox keep-alive": kb_keep, "kernelbox new conn": kb_new, "raw http.client keep": raw_keep,
                  "zmq stock ipykernel": zmq(kc1), "zmq kernelbox's kernel": zmq(kc2)}
         for f in kinds.values():  # warm up
             for _ in range(5):
