@@ -193,7 +193,8 @@ class Transport:
             try:
                 conn.request(method, path, body=body, headers=hdr)
                 resp = conn.getresponse()
-                data = resp.read()
+                # An error answer is read only so far; a longer one costs its connection.
+                data = resp.read(_MAX_ERROR_BODY) if resp.status >= 300 else resp.read()
             except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as e:
                 conn.close()
                 retry = reused and attempt == 0 and method in ("GET", "PUT", "DELETE", "HEAD")
@@ -205,14 +206,13 @@ class Transport:
                 if isinstance(e, (OSError, http.client.HTTPException)):
                     raise TransportError(f"kernelbox: {method} {path}: cannot reach {self.server}: {e}") from e
                 raise
-            if resp.will_close:
+            if resp.will_close or not resp.isclosed():
                 conn.close()
             else:
                 self._give(conn)
-            hd = {k.lower(): v for k, v in resp.getheaders()}
             if resp.status >= 300:
                 raise answer_error(resp.status, data)
-            return resp.status, hd, data
+            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, data
         raise AssertionError("unreachable")
 
 

@@ -306,6 +306,42 @@ class FaultsTest(kbserve.TimedTest):
         else:
             self.fail("a third session past --max-sessions 2 was created")
 
+    def test_error_answers_are_read_within_a_bound(self):
+        import http.server
+
+        class Big(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.send_response(500)
+                self.send_header("Content-Length", str(8 << 20))
+                self.end_headers()
+                try:
+                    self.wfile.write(b"x" * (8 << 20))
+                except OSError:
+                    pass
+
+            def log_message(self, *a):
+                pass
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Big)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self.addCleanup(srv.server_close)
+        self.addCleanup(srv.shutdown)
+        c = kernelbox.Client(f"http://127.0.0.1:{srv.server_port}", token="x", timeout=10)
+        with self.assertRaises(kernelbox.APIError) as cm:
+            c.sessions()
+        self.assertEqual(cm.exception.status, 500)
+        self.assertEqual(len(cm.exception.message), 1 << 20, "an error body is read up to 1 MiB, no more")
+        c.close()
+
+    def test_error_answers_keep_the_connection(self):
+        c = S.client()
+        self.addCleanup(c.close)
+        c.sessions()
+        for _ in range(3):
+            with self.assertRaises(kernelbox.NotFound):
+                c.session("no-such-session")
+        self.assertEqual(c.connections_opened, 1)
+
     def test_503_disabled(self):
         n = Serve(backend="none").start()
         self.addCleanup(n.cleanup)
