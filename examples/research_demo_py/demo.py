@@ -15,6 +15,7 @@ report and plot come back as artifacts.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import shutil
@@ -105,7 +106,9 @@ def binary() -> str:
     """Return the kernelbox binary: $KERNELBOX_BIN, else one built from this repository."""
     if os.environ.get("KERNELBOX_BIN"):
         return os.environ["KERNELBOX_BIN"]
-    out = os.path.join(tempfile.mkdtemp(prefix="kbdemo-bin-"), "kernelbox")
+    d = tempfile.mkdtemp(prefix="kbdemo-bin-")
+    atexit.register(shutil.rmtree, d, True)
+    out = os.path.join(d, "kernelbox")
     env = dict(os.environ, PATH=os.environ.get("PATH", "") + ":/usr/local/go/bin")
     subprocess.run(["go", "build", "-o", out, "./cmd/kernelbox"], cwd=REPO, env=env, check=True)
     return out

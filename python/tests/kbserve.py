@@ -8,6 +8,7 @@ as internal/testenv does, so CI cannot pass by skipping.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import signal
@@ -43,6 +44,7 @@ def binary() -> str:
             _bin = os.environ["KERNELBOX_BIN"]
             return _bin
         d = tempfile.mkdtemp(prefix="kbpy-bin-")
+        atexit.register(shutil.rmtree, d, True)
         out = os.path.join(d, "kernelbox")
         env = dict(os.environ)
         env["PATH"] = env.get("PATH", "") + ":/usr/local/go/bin"
@@ -109,6 +111,10 @@ class Serve:
                 "--no-dashboard", "--idle-timeout", "0", "--log-level", "warn"]
         if self.backend == "local":
             args += ["--python", JUPYTER_PYTHON]
+        if "--disk-quota" not in self.extra:
+            # No loop-mounted session disks (as root) unless a test asks: a serve killed
+            # with SIGKILL would leave them mounted, and making them costs time.
+            args += ["--disk-quota", "0"]
         if self.token:
             args += ["--token", self.token]
         env = dict(os.environ)
