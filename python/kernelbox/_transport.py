@@ -73,7 +73,8 @@ def token_for(url: str) -> str:
         return ""
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
         return ""
-    norm = url.strip().rstrip("/")
+    norm = url.strip()
+    norm = norm[:-1] if norm.endswith("/") else norm  # as runtimefile.Normalize
     p = os.path.join(d, "server-" + hashlib.sha256(norm.encode()).hexdigest()[:16] + ".json")
     try:
         fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW)

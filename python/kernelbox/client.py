@@ -53,7 +53,7 @@ class Client:
             token = os.environ.get("KERNELBOX_TOKEN", "")
             if not token and not server.startswith("unix:"):
                 token = token_for(server)
-        self.server = server.rstrip("/")
+        self.server = server[:-1] if server.endswith("/") else server
         self._t = Transport(self.server, token, timeout)
 
     def close(self) -> None:
