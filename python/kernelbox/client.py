@@ -7,6 +7,7 @@ yields output as it happens.
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import os
 from typing import IO, Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
@@ -123,7 +124,7 @@ class Client:
             conn.request("POST", "/v1/sessions/" + _seg(session_id) + "/execute", body=body,
                          headers=self._t.headers({"Content-Type": "application/json", "Accept": "text/event-stream"}))
             resp = conn.getresponse()
-        except OSError as e:
+        except (OSError, http.client.HTTPException) as e:
             conn.close()
             raise TransportError(f"kernelbox: execute: cannot reach {self.server}: {e}") from e
         if resp.status >= 300:

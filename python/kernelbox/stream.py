@@ -90,7 +90,7 @@ class Stream:
                             raise
                         fails, cause = fails + 1, e
                         continue
-                    except OSError as e:
+                    except (OSError, http.client.HTTPException) as e:
                         fails, cause = fails + 1, e
                         continue
                 before = self.last_event_id
