@@ -14,7 +14,7 @@ from typing import IO, Any, Dict, Iterable, List, Optional, Sequence, Tuple, Uni
 from urllib.parse import quote, urlencode
 
 from ._transport import DEFAULT_SERVER, Transport, answer_error, token_for
-from .errors import TransportError
+from .errors import APIError, TransportError
 from .stream import CALL_ID_HEADER, Stream
 from .types import (CallInfo, DetachedCall, FileBatchResult, FileListing, Health, NotebookRun, Result,
                     SessionInfo, TemplateInfo, Artifact)
@@ -219,9 +219,8 @@ class Client:
         """Return the server's health (status ``degraded`` with the problem on a 503)."""
         try:
             d = self._json("GET", "/healthz")
-        except Exception as e:  # a 503 answer carries the problem
-            from .errors import APIError
-            if isinstance(e, APIError) and e.status == 503:
+        except APIError as e:  # a 503 answer carries the problem
+            if e.status == 503:
                 return Health("degraded", "", 0, e.message)
             raise
         return Health(d.get("status", ""), d.get("backend", ""), d.get("sessions", 0), d.get("problem", ""))

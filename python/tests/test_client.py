@@ -7,7 +7,6 @@ import io
 import json
 import os
 import shutil
-import signal
 import threading
 import time
 import unittest
