@@ -23,7 +23,7 @@ T: Serve  # TCP, generated token, small limits
 def setUpModule():
     global S, T
     kbserve.require_jupyter()
-    S = Serve(extra=["--templates", _templates()]).start()
+    S = Serve(extra=["--templates", _templates(), "--warm", "2"]).start()
     T = Serve(tcp=True, extra=["--conn-idle-timeout", "1s", "--max-sessions", "2",
                                "--max-notebook-bytes", "2000"]).start()
 
