@@ -49,10 +49,16 @@ vet:
 	$(GO) vet ./...
 
 # The Python half of the remote backend's file sync (standard-library unittest, with
-# Debian's python3 and its ipykernel, as the kernels run it).
+# Debian's python3 and its ipykernel, as the kernels run it), then the Python client
+# package (python/: its tests build the binary and start real `kernelbox serve`s,
+# local and, when Docker is reachable, docker; KERNELBOX_REQUIRE_JUPYTER=1 makes a
+# missing Jupyter fail them instead of skipping), then the Python research demo.
 PYTHON3 ?= /usr/bin/python3
 pytest:
 	$(PYTHON3) -B -m unittest discover -s kernelfs -p 'test_*.py'
+	@began=$$(date +%s) && $(PYTHON3) -B -W ignore::ResourceWarning -m unittest discover -s python/tests -p 'test_*.py' && \
+		echo "== python client tests took $$(( $$(date +%s) - began )) s"
+	$(PYTHON3) -B -m unittest discover -s examples/research_demo_py -p 'test_*.py'
 
 BENCH_BACKENDS := $(shell docker version >/dev/null 2>&1 && echo local,docker || echo local)
 

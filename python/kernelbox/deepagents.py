@@ -1,0 +1,315 @@
+"""A Deep Agents sandbox backend on kernelbox: one kernelbox session is one sandbox.
+
+:class:`KernelboxSandbox` has the shape of Deep Agents' ``SandboxBackendProtocol``
+(deepagents 0.7, ``deepagents/backends/protocol.py``): ``id``, ``execute`` (a shell
+command run through the session's kernel, stdout and stderr combined, the real exit
+code), ``upload_files``/``download_files`` with per-file results in input order,
+and ``ls``, ``read``, ``write``, ``edit``, ``grep``, ``glob``, ``delete``, each with
+an ``a``-prefixed async twin. Paths are absolute. A path under the session
+directory (``/workspace`` on docker; the session's host directory on local) goes
+through kernelbox's files API; any other path (``/tmp/x.txt``) through the kernel,
+with the same results. :meth:`KernelboxSandbox.run_python` runs Python in the same
+stateful kernel. :class:`KernelboxSandboxClient` creates, finds and deletes
+sandboxes as Deep Agents' sandbox providers do.
+
+When deepagents is installed its result types are used and the class subclasses
+its ``SandboxBackendProtocol``; otherwise same-named stand-ins are (``_da_types``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import posixpath
+import secrets
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from . import _da_kernel
+from ._da_files import FilesMixin
+from ._da_types import (ExecuteResponse, FileDownloadResponse, FileUploadResponse, SandboxBackendProtocol,
+                        SandboxNotFoundError, file_error, INVALID_PATH)
+from .client import Client
+from .errors import NotFound
+from .types import Result
+
+#: The session-directory folder staged files pass through on their way to or from
+#: paths outside the session directory; ls and glob leave it out.
+STAGING = ".kernelbox-da"
+
+
+def check_path(path: str) -> Optional[str]:
+    """Return INVALID_PATH unless path is absolute, without NUL, ``..`` or ``~``."""
+    if not isinstance(path, str) or not path.startswith("/") or "\x00" in path:
+        return INVALID_PATH
+    if ".." in path.split("/") or path.startswith("~"):
+        return INVALID_PATH
+    return None
+
+
+class KernelboxSandbox(FilesMixin, SandboxBackendProtocol):  # type: ignore[misc]
+    """A Deep Agents sandbox backed by one kernelbox session.
+
+    ``url`` and ``token`` default as :class:`kernelbox.Client`'s do
+    (``$KERNELBOX_SERVER``, ``$KERNELBOX_TOKEN`` or the runtime file);
+    ``session_id`` defaults to a new random id (the session is created at once,
+    with ``template``). ``max_output_bytes`` bounds a command's output (its middle
+    is dropped, with a note, and ``truncated`` set); ``default_timeout`` is the
+    command timeout in seconds when ``execute`` gets none (0: none).
+    Safe for concurrent use; calls on one session run one at a time, in order.
+    """
+
+    def __init__(self, url: Optional[str] = None, token: Optional[str] = None, session_id: Optional[str] = None,
+                 template: Optional[str] = None, *, client: Optional[Client] = None,
+                 max_output_bytes: int = 100_000, default_timeout: float = 1800):
+        self.client = client or Client(url, token)
+        self.session_id = session_id or "da-" + secrets.token_hex(8)
+        self.template = template
+        self.max_output_bytes = max_output_bytes
+        self.default_timeout = default_timeout
+        self._root: Optional[str] = None
+        self.client.create_session(self.session_id, template)
+
+    @property
+    def id(self) -> str:
+        """The sandbox's id: its kernelbox session id."""
+        return self.session_id
+
+    # -- the kernel
+
+    def _kernel(self, op: str, args: Dict[str, Any], timeout: Optional[float] = None) -> Any:
+        """Run one operation of _da_kernel in the session's kernel and return its answer."""
+        r = self.client.execute(self.session_id, _da_kernel.program(op, args), template=self.template,
+                                timeout=timeout)
+        if r.status != "ok":
+            why = r.error.ename + ": " + r.error.evalue if r.error else r.status
+            raise RuntimeError(f"kernelbox: {op} in session {self.session_id}: {r.status}: {why}")
+        return _da_kernel.parse(r.stdout)
+
+    @property
+    def root(self) -> str:
+        """The session directory's absolute path in the sandbox (the kernel's working directory)."""
+        if self._root is None:
+            self._root = str(self._kernel("cwd", {})).rstrip("/") or "/"
+        return self._root
+
+    def _rel(self, path: str) -> Optional[str]:
+        """Return path relative to the session directory ("" for it), or None when outside it."""
+        root = self.root
+        p = posixpath.normpath(path) if path != "/" else "/"
+        if p == root:
+            return ""
+        if p.startswith(root + "/"):
+            return p[len(root) + 1:]
+        return None
+
+    def execute(self, command: str, *, timeout: Optional[int] = None) -> ExecuteResponse:
+        """Run command with /bin/sh -c in the sandbox; return its output and exit code.
+
+        The command runs as a child of the session's kernel, in the session directory,
+        in a process group of its own. Past ``timeout`` seconds the group is killed,
+        the exit code is 124 and the output says so. Output past ``max_output_bytes``
+        loses its middle (a note says how much) and ``truncated`` is set.
+        """
+        t = self.default_timeout if timeout is None else timeout
+        args = {"cmd": command, "limit": self.max_output_bytes, "timeout": t}
+        # The call's own bound leaves the kernel time to kill the group and answer.
+        r = self.client.execute(self.session_id, _da_kernel.program("sh", args), template=self.template,
+                                timeout=(t + 60) if t else 0)
+        if r.status != "ok":
+            return ExecuteResponse(output=_call_failure(r), exit_code=None, truncated=r.truncated)
+        a = _da_kernel.parse(r.stdout)
+        out = a["output"]
+        if a.get("timed_out"):
+            out += f"\n[kernelbox: command timed out after {t} s; its process group was killed (exit code 124)]"
+        return ExecuteResponse(output=out, exit_code=a["exit_code"], truncated=bool(a["truncated"]))
+
+    async def aexecute(self, command: str, *, timeout: Optional[int] = None) -> ExecuteResponse:
+        """Async version of execute."""
+        return await asyncio.to_thread(self.execute, command, timeout=timeout)
+
+    def run_python(self, code: str, inputs: Sequence[str] = ()) -> Result:
+        """Run Python in the session's stateful kernel (variables persist) and return the Result."""
+        return self.client.execute(self.session_id, code, inputs=list(inputs), template=self.template)
+
+    async def arun_python(self, code: str, inputs: Sequence[str] = ()) -> Result:
+        """Async version of run_python."""
+        return await asyncio.to_thread(self.run_python, code, inputs)
+
+    # -- file transfer
+
+    def upload_files(self, files: List[Tuple[str, bytes]]) -> List[FileUploadResponse]:
+        """Write each (path, content); one response per file, in input order, never raising."""
+        out: List[Optional[FileUploadResponse]] = [None] * len(files)
+        inside: List[Tuple[int, str, bytes]] = []
+        outside: List[Tuple[int, str, bytes]] = []
+        for i, (path, content) in enumerate(files):
+            bad = check_path(path)
+            if bad:
+                out[i] = FileUploadResponse(path=path, error=bad)
+                continue
+            rel = self._rel(path)
+            if rel == "":
+                out[i] = FileUploadResponse(path=path, error="is_directory")
+                continue
+            (inside if rel is not None else outside).append((i, rel if rel is not None else path, content))
+        try:
+            for group, direct in ((inside, True), (outside, False)):
+                if not group:
+                    continue
+                stage = STAGING + "/" + secrets.token_hex(6)
+                names = [rel if direct else f"{stage}/{k}" for k, (_, rel, _) in enumerate(group)]
+                res = self.client.batch(self.session_id, [(n, c) for n, (_, _, c) in zip(names, group)])
+                errs = [file_error(r.status) for r in res.uploads]
+                if not direct:
+                    ok = [(self.root + "/" + n, p) for n, (_, p, _), e in zip(names, group, errs) if e is None]
+                    moved = iter(self._kernel("put", {"files": ok}) if ok else [])
+                    errs = [e if e is not None else next(moved) for e in errs]
+                    self._drop(stage)
+                for (i, _, _), e in zip(group, errs):
+                    out[i] = FileUploadResponse(path=files[i][0], error=e)
+        except Exception as e:  # the whole request failed: every unanswered file says why
+            for i, r in enumerate(out):
+                if r is None:
+                    out[i] = FileUploadResponse(path=files[i][0], error=_whole(e))
+        return [r for r in out if r is not None]
+
+    def download_files(self, paths: List[str]) -> List[FileDownloadResponse]:
+        """Read each path; one response per path, in input order, never raising."""
+        out: List[Optional[FileDownloadResponse]] = [None] * len(paths)
+        inside: List[Tuple[int, str]] = []
+        outside: List[Tuple[int, str]] = []
+        for i, path in enumerate(paths):
+            bad = check_path(path)
+            if bad:
+                out[i] = FileDownloadResponse(path=path, error=bad)
+                continue
+            rel = self._rel(path)
+            if rel == "":
+                out[i] = FileDownloadResponse(path=path, error="is_directory")
+            elif rel is not None:
+                inside.append((i, rel))
+            else:
+                outside.append((i, path))
+        try:
+            if inside:
+                res = self.client.batch(self.session_id, downloads=[r for _, r in inside])
+                for (i, _), r in zip(inside, res.downloads):
+                    e = file_error(r.status)
+                    out[i] = FileDownloadResponse(path=paths[i], content=r.content if e is None else None, error=e)
+            if outside:
+                stage = STAGING + "/" + secrets.token_hex(6)
+                names = [f"{stage}/{k}" for k in range(len(outside))]
+                errs = self._kernel("get", {"files": [[p, self.root + "/" + n] for (_, p), n in zip(outside, names)]})
+                got = [n for n, e in zip(names, errs) if e is None]
+                res = self.client.batch(self.session_id, downloads=got) if got else None
+                it = iter(res.downloads if res else [])
+                for (i, _), e in zip(outside, errs):
+                    if e is None:
+                        r = next(it)
+                        e = file_error(r.status)
+                        out[i] = FileDownloadResponse(path=paths[i], content=r.content if e is None else None, error=e)
+                    else:
+                        out[i] = FileDownloadResponse(path=paths[i], error=e)
+                self._drop(stage)
+        except Exception as e:
+            for i, r in enumerate(out):
+                if r is None:
+                    out[i] = FileDownloadResponse(path=paths[i], error=_whole(e))
+        return [r for r in out if r is not None]
+
+    async def aupload_files(self, files: List[Tuple[str, bytes]]) -> List[FileUploadResponse]:
+        """Async version of upload_files."""
+        return await asyncio.to_thread(self.upload_files, files)
+
+    async def adownload_files(self, paths: List[str]) -> List[FileDownloadResponse]:
+        """Async version of download_files."""
+        return await asyncio.to_thread(self.download_files, paths)
+
+    def _drop(self, stage: str) -> None:
+        """Remove a staging directory (best effort: it holds only copies)."""
+        try:
+            self.client.remove(self.session_id, stage, recursive=True)
+        except Exception:
+            pass
+
+    def close(self) -> None:
+        """Close the session: its kernel stops and its files are deleted."""
+        try:
+            self.client.close_session(self.session_id)
+        except NotFound:
+            pass
+
+
+def _call_failure(r: Result) -> str:
+    """Describe a kernel call that did not end ok, for an agent."""
+    why = f"{r.error.ename}: {r.error.evalue}" if r.error else r.status
+    note = " (the kernel was restarted; its variables are gone)" if r.state_lost else ""
+    return f"[kernelbox: the command could not finish: {r.status}: {why}{note}]"
+
+
+def _whole(e: Exception) -> str:
+    """The per-file error for a request that failed as a whole."""
+    code = getattr(e, "code", "")
+    return file_error(code) if code in ("permission_denied", "invalid_path", "not_found") else f"error: {e}"
+
+
+def iso(ts: Any) -> str:
+    """Return an ISO 8601 time for an RFC 3339 string or a POSIX timestamp."""
+    if isinstance(ts, (int, float)):
+        return datetime.datetime.fromtimestamp(ts, datetime.timezone.utc).isoformat()
+    return str(ts)
+
+
+class KernelboxSandboxClient:
+    """Creates, finds and deletes kernelbox sandboxes, as Deep Agents' sandbox clients do.
+
+    ``get`` reconnects to an existing session without creating one (an unknown id
+    raises :class:`SandboxNotFoundError`); ``delete`` is idempotent.
+    """
+
+    def __init__(self, url: Optional[str] = None, token: Optional[str] = None, template: Optional[str] = None,
+                 **sandbox_options: Any):
+        self.client = Client(url, token)
+        self.template = template
+        self.options = sandbox_options
+
+    def create(self, **kwargs: Any) -> KernelboxSandbox:
+        """Create a new sandbox (a new session) and return it."""
+        opts = dict(self.options)
+        opts.update(kwargs)
+        opts.setdefault("template", self.template)
+        return KernelboxSandbox(client=self.client, **opts)
+
+    def get(self, *, sandbox_id: str, **kwargs: Any) -> KernelboxSandbox:
+        """Return the sandbox of an existing session; SandboxNotFoundError when there is none."""
+        try:
+            info = self.client.session(sandbox_id)
+        except NotFound as e:
+            raise SandboxNotFoundError(f"no kernelbox session {sandbox_id!r}") from e
+        opts = dict(self.options)
+        opts.update(kwargs)
+        opts.setdefault("template", info.template or None)
+        return KernelboxSandbox(client=self.client, session_id=sandbox_id, **opts)
+
+    def delete(self, *, sandbox_id: str) -> None:
+        """Delete a sandbox (close its session); deleting an unknown one is no error."""
+        try:
+            self.client.close_session(sandbox_id)
+        except NotFound:
+            pass
+
+    async def acreate(self, **kwargs: Any) -> KernelboxSandbox:
+        """Async version of create."""
+        return await asyncio.to_thread(self.create, **kwargs)
+
+    async def aget(self, *, sandbox_id: str, **kwargs: Any) -> KernelboxSandbox:
+        """Async version of get."""
+        return await asyncio.to_thread(lambda: self.get(sandbox_id=sandbox_id, **kwargs))
+
+    async def adelete(self, *, sandbox_id: str) -> None:
+        """Async version of delete."""
+        await asyncio.to_thread(self.delete, sandbox_id=sandbox_id)
+
+
+__all__ = ["KernelboxSandbox", "KernelboxSandboxClient", "SandboxNotFoundError", "ExecuteResponse",
+           "FileDownloadResponse", "FileUploadResponse", "check_path"]
