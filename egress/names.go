@@ -64,9 +64,9 @@ func ParseHost(s string) (Host, error) {
 	if err != nil {
 		return Host{}, err
 	}
-	if a, canonical, ok := parseIPv4Loose(name); ok {
-		// Full-width digits and dots map to an address too.
-		return Host{Addr: a, Literal: true, Canonical: canonical}, nil
+	if a, _, ok := parseIPv4Loose(name); ok {
+		// Full-width digits and dots map to an address too; never canonical.
+		return Host{Addr: a, Literal: true}, nil
 	}
 	return Host{Name: name}, nil
 }
@@ -77,8 +77,18 @@ func toASCII(s string) (string, error) {
 	if !utf8.ValidString(s) {
 		return "", fmt.Errorf("host %q: not valid UTF-8", s)
 	}
-	// Ideographic and full-width dots separate labels as "." does (UTS #46).
-	s = strings.NewReplacer("\u3002", ".", "\uff0e", ".", "\uff61", ".").Replace(s)
+	// Ideographic dots separate labels as "." does, and full-width ASCII is its
+	// ASCII (UTS #46 mapping). Other compatibility characters are not folded (there
+	// is no NFKC table here): such a name matches no entry, so it fails closed.
+	s = strings.Map(func(r rune) rune {
+		switch {
+		case r == '\u3002' || r == '\uff61':
+			return '.'
+		case r >= '\uff01' && r <= '\uff5e':
+			return r - 0xff01 + '!'
+		}
+		return r
+	}, s)
 	s = strings.TrimSuffix(strings.ToLower(s), ".")
 	if s == "" {
 		return "", errors.New("empty host")
