@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"strconv"
 	"sync"
 	"time"
 )
@@ -19,7 +18,7 @@ const http502 = "502 Bad Gateway"
 
 // refuse answers a denied request: a 403 whose plain-text body names the rule.
 func refuse(c net.Conn, d Decision) {
-	fail(c, "403 Forbidden", "kernelbox egress proxy: refused by rule "+strconv.Quote(d.Rule)+": "+d.Reason)
+	fail(c, "403 Forbidden", "kernelbox egress proxy: refused by rule ["+d.Rule+"]: "+d.Reason)
 }
 
 // fail writes a short plain-text response and leaves the connection to be closed.
