@@ -1,6 +1,8 @@
 package egress
 
 import (
+	"bufio"
+	"net"
 	"testing"
 	"time"
 
@@ -8,3 +10,5 @@ import (
 )
 
 func TestMain(m *testing.M) { leakcheck.Main(m, 5*time.Second) }
+
+func bufioReader(c net.Conn) *bufio.Reader { return bufio.NewReader(c) }
