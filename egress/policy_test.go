@@ -55,14 +55,14 @@ func TestCheckName(t *testing.T) {
 		// IP literals in every form are refused unless an entry names the address.
 		{"127.0.0.1", 80, Deny, "ip literal"},
 		{"169.254.169.254", 80, Deny, "ip literal"},
-		{"2130706433", 80, Deny, "ip literal"},        // decimal 127.0.0.1
-		{"0177.0.0.1", 80, Deny, "ip literal"},        // octal
-		{"0x7f.0.0.1", 80, Deny, "ip literal"},        // hex
-		{"0x7f000001", 80, Deny, "ip literal"},        // hex, one part
-		{"127.1", 80, Deny, "ip literal"},             // short
-		{"3221226247", 8080, Deny, "ip literal"},      // decimal 192.0.2.7, even though allowed dotted
-		{"192.0.2.07", 8080, Deny, "ip literal"},      // leading zero: octal to some parsers
-		{"[::1]", 80, Deny, "ip literal"},             // IPv6 loopback
+		{"2130706433", 80, Deny, "ip literal"},         // decimal 127.0.0.1
+		{"0177.0.0.1", 80, Deny, "ip literal"},         // octal
+		{"0x7f.0.0.1", 80, Deny, "ip literal"},         // hex
+		{"0x7f000001", 80, Deny, "ip literal"},         // hex, one part
+		{"127.1", 80, Deny, "ip literal"},              // short
+		{"3221226247", 8080, Deny, "ip literal"},       // decimal 192.0.2.7, even though allowed dotted
+		{"192.0.2.07", 8080, Deny, "ip literal"},       // leading zero: octal to some parsers
+		{"[::1]", 80, Deny, "ip literal"},              // IPv6 loopback
 		{"[::ffff:127.0.0.1]", 80, Deny, "ip literal"}, // IPv4-mapped
 		{"[fe80::1%eth0]", 80, Deny, "ip literal"},
 		{"１２７.０.０.１", 80, Deny, "ip literal"}, // full-width digits
