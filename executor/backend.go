@@ -112,6 +112,16 @@ type KernelLogger interface {
 	KernelLog(ctx context.Context, kernelID string) string
 }
 
+// NetworkReporter is implemented by placements whose kernel reaches the network
+// through kernelbox's egress proxy (a template's Network). TakeNetworkNotes
+// returns one note per proxy connection that ended since it was last called,
+// refusals with the rule that refused them, in a bounded list; the executor adds
+// them to each call's Result after the code ran. A connection still open when a
+// call ends is reported with a later call.
+type NetworkReporter interface {
+	TakeNetworkNotes() []string
+}
+
 // HealthChecker is implemented by backends that can report whether they can place
 // sessions right now (a reachable Docker daemon, a running server).
 type HealthChecker interface {

@@ -60,6 +60,9 @@ func (s *session) collect(ctx context.Context, f *callFacts, ex *jupyter.Executi
 			f.notes = append(f.notes, "outputs: pulling files from the kernel failed: "+err.Error())
 		}
 	}
+	if nr, ok := s.placementOf().(NetworkReporter); ok {
+		f.notes = append(f.notes, nr.TakeNetworkNotes()...)
+	}
 	s.enforceDiskQuota(f)
 	// Notes for outputs still being written or last written before the code
 	// started: a background thread or process of an earlier call may be at work.
@@ -172,4 +175,12 @@ func probeResult(ex *jupyter.Execution) json.RawMessage {
 		return nil
 	}
 	return reply.UserExpressions[probeKey]
+}
+
+// placementOf returns the placement of the session's kernel, or nil.
+func (s *session) placementOf() Placement {
+	if s.k == nil {
+		return nil
+	}
+	return s.k.placement
 }
