@@ -177,7 +177,7 @@ func (p *Proxy) copyIdle(dst *countWriter, src net.Conn, rec *Record) {
 
 // copyIdleFrom copies from r (which reads conn) with conn's idle deadline.
 func (p *Proxy) copyIdleFrom(dst *countWriter, r io.Reader, conn net.Conn, rec *Record) {
-	buf := make([]byte, 32<<10)
+	buf := make([]byte, 256<<10)
 	for {
 		conn.SetReadDeadline(time.Now().Add(p.o.IdleTimeout))
 		n, err := r.Read(buf)

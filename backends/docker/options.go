@@ -1,9 +1,9 @@
 package docker
 
 import (
-	"net/netip"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
