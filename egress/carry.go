@@ -66,7 +66,7 @@ func (p *Proxy) dial(host Host, port int, rec *Record) (net.Conn, Decision, erro
 		if ad.Effect == Deny {
 			if first.Rule == "" {
 				first = ad
-				first.Reason = fmt.Sprintf("%s resolves to %s", host, ad.Reason)
+				first.Reason = fmt.Sprintf("%s resolves to %s: %s", host, a, ad.Reason)
 			}
 			continue
 		}

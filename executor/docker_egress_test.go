@@ -1,0 +1,115 @@
+package executor_test
+
+import (
+	"context"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kernelbox/kernelbox/backends/docker"
+	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/internal/testnet"
+)
+
+// A docker session whose template allows one name of a test internet (hosts in
+// network namespaces this test makes): the kernel fetches the allowed CSV with
+// urllib and pandas through kernelbox's proxy; a denied host and an allowed name
+// that resolves to a private address fail fast with the proxy's reason in the
+// output and in the Result's network notes; the kernel still has only lo and no
+// route (read from its own /sys and /proc, never by probing an outside address),
+// and a raw socket to the test host's own address fails at once. The image has no
+// pip, so `pip install` is not tried here.
+func TestDockerEgressAllowlist(t *testing.T) {
+	testnet.Require(t)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "data.csv"), []byte("city,n\nOslo,3\nLima,4\n"), 0o644))
+	web := testnet.New(t, "web", dir)
+	priv := testnet.New(t, "priv", dir)
+	port := strconv.Itoa(web.Port)
+
+	ts := loadTemplates(t, `{"templates": [{"name": "fetch", "network": {
+	  "allow": ["files.test:`+port+`", "rebind.test:`+port+`"], "cidrs": ["`+web.Prefix.String()+`"]}}]}`, dockerCaps)
+	e := newDockerEnv(t, docker.Options{EgressTestHosts: map[string][]netip.Addr{
+		"files.test":   {web.Addr},
+		"rebind.test":  {priv.Addr}, // allowed by name, but in 10/8 and no CIDR lifts it
+		"private.test": {priv.Addr},
+	}}, func(o *executor.Options) {
+		o.Templates = ts
+		o.StartTimeout = 3 * time.Minute
+	})
+	ctx := context.Background()
+	exec := func(code string) *executor.Result {
+		t.Helper()
+		r, err := e.Execute(ctx, executor.Request{SessionID: "net", Template: "fetch", Code: code})
+		require.NoError(t, err)
+		return r
+	}
+	url := "http://files.test:" + port + "/data.csv"
+	r := exec("import urllib.request, urllib.error, time\nprint(urllib.request.urlopen(" + strconv.Quote(url) + ", timeout=30).read().decode(), end='')")
+	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, "city,n\nOslo,3\nLima,4\n", r.Stdout)
+
+	r = exec("import pandas as pd\ndf = pd.read_csv(" + strconv.Quote(url) + ")\nint(df.n.sum())")
+	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, "7", r.Result)
+	require.True(t, hasNote(r.Notes, "network: allow files.test:"+port+" via "+web.Addr.String()), "%q", r.Notes)
+
+	refused := func(host, rule string) {
+		t.Helper()
+		r := exec(`t0 = time.monotonic()
+try:
+    urllib.request.urlopen("http://` + host + `:` + port + `/data.csv", timeout=30)
+except urllib.error.HTTPError as e:
+    print(e.code, e.read().decode().strip())
+print("took", round(time.monotonic() - t0, 3))`)
+		require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+		require.Contains(t, r.Stdout, "403 kernelbox egress proxy: refused by rule ["+rule)
+		require.True(t, hasNote(r.Notes, "network: deny "+host+":"+port+" ("+rule), "%q", r.Notes)
+		took, err := strconv.ParseFloat(strings.TrimSpace(r.Stdout[strings.LastIndex(r.Stdout, "took")+4:]), 64)
+		require.NoError(t, err)
+		t.Logf("%s refused in %.3fs: %s", host, took, strings.SplitN(r.Stdout, "\n", 2)[0])
+		require.Less(t, took, 20.0, "a refusal is an answer, not a timeout")
+	}
+	refused("private.test", "default deny")
+	refused("rebind.test", "special range 10.0.0.0/8")
+
+	// The kernel's own view: only lo, no route, and a socket to the test host's
+	// address fails at once (no route: nothing leaves the container).
+	r = exec(`import os, socket
+print(sorted(os.listdir("/sys/class/net")))
+print(len(open("/proc/net/route").read().strip().splitlines()) - 1, "routes")
+s = socket.socket()
+s.settimeout(5)
+try:
+    s.connect(("` + web.Addr.String() + `", ` + port + `))
+    print("connected")
+except OSError as e:
+    print(type(e).__name__, e.errno)
+print(os.environ["HTTPS_PROXY"])`)
+	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, "['lo']\n0 routes\nOSError 101\nhttp://127.0.0.1:3128\n", r.Stdout)
+
+	var shown bool
+	for _, ti := range e.TemplateInfos() {
+		if ti.Name == "fetch" {
+			shown = ti.Network != nil && ti.Network.Mode == "allowlist" && ti.Network.Allow[0] == "files.test:"+port
+		}
+	}
+	require.True(t, shown, "GET /v1/templates shows the allowlist")
+	require.NoError(t, e.Close())
+}
+
+func hasNote(notes []string, prefix string) bool {
+	for _, n := range notes {
+		if strings.HasPrefix(n, prefix) {
+			return true
+		}
+	}
+	return false
+}
