@@ -61,7 +61,11 @@ func (s *session) collect(ctx context.Context, f *callFacts, ex *jupyter.Executi
 		}
 	}
 	if nr, ok := s.placementOf().(NetworkReporter); ok {
-		f.notes = append(f.notes, nr.TakeNetworkNotes()...)
+		rep := nr.TakeNetwork()
+		f.notes = append(f.notes, rep.Notes...)
+		if no, ok := s.e.opts.Observer.(NetworkObserver); ok && rep.Allowed+rep.Refused > 0 {
+			no.NetworkReported(rep)
+		}
 	}
 	s.enforceDiskQuota(f)
 	// Notes for outputs still being written or last written before the code

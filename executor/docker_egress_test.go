@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,6 +33,7 @@ func TestDockerEgressAllowlist(t *testing.T) {
 	web := testnet.New(t, "web", dir)
 	priv := testnet.New(t, "priv", dir)
 	port := strconv.Itoa(web.Port)
+	counted := &netCounter{}
 
 	ts := loadTemplates(t, `{"templates": [{"name": "fetch", "network": {
 	  "allow": ["files.test:`+port+`", "rebind.test:`+port+`"], "cidrs": ["`+web.Prefix.String()+`"]}}]}`, dockerCaps)
@@ -40,6 +42,7 @@ func TestDockerEgressAllowlist(t *testing.T) {
 		"rebind.test":  {priv.Addr}, // allowed by name, but in 10/8 and no CIDR lifts it
 		"private.test": {priv.Addr},
 	}}, func(o *executor.Options) {
+		o.Observer = counted
 		o.Templates = ts
 		o.StartTimeout = 3 * time.Minute
 	})
@@ -102,6 +105,11 @@ print(os.environ["HTTPS_PROXY"])`)
 		}
 	}
 	require.True(t, shown, "GET /v1/templates shows the allowlist")
+	counted.mu.Lock()
+	require.Equal(t, 2, counted.rep.Allowed, "urllib and pandas")
+	require.Equal(t, 2, counted.rep.Refused)
+	require.Positive(t, counted.rep.Down)
+	counted.mu.Unlock()
 	require.NoError(t, e.Close())
 }
 
@@ -112,4 +120,23 @@ func hasNote(notes []string, prefix string) bool {
 		}
 	}
 	return false
+}
+
+// netCounter is an Observer that adds up the network reports (metrics does the same).
+type netCounter struct {
+	mu  sync.Mutex
+	rep executor.NetworkReport
+}
+
+func (c *netCounter) CallFinished(executor.Status, time.Duration) {}
+func (c *netCounter) KernelStarted()                              {}
+func (c *netCounter) KernelDied()                                 {}
+func (c *netCounter) ArtifactsCollected(int, int64)               {}
+func (c *netCounter) NetworkReported(r executor.NetworkReport) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rep.Allowed += r.Allowed
+	c.rep.Refused += r.Refused
+	c.rep.Up += r.Up
+	c.rep.Down += r.Down
 }

@@ -99,12 +99,13 @@ func toLower(s string) string {
 	return string(b)
 }
 
-// sessionEgress is one placement's proxy and the notes its connections left.
+// sessionEgress is one placement's proxy and what its connections did since the
+// last report.
 type sessionEgress struct {
 	proxy   *egress.Proxy
 	served  chan struct{} // closed when Serve returned
 	mu      sync.Mutex
-	notes   []string
+	rep     executor.NetworkReport
 	dropped int
 }
 
@@ -112,22 +113,29 @@ type sessionEgress struct {
 func (e *sessionEgress) record(r egress.Record) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if len(e.notes) >= maxNetworkNotes {
+	if r.Decision.Effect == egress.Deny {
+		e.rep.Refused++
+	} else {
+		e.rep.Allowed++
+	}
+	e.rep.Up += r.Up
+	e.rep.Down += r.Down
+	if len(e.rep.Notes) >= maxNetworkNotes {
 		e.dropped++
 		return
 	}
-	e.notes = append(e.notes, r.String())
+	e.rep.Notes = append(e.rep.Notes, r.String())
 }
 
-// take returns and forgets the notes.
-func (e *sessionEgress) take() []string {
+// take returns and forgets the report.
+func (e *sessionEgress) take() executor.NetworkReport {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := e.notes
+	out := e.rep
 	if e.dropped > 0 {
-		out = append(out, fmt.Sprintf("network: %d more connections not listed (limit %d notes per call)", e.dropped, maxNetworkNotes))
+		out.Notes = append(out.Notes, fmt.Sprintf("network: %d more connections not listed (limit %d notes per call)", e.dropped, maxNetworkNotes))
 	}
-	e.notes, e.dropped = nil, 0
+	e.rep, e.dropped = executor.NetworkReport{}, 0
 	return out
 }
 
@@ -210,11 +218,11 @@ func waitFile(ctx context.Context, path string, timeout time.Duration) error {
 	}
 }
 
-// TakeNetworkNotes returns the notes of the proxy connections that ended since the
-// last call (executor.NetworkReporter); none without an allowlist.
-func (p *Placement) TakeNetworkNotes() []string {
+// TakeNetwork reports the proxy connections that ended since the last call
+// (executor.NetworkReporter); nothing without an allowlist.
+func (p *Placement) TakeNetwork() executor.NetworkReport {
 	if p.egress == nil {
-		return nil
+		return executor.NetworkReport{}
 	}
 	return p.egress.take()
 }
