@@ -32,24 +32,37 @@ func TestDockerEgressAllowlist(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "data.csv"), []byte("city,n\nOslo,3\nLima,4\n"), 0o644))
 	web := testnet.New(t, "web", dir)
 	priv := testnet.New(t, "priv", dir)
+	ca := testnet.NewCA(t)
+	cert, key := ca.Issue(t, "secure.test")
+	secure := testnet.NewTLS(t, "tls", dir, cert, key)
 	port := strconv.Itoa(web.Port)
 	counted := &netCounter{}
 
-	ts := loadTemplates(t, `{"templates": [{"name": "fetch", "network": {
-	  "allow": ["files.test:`+port+`", "rebind.test:`+port+`"], "cidrs": ["`+web.Prefix.String()+`"]}}]}`, dockerCaps)
+	// The test CA reaches the kernel as an input named by SSL_CERT_FILE (not *.pem,
+	// which the default policy keeps from a session as a possible private key).
+	ts := loadTemplates(t, `{"templates": [{"name": "offline"}, {"name": "fetch",
+	  "env": {"SSL_CERT_FILE": "/workspace/inputs/ca-bundle.txt"},
+	  "network": {"allow": ["files.test:`+port+`", "rebind.test:`+port+`", "secure.test:8443"],
+	              "cidrs": ["`+web.Prefix.String()+`", "`+secure.Prefix.String()+`"]}}]}`, dockerCaps)
 	e := newDockerEnv(t, docker.Options{EgressTestHosts: map[string][]netip.Addr{
 		"files.test":   {web.Addr},
 		"rebind.test":  {priv.Addr}, // allowed by name, but in 10/8 and no CIDR lifts it
 		"private.test": {priv.Addr},
+		"secure.test":  {secure.Addr},
 	}}, func(o *executor.Options) {
 		o.Observer = counted
 		o.Templates = ts
 		o.StartTimeout = 3 * time.Minute
 	})
 	ctx := context.Background()
+	caPEM, err := os.ReadFile(filepath.Join(ca.Dir, "ca.pem"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(e.Data, "ca-bundle.txt"), caPEM, 0o644))
+	inputs := []string{filepath.Join(e.Data, "ca-bundle.txt")}
 	exec := func(code string) *executor.Result {
 		t.Helper()
-		r, err := e.Execute(ctx, executor.Request{SessionID: "net", Template: "fetch", Code: code})
+		r, err := e.Execute(ctx, executor.Request{SessionID: "net", Template: "fetch", Code: code, Inputs: inputs})
+		inputs = nil
 		require.NoError(t, err)
 		return r
 	}
@@ -62,6 +75,19 @@ func TestDockerEgressAllowlist(t *testing.T) {
 	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "7", r.Result)
 	require.True(t, hasNote(r.Notes, "network: allow files.test:"+port+" via "+web.Addr.String()), "%q", r.Notes)
+
+	// HTTPS: a CONNECT tunnel, TLS end to end between pandas and the test host.
+	r = exec(`df = pd.read_csv("https://secure.test:8443/data.csv")` + "\nint(df.n.sum())")
+	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, "7", r.Result)
+	require.True(t, hasNote(r.Notes, "network: allow secure.test:8443 via "+secure.Addr.String()), "%q", r.Notes)
+	r = exec(`try:
+    pd.read_csv("https://private.test:8443/data.csv")
+except OSError as e:
+    print(e)`)
+	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Contains(t, r.Stdout, "403")
+	require.True(t, hasNote(r.Notes, "network: deny private.test:8443 (default deny)"), "%q", r.Notes)
 
 	refused := func(host, rule string) {
 		t.Helper()
@@ -98,6 +124,15 @@ print(os.environ["HTTPS_PROXY"])`)
 	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "['lo']\n0 routes\nOSError 101\nhttp://127.0.0.1:3128\n", r.Stdout)
 
+	// A session of a template without an allowlist has no proxy socket, no
+	// variables, no forwarder: the other session's socket is in the other
+	// container's /tmp, out of reach.
+	r, err = e.Execute(ctx, executor.Request{SessionID: "offline", Template: "offline", Code: `import os
+print(os.path.exists("/tmp/.kernelbox-egress.sock"), "HTTPS_PROXY" in os.environ, sorted(os.listdir("/sys/class/net")))`})
+	require.NoError(t, err)
+	require.Equal(t, "False False ['lo']\n", r.Stdout)
+	require.Empty(t, r.Notes)
+
 	var shown bool
 	for _, ti := range e.TemplateInfos() {
 		if ti.Name == "fetch" {
@@ -106,8 +141,8 @@ print(os.environ["HTTPS_PROXY"])`)
 	}
 	require.True(t, shown, "GET /v1/templates shows the allowlist")
 	counted.mu.Lock()
-	require.Equal(t, 2, counted.rep.Allowed, "urllib and pandas")
-	require.Equal(t, 2, counted.rep.Refused)
+	require.Equal(t, 3, counted.rep.Allowed, "urllib, pandas over HTTP and HTTPS")
+	require.Equal(t, 3, counted.rep.Refused)
 	require.Positive(t, counted.rep.Down)
 	counted.mu.Unlock()
 	require.NoError(t, e.Close())

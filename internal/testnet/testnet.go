@@ -65,13 +65,40 @@ func fail(t testing.TB, why string) {
 // port 8000. It is removed in t's cleanup.
 func New(t testing.TB, role, dir string) *Host {
 	t.Helper()
+	return start(t, role, dir, 8000, func(py string, h *Host) []string {
+		return []string{py, "-m", "http.server", strconv.Itoa(h.Port), "--bind", h.Addr.String(), "--directory", dir}
+	})
+}
+
+// tlsServer is Python's http.server behind TLS: address, port, directory, cert, key.
+const tlsServer = `import functools, http.server, ssl, sys
+addr, port, d, cert, key = sys.argv[1:]
+s = http.server.ThreadingHTTPServer((addr, int(port)), functools.partial(http.server.SimpleHTTPRequestHandler, directory=d))
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(cert, key)
+s.socket = ctx.wrap_socket(s.socket, server_side=True)
+s.serve_forever()
+`
+
+// NewTLS is New serving HTTPS on port 8443 with the certificate and key files
+// given (see CA).
+func NewTLS(t testing.TB, role, dir, certFile, keyFile string) *Host {
+	t.Helper()
+	return start(t, role, dir, 8443, func(py string, h *Host) []string {
+		return []string{py, "-c", tlsServer, h.Addr.String(), strconv.Itoa(h.Port), dir, certFile, keyFile}
+	})
+}
+
+// start makes the namespace and runs the server command it is given.
+func start(t testing.TB, role, dir string, port int, command func(py string, h *Host) []string) *Host {
+	t.Helper()
 	Require(t)
 	py, _ := testenv.Python()
 	if py == "" {
 		py = "python3"
 	}
 	id := strconv.Itoa(os.Getpid()%100000) + role[:min(3, len(role))] + strconv.Itoa(rand.IntN(1000))
-	h := &Host{Name: "kbnet-" + id, Port: 8000, Dir: dir}
+	h := &Host{Name: "kbnet-" + id, Port: port, Dir: dir}
 	for range 20 {
 		base := netip.AddrFrom4([4]byte{10, byte(200 + rand.IntN(8)), byte(rand.IntN(256)), byte(4 * rand.IntN(64))})
 		h.Prefix = netip.PrefixFrom(base, 30)
@@ -99,7 +126,7 @@ func New(t testing.TB, role, dir string) *Host {
 	run(t, "ip", "link", "set", hostIf, "up")
 	run(t, "ip", "netns", "exec", h.Name, "ip", "addr", "add", h.Addr.String()+"/30", "dev", nsIf)
 	run(t, "ip", "netns", "exec", h.Name, "ip", "link", "set", nsIf, "up")
-	srv := exec.Command("ip", "netns", "exec", h.Name, py, "-m", "http.server", strconv.Itoa(h.Port), "--bind", h.Addr.String(), "--directory", dir)
+	srv := exec.Command("ip", append([]string{"netns", "exec", h.Name}, command(py, h)...)...)
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
