@@ -274,3 +274,20 @@ func TestProxyRefuses(t *testing.T) {
 		t.Errorf("stats %+v", st)
 	}
 }
+
+func TestRecordString(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		r    Record
+		want string
+	}{
+		{Record{Decision: deny("request smuggling or bounds", "a line ends in a bare LF")}, "network: deny (no target read) (request smuggling or bounds): a line ends in a bare LF"},
+		{Record{Host: "files.test", Port: 80, Decision: deny("default deny", "no allow entry matches files.test:80")}, "network: deny files.test:80 (default deny): no allow entry matches files.test:80"},
+		{Record{Host: "files.test", Port: 80, Addr: netip.MustParseAddrPort("192.0.2.7:80"), Up: 10, Down: 20, Duration: 1500 * time.Microsecond, Decision: Decision{Effect: Allow}},
+			"network: allow files.test:80 via 192.0.2.7:80, 10 B up, 20 B down, 2ms"},
+	} {
+		if got := tt.r.String(); got != tt.want {
+			t.Errorf("got  %q\nwant %q", got, tt.want)
+		}
+	}
+}

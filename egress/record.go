@@ -36,6 +36,9 @@ type Record struct {
 // or `network: allow files.example:80 via 192.0.2.7:80, 1.2 kB up, 3.4 MB down, 120ms`.
 func (r Record) String() string {
 	target := fmt.Sprintf("%s:%d", r.Host, r.Port)
+	if r.Host == "" {
+		target = "(no target read)"
+	}
 	if r.Decision.Effect == Deny {
 		return fmt.Sprintf("network: deny %s (%s): %s", target, r.Decision.Rule, r.Decision.Reason)
 	}

@@ -158,6 +158,9 @@ func (b *Backend) startEgress(ctx context.Context, l *launch, p *Placement) erro
 	if err != nil {
 		return fmt.Errorf("egress: listen in the container: %w", err)
 	}
+	// Never unlink by path on close: by then the pid may name another process,
+	// even another session's container. The socket goes with the container's tmpfs.
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
 	// The kernel's user connects; the socket is on the container's tmpfs, where
 	// nothing outside this container can reach it.
 	if err := os.Chmod(root+egressSocket, 0o666); err != nil {
