@@ -123,9 +123,15 @@ try:
     print("connected")
 except OSError as e:
     print(type(e).__name__, e.errno)
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+try:
+    u.sendto(b"x", ("` + web.Addr.String() + `", ` + port + `))
+    print("sent")
+except OSError as e:
+    print("udp", type(e).__name__, e.errno)
 print(os.environ["HTTPS_PROXY"])`)
 	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
-	require.Equal(t, "['lo']\n0 routes\nOSError 101\nhttp://127.0.0.1:3128\n", r.Stdout)
+	require.Equal(t, "['lo']\n0 routes\nOSError 101\nudp OSError 101\nhttp://127.0.0.1:3128\n", r.Stdout)
 
 	measureFromKernel(t, exec, web, port)
 
