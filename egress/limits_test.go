@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
@@ -150,5 +151,52 @@ func TestProxyIdleTimeout(t *testing.T) {
 	r := n.record(t, "tls.test")
 	if !strings.Contains(r.Err, "idle") {
 		t.Fatalf("record %+v", r)
+	}
+}
+
+// Close cuts tunnels whose server is silent and returns at once, instead of
+// waiting for the idle timeout.
+func TestProxyCloseCutsSilentTunnels(t *testing.T) {
+	t.Parallel()
+	srv, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	held := make(chan net.Conn, 4)
+	go func() {
+		for {
+			c, err := srv.Accept()
+			if err != nil {
+				return
+			}
+			held <- c // accepted, never answered
+		}
+	}()
+	defer func() {
+		for len(held) > 0 {
+			(<-held).Close()
+		}
+	}()
+	port := srv.Addr().(*net.TCPAddr).Port
+	n := newTestNetWith(t, Policy{Allow: []string{"silent.test:" + strconv.Itoa(port)}, CIDRs: []string{"127.0.0.0/8"}},
+		map[string][]netip.Addr{"silent.test": {netip.MustParseAddr("127.0.0.1")}})
+	c, err := net.Dial("tcp", n.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "CONNECT silent.test:%d HTTP/1.1\r\n\r\n", port)
+	if _, err := http.ReadResponse(bufioReader(c), &http.Request{Method: "CONNECT"}); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(c, "hello") // the client waits for an answer that never comes
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	n.proxy.Close()
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("Close took %s", took)
+	} else {
+		t.Logf("Close took %s with a silent tunnel open", took)
 	}
 }

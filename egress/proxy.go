@@ -60,7 +60,8 @@ type Proxy struct {
 	o    Options
 	log  *slog.Logger
 	mu   sync.Mutex
-	conn map[net.Conn]struct{}
+	conn map[net.Conn]struct{} // client connections
+	ups  map[net.Conn]struct{} // their connections to servers
 	lns  map[net.Listener]struct{}
 	st   Stats
 	used int64 // bytes carried, both ways, live; under mu
@@ -96,7 +97,7 @@ func New(o Options) (*Proxy, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Proxy{o: o, log: log, conn: map[net.Conn]struct{}{}, lns: map[net.Listener]struct{}{}}, nil
+	return &Proxy{o: o, log: log, conn: map[net.Conn]struct{}{}, ups: map[net.Conn]struct{}{}, lns: map[net.Listener]struct{}{}}, nil
 }
 
 // ErrClosed is returned by Serve after Close.
@@ -150,6 +151,27 @@ func (p *Proxy) track(c net.Conn) bool {
 	return true
 }
 
+// trackUp registers a connection to a server, so that Close can cut it; false
+// (and up closed) when the proxy is closed.
+func (p *Proxy) trackUp(up net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done {
+		up.Close()
+		return false
+	}
+	p.ups[up] = struct{}{}
+	return true
+}
+
+// untrackUp closes and forgets a connection to a server.
+func (p *Proxy) untrackUp(up net.Conn) {
+	up.Close()
+	p.mu.Lock()
+	delete(p.ups, up)
+	p.mu.Unlock()
+}
+
 // Close stops every listener and connection and waits for their goroutines.
 func (p *Proxy) Close() error {
 	p.mu.Lock()
@@ -158,6 +180,9 @@ func (p *Proxy) Close() error {
 		ln.Close()
 	}
 	for c := range p.conn {
+		c.Close()
+	}
+	for c := range p.ups {
 		c.Close()
 	}
 	p.mu.Unlock()
@@ -237,7 +262,10 @@ func (p *Proxy) serve(c net.Conn, rec *Record) {
 		}
 		return
 	}
-	defer up.Close()
+	if !p.trackUp(up) {
+		return
+	}
+	defer p.untrackUp(up)
 	rec.Decision = d
 	c.SetReadDeadline(time.Time{})
 	if h.method == "CONNECT" {
