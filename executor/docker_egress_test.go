@@ -79,8 +79,37 @@ func TestDockerEgressAllowlist(t *testing.T) {
 	require.Equal(t, "7", r.Result)
 	require.True(t, hasNote(r.Notes, "network: allow files.test:"+port+" via "+web.Addr.String()), "%q", r.Notes)
 
-	// HTTPS: a CONNECT tunnel, TLS end to end between pandas and the test host.
-	r = exec(`df = pd.read_csv("https://secure.test:8443/data.csv")` + "\nint(df.n.sum())")
+	overHTTPS(t, exec, secure)
+
+	refused(t, exec, "private.test", port, "default deny")
+	refused(t, exec, "rebind.test", port, "special range 10.0.0.0/8")
+
+	kernelView(t, exec, web, port)
+	measureFromKernel(t, exec, web, port)
+
+	// A session of a template without an allowlist has no proxy socket, no
+	// variables, no forwarder: the other session's socket is in the other
+	// container's /tmp, out of reach.
+	r, err = e.Execute(ctx, executor.Request{SessionID: "offline", Template: "offline", Code: `import os
+print(os.path.exists("/tmp/.kernelbox-egress.sock"), "HTTPS_PROXY" in os.environ, sorted(os.listdir("/sys/class/net")))`})
+	require.NoError(t, err)
+	require.Equal(t, "False False ['lo']\n", r.Stdout)
+	require.Empty(t, r.Notes)
+
+	require.True(t, listed(e, "fetch", "files.test:"+port), "GET /v1/templates shows the allowlist")
+	counted.mu.Lock()
+	require.Equal(t, 3+3*51, counted.rep.Allowed, "urllib, pandas over HTTP and HTTPS, the measurement")
+	require.Equal(t, 3, counted.rep.Refused)
+	require.Positive(t, counted.rep.Down)
+	counted.mu.Unlock()
+	require.NoError(t, e.Close())
+}
+
+// overHTTPS checks pandas over HTTPS through a CONNECT tunnel, TLS end to end
+// between pandas and the test host, and a denied HTTPS host.
+func overHTTPS(t *testing.T, exec func(string) *executor.Result, secure *testnet.Host) {
+	t.Helper()
+	r := exec(`df = pd.read_csv("https://secure.test:8443/data.csv")` + "\nint(df.n.sum())")
 	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "7", r.Result)
 	require.True(t, hasNote(r.Notes, "network: allow secure.test:8443 via "+secure.Addr.String()), "%q", r.Notes)
@@ -91,29 +120,33 @@ except OSError as e:
 	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
 	require.Contains(t, r.Stdout, "403")
 	require.True(t, hasNote(r.Notes, "network: deny private.test:8443 (default deny)"), "%q", r.Notes)
+}
 
-	refused := func(host, rule string) {
-		t.Helper()
-		r := exec(`t0 = time.monotonic()
+// refused checks that a GET of host through the proxy fails fast with the
+// proxy's 403 naming rule, in the output and in the Result's notes.
+func refused(t *testing.T, exec func(string) *executor.Result, host, port, rule string) {
+	t.Helper()
+	r := exec(`t0 = time.monotonic()
 try:
     urllib.request.urlopen("http://` + host + `:` + port + `/data.csv", timeout=30)
 except urllib.error.HTTPError as e:
     print(e.code, e.read().decode().strip())
 print("took", round(time.monotonic() - t0, 3))`)
-		require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
-		require.Contains(t, r.Stdout, "403 kernelbox egress proxy: refused by rule ["+rule)
-		require.True(t, hasNote(r.Notes, "network: deny "+host+":"+port+" ("+rule), "%q", r.Notes)
-		took, err := strconv.ParseFloat(strings.TrimSpace(r.Stdout[strings.LastIndex(r.Stdout, "took")+4:]), 64)
-		require.NoError(t, err)
-		t.Logf("%s refused in %.3fs: %s", host, took, strings.SplitN(r.Stdout, "\n", 2)[0])
-		require.Less(t, took, 20.0, "a refusal is an answer, not a timeout")
-	}
-	refused("private.test", "default deny")
-	refused("rebind.test", "special range 10.0.0.0/8")
+	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Contains(t, r.Stdout, "403 kernelbox egress proxy: refused by rule ["+rule)
+	require.True(t, hasNote(r.Notes, "network: deny "+host+":"+port+" ("+rule), "%q", r.Notes)
+	took, err := strconv.ParseFloat(strings.TrimSpace(r.Stdout[strings.LastIndex(r.Stdout, "took")+4:]), 64)
+	require.NoError(t, err)
+	t.Logf("%s refused in %.3fs: %s", host, took, strings.SplitN(r.Stdout, "\n", 2)[0])
+	require.Less(t, took, 20.0, "a refusal is an answer, not a timeout")
+}
 
-	// The kernel's own view: only lo, no route, and a socket to the test host's
-	// address fails at once (no route: nothing leaves the container).
-	r = exec(`import os, socket
+// kernelView checks the kernel's own view: only lo, no route, and a TCP or UDP
+// socket to the test host's address fails at once (no route: nothing leaves the
+// container).
+func kernelView(t *testing.T, exec func(string) *executor.Result, web *testnet.Host, port string) {
+	t.Helper()
+	r := exec(`import os, socket
 print(sorted(os.listdir("/sys/class/net")))
 print(len(open("/proc/net/route").read().strip().splitlines()) - 1, "routes")
 s = socket.socket()
@@ -132,31 +165,17 @@ except OSError as e:
 print(os.environ["HTTPS_PROXY"])`)
 	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "['lo']\n0 routes\nOSError 101\nudp OSError 101\nhttp://127.0.0.1:3128\n", r.Stdout)
+}
 
-	measureFromKernel(t, exec, web, port)
-
-	// A session of a template without an allowlist has no proxy socket, no
-	// variables, no forwarder: the other session's socket is in the other
-	// container's /tmp, out of reach.
-	r, err = e.Execute(ctx, executor.Request{SessionID: "offline", Template: "offline", Code: `import os
-print(os.path.exists("/tmp/.kernelbox-egress.sock"), "HTTPS_PROXY" in os.environ, sorted(os.listdir("/sys/class/net")))`})
-	require.NoError(t, err)
-	require.Equal(t, "False False ['lo']\n", r.Stdout)
-	require.Empty(t, r.Notes)
-
-	var shown bool
+// listed says whether the executor lists template name with an allowlist whose
+// first entry is first.
+func listed(e *env, name, first string) bool {
 	for _, ti := range e.TemplateInfos() {
-		if ti.Name == "fetch" {
-			shown = ti.Network != nil && ti.Network.Mode == "allowlist" && ti.Network.Allow[0] == "files.test:"+port
+		if ti.Name == name {
+			return ti.Network != nil && ti.Network.Mode == "allowlist" && ti.Network.Allow[0] == first
 		}
 	}
-	require.True(t, shown, "GET /v1/templates shows the allowlist")
-	counted.mu.Lock()
-	require.Equal(t, 3+3*51, counted.rep.Allowed, "urllib, pandas over HTTP and HTTPS, the measurement")
-	require.Equal(t, 3, counted.rep.Refused)
-	require.Positive(t, counted.rep.Down)
-	counted.mu.Unlock()
-	require.NoError(t, e.Close())
+	return false
 }
 
 func hasNote(notes []string, prefix string) bool {
