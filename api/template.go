@@ -50,6 +50,24 @@ type TemplateInfo struct {
 	MaxLifetimeSeconds float64 `json:"max_lifetime_seconds,omitempty"`
 	// Data lists the data mounts' names (at data/<name>).
 	Data []string `json:"data,omitempty"`
+	// Network is what its sessions may reach over the network.
+	Network *NetworkInfo `json:"network,omitempty"`
 	// Sessions is how many live sessions use it.
 	Sessions int `json:"sessions"`
+}
+
+// NetworkInfo is a template's network setting as shown to clients and models.
+type NetworkInfo struct {
+	// Mode is "none" (no network at all: only the kernel's own loopback) or
+	// "allowlist" (the names in Allow, through kernelbox's egress proxy).
+	Mode string `json:"mode"`
+	// Allow lists the host entries ("files.example", "*.data.example:443"); an
+	// entry without a port allows 80 and 443.
+	Allow []string `json:"allow,omitempty"`
+	// CIDRs are special-purpose ranges the proxy may dial for an allowed name.
+	CIDRs []string `json:"cidrs,omitempty"`
+	// MaxBytes and MaxConns are the per-session limits (bytes both ways over the
+	// session's life; concurrent connections).
+	MaxBytes int64 `json:"max_bytes,omitempty"`
+	MaxConns int   `json:"max_conns,omitempty"`
 }

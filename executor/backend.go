@@ -112,6 +112,32 @@ type KernelLogger interface {
 	KernelLog(ctx context.Context, kernelID string) string
 }
 
+// NetworkReporter is implemented by placements whose kernel reaches the network
+// through kernelbox's egress proxy (a template's Network). TakeNetwork reports
+// the proxy connections that ended since it was last called; the executor adds
+// its notes to each call's Result after the code ran and hands its counts to a
+// NetworkObserver. A connection still open when a call ends is reported with a
+// later call.
+type NetworkReporter interface {
+	TakeNetwork() NetworkReport
+}
+
+// NetworkReport is what a session's proxy connections did since the last report.
+type NetworkReport struct {
+	// Notes has one line per connection, refusals with the rule that refused
+	// them, in a bounded list (the rest counted in a last note).
+	Notes []string
+	// Allowed and Refused count the connections; Up and Down their bytes.
+	Allowed, Refused int
+	Up, Down         int64
+}
+
+// NetworkObserver is implemented by Observers that count egress connections
+// (metrics). NetworkReported is called after each call whose session reported any.
+type NetworkObserver interface {
+	NetworkReported(NetworkReport)
+}
+
 // HealthChecker is implemented by backends that can report whether they can place
 // sessions right now (a reachable Docker daemon, a running server).
 type HealthChecker interface {

@@ -60,6 +60,13 @@ func (s *session) collect(ctx context.Context, f *callFacts, ex *jupyter.Executi
 			f.notes = append(f.notes, "outputs: pulling files from the kernel failed: "+err.Error())
 		}
 	}
+	if nr, ok := s.placementOf().(NetworkReporter); ok {
+		rep := nr.TakeNetwork()
+		f.notes = append(f.notes, rep.Notes...)
+		if no, ok := s.e.opts.Observer.(NetworkObserver); ok && rep.Allowed+rep.Refused > 0 {
+			no.NetworkReported(rep)
+		}
+	}
 	s.enforceDiskQuota(f)
 	// Notes for outputs still being written or last written before the code
 	// started: a background thread or process of an earlier call may be at work.
@@ -172,4 +179,12 @@ func probeResult(ex *jupyter.Execution) json.RawMessage {
 		return nil
 	}
 	return reply.UserExpressions[probeKey]
+}
+
+// placementOf returns the placement of the session's kernel, or nil.
+func (s *session) placementOf() Placement {
+	if s.k == nil {
+		return nil
+	}
+	return s.k.placement
 }

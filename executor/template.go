@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kernelbox/kernelbox/api"
+	"github.com/kernelbox/kernelbox/egress"
 )
 
 // DefaultTemplate is the name of the template a session gets when its creator names
@@ -69,13 +70,20 @@ type Template struct {
 	// Data is exposed read-only in the template's sessions at data/<Name>, in
 	// addition to Options.Data.
 	Data []DataMount
+
+	// Network is what the template's sessions may reach through kernelbox's
+	// egress proxy; nil is no network at all (the default). Only a backend that
+	// confines its kernels and carries their egress through the proxy may apply
+	// it (SpecFields.Network): local cannot confine anything, remote has no say
+	// over its gateway's network.
+	Network *egress.Rules
 }
 
 // SpecFields says which of a template's fields a backend applies itself (see
 // SpecApplier). The executor applies Preload and, for Python and R kernels, Env
 // by code; Warm, IdleTimeout and Data it applies for every backend.
 type SpecFields struct {
-	Kernel, Image, Memory, CPUs, Pids, MaxLifetime, Env bool
+	Kernel, Image, Memory, CPUs, Pids, MaxLifetime, Env, Network bool
 }
 
 // SpecApplier is implemented by backends that apply some of SessionSpec.Template's
@@ -190,7 +198,26 @@ func checkApplies(o *Options, t *Template) error {
 		refuse("cpus", t.CPUs != 0, applies.CPUs),
 		refuse("pids", t.Pids != 0, applies.Pids),
 		refuse("max_lifetime", t.MaxLifetime != 0, applies.MaxLifetime),
+		refuseNetwork(o, t, applies.Network),
 	)
+}
+
+// refuseNetwork refuses a network allowlist on a backend that cannot enforce one,
+// saying why: a session must not believe it is confined when it is not.
+func refuseNetwork(o *Options, t *Template, applied bool) error {
+	if t.Network == nil || applied {
+		return nil
+	}
+	why := "it does not carry its kernels' egress through kernelbox's proxy"
+	switch o.Backend.Name() {
+	case "local":
+		why = "a local kernel is not confined: it reaches whatever the host reaches, so no allowlist can hold"
+	case "remote":
+		why = "kernelbox has no say over a gateway's network"
+	case "swarm":
+		why = "not yet: its sessions keep their internal overlay, with no egress"
+	}
+	return fmt.Errorf("template %q: field network: the %s backend cannot apply it: %s", t.Name, o.Backend.Name(), why)
 }
 
 // envName is what an environment variable's name must look like.
@@ -363,7 +390,17 @@ func (e *Executor) TemplateInfos() []api.TemplateInfo {
 		for _, d := range e.dataOf(&t) {
 			info.Data = append(info.Data, d.Name)
 		}
+		info.Network = networkInfo(t.Network)
 		out = append(out, info)
 	}
 	return out
+}
+
+// networkInfo shows a template's network setting to clients.
+func networkInfo(r *egress.Rules) *api.NetworkInfo {
+	if r == nil {
+		return &api.NetworkInfo{Mode: "none"}
+	}
+	p := r.Policy()
+	return &api.NetworkInfo{Mode: "allowlist", Allow: slices.Clone(p.Allow), CIDRs: slices.Clone(p.CIDRs), MaxBytes: p.MaxBytes, MaxConns: p.MaxConns}
 }

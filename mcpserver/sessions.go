@@ -105,6 +105,7 @@ func (s *server) listTemplates(ctx context.Context, req *mcp.CallToolRequest, _ 
 		if len(t.Data) > 0 {
 			fmt.Fprintf(&b, ". Data at data/%s", strings.Join(t.Data, ", data/"))
 		}
+		b.WriteString(networkText(t.Network))
 		b.WriteString(".\n")
 	}
 	return text("%s", b.String()), &TemplateList{Templates: list}, nil
@@ -139,4 +140,12 @@ func (s *server) resetSession(ctx context.Context, req *mcp.CallToolRequest, arg
 // text is a tool result holding one text block.
 func text(format string, args ...any) *mcp.CallToolResult {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, args...)}}}
+}
+
+// networkText tells a model what a template's sessions can reach.
+func networkText(n *api.NetworkInfo) string {
+	if n == nil || n.Mode != "allowlist" {
+		return ". No network (no DNS, no route; only the kernel's loopback)"
+	}
+	return ". Network: only " + strings.Join(n.Allow, ", ") + " (HTTP and HTTPS through kernelbox's proxy, ports 80/443 unless given; anything else gets a 403 naming the rule)"
 }

@@ -53,11 +53,16 @@ type Metrics struct {
 	artifacts     prometheus.Counter
 	artifactBytes prometheus.Counter
 	decisions     *prometheus.CounterVec
+	egressConns   *prometheus.CounterVec
+	egressBytes   *prometheus.CounterVec
 	sessions      *sessionCollector
 	templates     *templateCollector
 }
 
-var _ executor.Observer = (*Metrics)(nil)
+var (
+	_ executor.Observer        = (*Metrics)(nil)
+	_ executor.NetworkObserver = (*Metrics)(nil)
+)
 
 // The statuses a call can end with, pre-set to zero so that rates exist before the
 // first call of each kind.
@@ -78,6 +83,8 @@ var statuses = []executor.Status{
 //	kernelbox_artifacts_total                           artifacts collected
 //	kernelbox_artifact_bytes_total                      bytes of those artifacts
 //	kernelbox_permission_decisions_total{capability,effect}  permission decisions
+//	kernelbox_egress_connections_total{decision}        egress proxy connections (allow, deny)
+//	kernelbox_egress_bytes_total{direction}             bytes through the egress proxy (up, down)
 //
 // plus the go_* and process_* collectors unless Options.NoRuntime is set.
 func New(opts Options) *Metrics {
@@ -120,14 +127,26 @@ func New(opts Options) *Metrics {
 			Namespace: ns, Name: "permission_decisions_total",
 			Help: "Permission decisions by capability and effect (allow or deny; asks are counted as settled).",
 		}, []string{"capability", "effect"}),
+		egressConns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Name: "egress_connections_total",
+			Help: "Connections of sessions with a network allowlist through kernelbox's egress proxy, by decision (allow, deny), counted when a call reports them.",
+		}, []string{"decision"}),
+		egressBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Name: "egress_bytes_total",
+			Help: "Bytes carried by the egress proxy, by direction (up: kernel to server, down: server to kernel).",
+		}, []string{"direction"}),
 		sessions:  newSessionCollector(ns),
 		templates: newTemplateCollector(ns),
 	}
 	for _, s := range statuses {
 		m.executions.WithLabelValues(string(s))
 	}
+	m.egressConns.WithLabelValues("allow")
+	m.egressConns.WithLabelValues("deny")
+	m.egressBytes.WithLabelValues("up")
+	m.egressBytes.WithLabelValues("down")
 	m.reg.MustRegister(m.executions, m.latency, m.kernelStarts, m.kernelDeaths,
-		m.artifacts, m.artifactBytes, m.decisions, m.sessions, m.templates)
+		m.artifacts, m.artifactBytes, m.decisions, m.egressConns, m.egressBytes, m.sessions, m.templates)
 	if !opts.NoRuntime {
 		m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
@@ -246,4 +265,12 @@ func (c *sessionCollector) Collect(ch chan<- prometheus.Metric) {
 	for state, n := range counts {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), string(state))
 	}
+}
+
+// NetworkReported counts a session's egress connections and bytes.
+func (m *Metrics) NetworkReported(r executor.NetworkReport) {
+	m.egressConns.WithLabelValues("allow").Add(float64(r.Allowed))
+	m.egressConns.WithLabelValues("deny").Add(float64(r.Refused))
+	m.egressBytes.WithLabelValues("up").Add(float64(r.Up))
+	m.egressBytes.WithLabelValues("down").Add(float64(r.Down))
 }

@@ -112,3 +112,22 @@ func TestHandler(t *testing.T) {
 kernelbox_kernel_starts_total 0
 `), "kernelbox_kernel_starts_total"), "a second Metrics has its own counters")
 }
+
+// Egress connections reported by calls are counted by decision, bytes by direction.
+func TestNetworkReported(t *testing.T) {
+	t.Parallel()
+	m := metrics.New(metrics.Options{NoRuntime: true})
+	m.NetworkReported(executor.NetworkReport{Allowed: 2, Refused: 1, Up: 300, Down: 4000})
+	m.NetworkReported(executor.NetworkReport{Refused: 2})
+	want := `
+# HELP kernelbox_egress_connections_total Connections of sessions with a network allowlist through kernelbox's egress proxy, by decision (allow, deny), counted when a call reports them.
+# TYPE kernelbox_egress_connections_total counter
+kernelbox_egress_connections_total{decision="allow"} 2
+kernelbox_egress_connections_total{decision="deny"} 3
+# HELP kernelbox_egress_bytes_total Bytes carried by the egress proxy, by direction (up: kernel to server, down: server to kernel).
+# TYPE kernelbox_egress_bytes_total counter
+kernelbox_egress_bytes_total{direction="down"} 4000
+kernelbox_egress_bytes_total{direction="up"} 300
+`
+	require.NoError(t, testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "kernelbox_egress_connections_total", "kernelbox_egress_bytes_total"))
+}

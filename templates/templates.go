@@ -25,7 +25,10 @@
 // the server's start timeout (2 minutes), which bounds the whole start. A template never gets more than the server's flags give a
 // session: one asking more memory, CPUs, pids, lifetime or idle time than [Caps] is
 // refused when the file is loaded, with the template, the field, what it asked and
-// the cap. Environment variables are listed to every client (GET /v1/templates
+// the cap. "network" is "none" (the default: no network at all) or an allowlist
+// for kernelbox's egress proxy, an [egress.Policy] such as {"allow":
+// ["files.example", "*.data.example:443"]}, checked here and refused by the
+// executor on a backend that cannot enforce it. Environment variables are listed to every client (GET /v1/templates
 // shows their names): they are not for secrets.
 package templates
 
@@ -42,6 +45,7 @@ import (
 	"time"
 
 	"github.com/kernelbox/kernelbox/api"
+	"github.com/kernelbox/kernelbox/egress"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/capacity"
 )
@@ -105,6 +109,7 @@ type entry struct {
 	IdleTimeout string            `json:"idle_timeout"`
 	MaxLifetime string            `json:"max_lifetime"`
 	Data        map[string]string `json:"data"`
+	Network     json.RawMessage   `json:"network"`
 }
 
 // lines is a string, or a list of lines joined with newlines.
@@ -262,6 +267,9 @@ func (e entry) template(baseDir string, caps Caps) (executor.Template, error) {
 	if t.PreloadTimeout, err = preloadTimeout(e.PreloadWait, caps.StartTimeout); err != nil {
 		return t, err
 	}
+	if t.Network, err = network(e.Network); err != nil {
+		return t, err
+	}
 	names := make([]string, 0, len(e.Data))
 	for n := range e.Data {
 		names = append(names, n)
@@ -321,4 +329,31 @@ func clip(s string) string {
 		return s
 	}
 	return s[:80] + "…"
+}
+
+// network reads the "network" field: absent or "none" is no network (nil);
+// an object is an egress.Policy, compiled here so that a bad entry fails the load.
+func network(raw json.RawMessage) (*egress.Rules, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var mode string
+	if err := json.Unmarshal(raw, &mode); err == nil {
+		if mode == "none" {
+			return nil, nil
+		}
+		return nil, fmt.Errorf(`network %q: want "none" or an object such as {"allow": ["files.example:443"]}`, clip(mode))
+	}
+	var p egress.Policy
+	if err := strict(raw, &p); err != nil {
+		return nil, fmt.Errorf("network: %w", err)
+	}
+	if len(p.Allow) == 0 {
+		return nil, errors.New(`network: an empty allow list; write "none" for no network`)
+	}
+	r, err := egress.Compile(p)
+	if err != nil {
+		return nil, fmt.Errorf("network: %w", err)
+	}
+	return r, nil
 }

@@ -109,3 +109,32 @@ func TestParsePreloadTimeoutCap(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 29*time.Second, ts[0].PreloadTimeout)
 }
+
+func TestParseNetwork(t *testing.T) {
+	t.Parallel()
+	ts, err := templates.Parse(strings.NewReader(`{"templates": [
+	  {"name": "fetch", "network": {"allow": ["files.example", "*.data.example:443"], "cidrs": ["10.20.0.0/16"], "max_bytes": 1000, "max_conns": 4}},
+	  {"name": "offline", "network": "none"},
+	  {"name": "plain"}
+	]}`), "/base", caps)
+	require.NoError(t, err)
+	require.NotNil(t, ts[0].Network)
+	p := ts[0].Network.Policy()
+	require.Equal(t, []string{"files.example", "*.data.example:443"}, p.Allow)
+	require.Equal(t, int64(1000), p.MaxBytes)
+	require.Equal(t, 4, p.MaxConns)
+	require.Nil(t, ts[1].Network)
+	require.Nil(t, ts[2].Network)
+	for _, tt := range []struct{ network, want string }{
+		{`"all"`, `network "all": want "none" or an object`},
+		{`{"allow": []}`, "an empty allow list"},
+		{`{"allow": ["*.com"]}`, `allow "*.com"`},
+		{`{"allow": ["2130706433"]}`, `allow "2130706433"`},
+		{`{"allow": ["files.example"], "cidrs": ["everything"]}`, `cidrs "everything"`},
+		{`{"allow": ["files.example"], "deny": ["x"]}`, `unknown field "deny"`},
+		{`{"allow": ["files.example"], "max_bytes": -1}`, "must not be negative"},
+	} {
+		_, err := templates.Parse(strings.NewReader(`{"templates": [{"name": "n", "network": `+tt.network+`}]}`), "/base", caps)
+		require.ErrorContains(t, err, tt.want, tt.network)
+	}
+}

@@ -125,7 +125,11 @@ func (b *Backend) Name() string { return "docker" }
 // Applies reports that this backend applies every container field of a session's
 // template (kernel, image, memory, CPUs, pids, max lifetime, environment).
 func (b *Backend) Applies() executor.SpecFields {
-	return executor.SpecFields{Kernel: true, Image: true, Memory: true, CPUs: true, Pids: true, MaxLifetime: true, Env: true}
+	// A network allowlist needs the container on --network none: its egress is
+	// then only the proxy's socket (egress.go). On a Docker network it could
+	// bypass the proxy.
+	return executor.SpecFields{Kernel: true, Image: true, Memory: true, CPUs: true, Pids: true, MaxLifetime: true, Env: true,
+		Network: b.cfg.network == DefaultNetwork}
 }
 
 // MountsData reports that this backend exposes SessionSpec.Data itself, as read-only

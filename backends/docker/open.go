@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/moby/moby/client"
@@ -72,6 +73,9 @@ func (b *Backend) open(ctx context.Context, spec executor.SessionSpec) (_ *Place
 		return nil, err
 	}
 	l := &launch{spec: spec, cfg: b.cfg.withTemplate(spec.Template), log: b.cfg.log.With("session", spec.ID)}
+	if spec.Template.Network != nil {
+		l.cfg.Env = append(slices.Clone(l.cfg.Env), proxyEnv()...)
+	}
 	defer func() {
 		if err != nil {
 			if uerr := l.undo.Run(teardownTimeout); uerr != nil {
@@ -90,6 +94,9 @@ func (b *Backend) open(ctx context.Context, spec executor.SessionSpec) (_ *Place
 		return nil, err
 	}
 	if err := b.awaitReady(ctx, l, p); err != nil {
+		return nil, err
+	}
+	if err := b.startEgress(ctx, l, p); err != nil {
 		return nil, err
 	}
 	l.log.Info("container ready", "name", l.name, "elapsed", time.Since(l.t0).Round(time.Millisecond),

@@ -3,6 +3,7 @@ package docker
 import (
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -114,6 +115,12 @@ type Options struct {
 	// Defaults to [DefaultSocketRoot]: kernelbox's private state, never a shared
 	// temporary directory.
 	SocketRoot string
+
+	// EgressTestHosts, when not nil, is the egress proxy's name resolution for
+	// templates with a network allowlist (egress.Options.TestHosts): a name
+	// resolves to its addresses here and nowhere else. It is for tests (a test
+	// internet of network namespaces); servers leave it nil.
+	EgressTestHosts map[string][]netip.Addr
 }
 
 // config is Options with defaults applied and values checked. The kernel's
@@ -127,6 +134,8 @@ type config struct {
 	network      string
 	runtime      string
 	socketRoot   string
+
+	egressTestHosts map[string][]netip.Addr
 }
 
 // maxSocketPath is the longest socket path that works: sun_path holds 108 bytes on
@@ -177,6 +186,8 @@ func (o Options) resolve(euid, egid int) (config, error) {
 		network:      o.Network,
 		runtime:      o.Runtime,
 		socketRoot:   o.SocketRoot,
+
+		egressTestHosts: o.EgressTestHosts,
 	}
 	c.CapAdd = slices.Clone(o.CapAdd)
 	c.NewPrivileges, c.WritableRoot, c.NoInit = o.AllowNewPrivileges, o.WritableRootFS, o.NoInit

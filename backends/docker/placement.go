@@ -32,6 +32,7 @@ type Placement struct {
 	lifetime time.Duration    // its max lifetime
 	pid      int              // its first process's id on the host; 0 until ready
 	watched  procwatch.Holder // the kernel's process, once watched (kernelwatch.go)
+	egress   *sessionEgress   // its egress proxy; nil without a network allowlist
 
 	closeMu sync.Mutex // held for the whole of close
 	closed  bool       // guarded by closeMu
@@ -101,6 +102,9 @@ func (p *Placement) close(ctx context.Context) error {
 	}
 	if err != nil {
 		return err
+	}
+	if p.egress != nil {
+		p.egress.close()
 	}
 	if p.sock != nil {
 		// Closed only once the container is gone: the descriptor keeps the

@@ -1,0 +1,14 @@
+package egress
+
+import (
+	"bufio"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/kernelbox/kernelbox/internal/leakcheck"
+)
+
+func TestMain(m *testing.M) { leakcheck.Main(m, 5*time.Second) }
+
+func bufioReader(c net.Conn) *bufio.Reader { return bufio.NewReader(c) }

@@ -1,0 +1,150 @@
+package egress
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/kernelbox/kernelbox/internal/testnet"
+)
+
+// TestProxyOverheadNetns measures what the proxy adds between the test's network
+// namespace and a test host in a namespace of its own: the time of a new
+// connection and one small request, direct, as plain HTTP through the proxy and
+// through a CONNECT tunnel, and bulk throughput direct and through a tunnel. The
+// numbers are logged (docs/benchmarks.md); the bounds are loose on purpose.
+func TestProxyOverheadNetns(t *testing.T) {
+	dir := t.TempDir()
+	big := make([]byte, 64<<20)
+	if err := os.WriteFile(filepath.Join(dir, "big.bin"), big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "small.csv"), []byte("a,b\n1,2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := testnet.New(t, "web", dir)
+	port := strconv.Itoa(h.Port)
+	n := newTestNetWith(t, Policy{Allow: []string{"web.test:" + port}, CIDRs: []string{h.Prefix.String()}},
+		map[string][]netip.Addr{"web.test": {h.Addr}})
+	target := net.JoinHostPort(h.Addr.String(), port)
+
+	// Interleaved, so that load from other tests on the machine falls on both.
+	const rounds = 200
+	small := "GET /small.csv HTTP/1.1\r\nHost: web.test\r\nConnection: close\r\n\r\n"
+	ways := []func() error{
+		func() error { return getOver(target, "", small, 8) },
+		func() error {
+			return getOver(n.addr, "", "GET http://web.test:"+port+"/small.csv HTTP/1.1\r\nHost: web.test:"+port+"\r\n\r\n", 8)
+		},
+		func() error { return getOver(n.addr, "web.test:"+port, small, 8) },
+	}
+	p50 := timeInterleaved(t, rounds, ways)
+	direct, plain, tunnel := p50[0], p50[1], p50[2]
+	t.Logf("new connection + small GET, p50 over %d: direct %s, proxy plain HTTP %s (+%s), proxy CONNECT %s (+%s)",
+		rounds, direct, plain, plain-direct, tunnel, tunnel-direct)
+	if tunnel-direct > 100*time.Millisecond {
+		t.Errorf("the proxy adds %s per connection", tunnel-direct)
+	}
+
+	bigReq := "GET /big.bin HTTP/1.1\r\nHost: web.test\r\nConnection: close\r\n\r\n"
+	rate := func(via, connect string) float64 {
+		start := time.Now()
+		if err := getOver(via, connect, bigReq, len(big)); err != nil {
+			t.Fatal(err)
+		}
+		return float64(len(big)) / time.Since(start).Seconds() / (1 << 20)
+	}
+	var d, p float64
+	for range 5 {
+		d, p = max(d, rate(target, "")), max(p, rate(n.addr, "web.test:"+port))
+	}
+	t.Logf("bulk 64 MiB, best of 5 interleaved: direct %.0f MiB/s, through a CONNECT tunnel %.0f MiB/s (%.0f%%)", d, p, 100*p/d)
+	if p <= 0 {
+		t.Fatal("no throughput")
+	}
+}
+
+// newTestNetWith is a proxy on loopback with a policy and a name map of its own.
+func newTestNetWith(tb testing.TB, p Policy, hosts map[string][]netip.Addr) *testNet {
+	tb.Helper()
+	px, err := New(Options{Rules: mustCompile(tb, p), TestHosts: hosts})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	done := make(chan struct{})
+	tb.Cleanup(func() { px.Close(); <-done })
+	go func() { defer close(done); px.Serve(ln) }()
+	return &testNet{proxy: px, addr: ln.Addr().String()}
+}
+
+// getOver dials addr, opens a CONNECT tunnel to connect first unless it is "",
+// sends req and reads a 200 response whose body is at least minBody bytes.
+func getOver(addr, connect, req string, minBody int) error {
+	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(60 * time.Second))
+	br := bufio.NewReader(c)
+	if connect != "" {
+		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", connect, connect)
+		resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"})
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("CONNECT: %s", resp.Status)
+		}
+	}
+	if _, err := io.WriteString(c, req); err != nil {
+		return err
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return err
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != 200 || n < int64(minBody) {
+		return fmt.Errorf("%s, %d bytes", resp.Status, n)
+	}
+	return nil
+}
+
+// timeInterleaved runs each of fs rounds times, in turn, and returns their
+// median times.
+func timeInterleaved(t testing.TB, rounds int, fs []func() error) []time.Duration {
+	t.Helper()
+	ds := make([][]time.Duration, len(fs))
+	for range rounds {
+		for i, f := range fs {
+			start := time.Now()
+			if err := f(); err != nil {
+				t.Fatal(err)
+			}
+			ds[i] = append(ds[i], time.Since(start))
+		}
+	}
+	out := make([]time.Duration, len(fs))
+	for i, d := range ds {
+		slices.Sort(d)
+		out[i] = d[rounds/2]
+	}
+	return out
+}

@@ -1,0 +1,336 @@
+package egress
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Options configure a Proxy. Only Rules is required; the other zero values mean
+// the defaults given.
+type Options struct {
+	// Rules is the compiled policy the proxy enforces.
+	Rules *Rules
+
+	// Session names the session in records and logs.
+	Session string
+
+	// TestHosts, when not nil, replaces name resolution: a name resolves to its
+	// addresses here, and a name not here does not resolve. It is for tests
+	// (a test internet made of network namespaces), so that they never touch the
+	// machine's resolver; servers leave it nil.
+	TestHosts map[string][]netip.Addr
+
+	// Resolver resolves names when TestHosts is nil. Defaults to net.DefaultResolver.
+	Resolver *net.Resolver
+
+	// OnRecord is called once per client connection, when it ends, from the
+	// connection's goroutine. Defaults to nothing.
+	OnRecord func(Record)
+
+	// Logger receives a line per refusal. Defaults to discarding.
+	Logger *slog.Logger
+
+	// MaxLineBytes bounds one request-head line. Defaults to 8 KiB.
+	MaxLineBytes int
+	// MaxHeadBytes bounds a whole request head. Defaults to 32 KiB.
+	MaxHeadBytes int
+	// HeadTimeout bounds reading a request head (slowloris). Defaults to 10 s.
+	HeadTimeout time.Duration
+	// IdleTimeout cuts a connection on which nothing moved either way for that
+	// long. Defaults to 2 minutes.
+	IdleTimeout time.Duration
+	// DialTimeout bounds resolving and dialling. Defaults to 10 s.
+	DialTimeout time.Duration
+	// SniffTimeout bounds the wait for a TLS ClientHello after CONNECT; a client
+	// that sends nothing by then is a server-speaks-first protocol, passed on
+	// unchecked. Defaults to 1 s.
+	SniffTimeout time.Duration
+}
+
+// Proxy is one session's egress proxy. It is safe for concurrent use; Close stops
+// it and waits for every connection's goroutine.
+type Proxy struct {
+	o    Options
+	log  *slog.Logger
+	mu   sync.Mutex
+	conn map[net.Conn]struct{} // client connections
+	ups  map[net.Conn]struct{} // their connections to servers
+	lns  map[net.Listener]struct{}
+	st   Stats
+	used int64 // bytes carried, both ways, live; under mu
+	done bool
+	wg   sync.WaitGroup
+}
+
+// New returns a proxy enforcing o.Rules.
+func New(o Options) (*Proxy, error) {
+	if o.Rules == nil {
+		return nil, errors.New("egress: no rules")
+	}
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defd := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&o.MaxLineBytes, 8<<10)
+	def(&o.MaxHeadBytes, 32<<10)
+	defd(&o.HeadTimeout, 10*time.Second)
+	defd(&o.IdleTimeout, 2*time.Minute)
+	defd(&o.DialTimeout, 10*time.Second)
+	defd(&o.SniffTimeout, time.Second)
+	if o.Resolver == nil {
+		o.Resolver = net.DefaultResolver
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Proxy{o: o, log: log, conn: map[net.Conn]struct{}{}, ups: map[net.Conn]struct{}{}, lns: map[net.Listener]struct{}{}}, nil
+}
+
+// ErrClosed is returned by Serve after Close.
+var ErrClosed = errors.New("egress: proxy closed")
+
+// Serve accepts connections on ln until ln fails or the proxy is closed, which
+// closes ln. Each connection is served on its own goroutine, owned by the proxy.
+func (p *Proxy) Serve(ln net.Listener) error {
+	p.mu.Lock()
+	if p.done {
+		p.mu.Unlock()
+		ln.Close()
+		return ErrClosed
+	}
+	p.lns[ln] = struct{}{}
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.lns, ln)
+		p.mu.Unlock()
+	}()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			p.mu.Lock()
+			done := p.done
+			p.mu.Unlock()
+			if done {
+				return ErrClosed
+			}
+			return err
+		}
+		if !p.track(c) {
+			c.Close()
+			return ErrClosed
+		}
+		go p.serveConn(c)
+	}
+}
+
+// track registers a connection; false when the proxy is closed.
+func (p *Proxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done {
+		return false
+	}
+	p.conn[c] = struct{}{}
+	p.st.Active++
+	p.wg.Add(1)
+	return true
+}
+
+// trackUp registers a connection to a server, so that Close can cut it; false
+// (and up closed) when the proxy is closed.
+func (p *Proxy) trackUp(up net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done {
+		up.Close()
+		return false
+	}
+	p.ups[up] = struct{}{}
+	return true
+}
+
+// untrackUp closes and forgets a connection to a server.
+func (p *Proxy) untrackUp(up net.Conn) {
+	up.Close()
+	p.mu.Lock()
+	delete(p.ups, up)
+	p.mu.Unlock()
+}
+
+// Close stops every listener and connection and waits for their goroutines.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	p.done = true
+	for ln := range p.lns {
+		ln.Close()
+	}
+	for c := range p.conn {
+		c.Close()
+	}
+	for c := range p.ups {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+	return nil
+}
+
+// Stats returns the proxy's counters.
+func (p *Proxy) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.st
+}
+
+// serveConn serves one client connection and records it.
+func (p *Proxy) serveConn(c net.Conn) {
+	rec := Record{Session: p.o.Session, Start: time.Now()}
+	defer func() {
+		c.Close()
+		rec.Duration = time.Since(rec.Start)
+		p.mu.Lock()
+		delete(p.conn, c)
+		p.st.Active--
+		p.st.Connections++
+		if rec.Decision.Effect == Deny {
+			p.st.Refused++
+		}
+		p.st.Up += rec.Up
+		p.st.Down += rec.Down
+		p.mu.Unlock()
+		if rec.Decision.Effect == Deny {
+			p.log.Info("egress refused", "session", p.o.Session, "host", rec.Host, "port", rec.Port, "rule", rec.Decision.Rule, "reason", rec.Decision.Reason)
+		}
+		if p.o.OnRecord != nil {
+			p.o.OnRecord(rec)
+		}
+		p.wg.Done()
+	}()
+	p.serve(c, &rec)
+}
+
+// serve reads the request, decides, dials and carries bytes, filling rec.
+func (p *Proxy) serve(c net.Conn, rec *Record) {
+	c.SetReadDeadline(time.Now().Add(p.o.HeadTimeout))
+	br := bufio.NewReaderSize(c, maxHelloRecord+5)
+	h, err := readHead(br, p.o.MaxLineBytes, p.o.MaxHeadBytes)
+	if err != nil {
+		rec.Decision = p.headFailure(c, err)
+		return
+	}
+	rec.Method, rec.Host, rec.Port = h.method, h.host, h.port
+	if d, ok := p.checkRequest(h); !ok {
+		rec.Decision = d
+		refuse(c, d)
+		return
+	}
+	host, d := p.o.Rules.CheckName(h.host, h.port)
+	rec.Host = host.String()
+	if d.Effect == Deny {
+		rec.Decision = d
+		refuse(c, d)
+		return
+	}
+	if d, ok := p.admit(); !ok {
+		rec.Decision = d
+		refuse(c, d)
+		return
+	}
+	up, d, err := p.dial(host, h.port, rec)
+	if up == nil {
+		rec.Decision = d
+		if d.Effect == Deny {
+			refuse(c, d)
+		} else {
+			rec.Err = err.Error()
+			fail(c, http502, err.Error())
+		}
+		return
+	}
+	if !p.trackUp(up) {
+		return
+	}
+	defer p.untrackUp(up)
+	rec.Decision = d
+	c.SetReadDeadline(time.Time{})
+	if h.method == "CONNECT" {
+		p.tunnel(c, br, up, host, rec)
+		return
+	}
+	p.forward(c, br, h, up, rec)
+}
+
+// headFailure answers a request head that could not be read or was refused.
+func (p *Proxy) headFailure(c net.Conn, err error) Decision {
+	var ne net.Error
+	switch {
+	case errors.Is(err, errRefused):
+		d := deny("request smuggling or bounds", err.Error())
+		refuse(c, d)
+		return d
+	case errors.As(err, &ne) && ne.Timeout():
+		d := deny("head timeout", fmt.Sprintf("no complete request head within %s", p.o.HeadTimeout))
+		fail(c, "408 Request Timeout", d.Reason)
+		return d
+	}
+	return deny("no request", "the connection ended before a request head: "+err.Error())
+}
+
+// checkRequest refuses a Host header that names another host than the target.
+func (p *Proxy) checkRequest(h *head) (Decision, bool) {
+	if h.hostHeader == "" {
+		if h.method != "CONNECT" {
+			return deny("request smuggling or bounds", "a plain-HTTP request without a Host header"), false
+		}
+		return Decision{}, true
+	}
+	def := 80
+	if h.method == "CONNECT" {
+		def = h.port
+	}
+	if !sameHost(h.hostHeader, h.host, h.port, def) {
+		return deny("host mismatch", fmt.Sprintf("the Host header %q names another host than the target %s", clip(h.hostHeader), net.JoinHostPort(h.host, strconv.Itoa(h.port)))), false
+	}
+	return Decision{}, true
+}
+
+// admit holds the connection limit: connections past MaxConns are refused.
+func (p *Proxy) admit() (Decision, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	max := p.o.Rules.policy.MaxConns
+	if p.st.Active > max {
+		return deny("connection limit", fmt.Sprintf("the session already has %d connections open; the limit is %d (max_conns)", p.st.Active-1, max)), false
+	}
+	if p.used >= p.o.Rules.policy.MaxBytes {
+		return deny("byte limit", fmt.Sprintf("the session has used its %d bytes (max_bytes)", p.o.Rules.policy.MaxBytes)), false
+	}
+	return Decision{}, true
+}
+
+// spend counts n bytes against the session's limit; false when they would pass it.
+func (p *Proxy) spend(n int64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.used+n > p.o.Rules.policy.MaxBytes {
+		p.used = p.o.Rules.policy.MaxBytes
+		return false
+	}
+	p.used += n
+	return true
+}
