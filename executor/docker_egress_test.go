@@ -15,8 +15,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kernelbox/kernelbox/backends/docker"
 	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/internal/testexec"
 	"github.com/kernelbox/kernelbox/internal/testnet"
 )
 
@@ -47,7 +47,7 @@ func TestDockerEgressAllowlist(t *testing.T) {
 	  "env": {"SSL_CERT_FILE": "/workspace/inputs/ca-bundle.txt"},
 	  "network": {"allow": ["files.test:`+port+`", "rebind.test:`+port+`", "secure.test:8443"],
 	              "cidrs": ["`+web.Prefix.String()+`", "`+secure.Prefix.String()+`"]}}]}`, dockerCaps)
-	e := newDockerEnv(t, docker.Options{EgressTestHosts: map[string][]netip.Addr{
+	e := newDockerEnv(t, testexec.Real{EgressTestHosts: map[string][]netip.Addr{
 		"files.test":   {web.Addr},
 		"rebind.test":  {priv.Addr}, // allowed by name, but in 10/8 and no CIDR lifts it
 		"private.test": {priv.Addr},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"net/netip"
 	"testing"
 
 	"github.com/kernelbox/kernelbox/backends/docker"
@@ -27,6 +28,9 @@ type Real struct {
 	R bool
 	// Env is added to the local server's and kernels' environment.
 	Env []string
+	// EgressTestHosts is the docker egress proxy's name resolution for a test
+	// internet (docker.Options.EgressTestHosts).
+	EgressTestHosts map[string][]netip.Addr
 }
 
 // Marked is a local backend whose kernels carry a marker of their own in their
@@ -77,7 +81,7 @@ func LocalWith(t testing.TB, r Real) *Marked {
 // testenv.Image does when the image is missing); the executor it is given closes it.
 func DockerWith(t testing.TB, r Real) executor.Backend {
 	t.Helper()
-	o := docker.Options{Memory: r.Memory, PidsLimit: r.PidsLimit, Image: docker.DefaultImage}
+	o := docker.Options{Memory: r.Memory, PidsLimit: r.PidsLimit, Image: docker.DefaultImage, EgressTestHosts: r.EgressTestHosts}
 	if r.R {
 		o.Image = docker.RImage
 	}
