@@ -39,6 +39,7 @@ var (
 	lab struct {
 		dir     string // the lab directory
 		bin     string // the static kernelbox binary in the serve image
+		binDir  string // the temporary directory lab.bin was built in, if any
 		srv     string // host dir bind-mounted at /srv in the serve container
 		manager *client.Client
 		kb      *kbclient.Client
@@ -108,14 +109,22 @@ func labUp() string {
 	if out, err := exec.Command("docker", "image", "inspect", "--format", "{{.Id}}", kernelImage).CombinedOutput(); err != nil {
 		return "the kernel image is missing (make image): " + strings.TrimSpace(string(out))
 	}
+	// The static binary builds while the nodes start and load the kernel image
+	// (about a minute each on the 2-core machine; one is CPU, the other disk).
+	built := make(chan error, 1)
+	go func() { built <- buildServe() }()
 	t0 := time.Now()
 	up := exec.Command("bash", filepath.Join(repoRoot(), "scripts", "swarmlab", "up.sh"))
 	up.Env = append(os.Environ(), fmt.Sprintf("SWARMLAB_OWNER=%d", os.Getpid()), "SWARMLAB_IMAGES="+kernelImage)
 	var stderr bytes.Buffer
 	up.Stderr = &stderr
 	out, err := up.Output()
+	buildErr := <-built
 	if err != nil {
 		return fmt.Sprintf("up.sh: %v: %s", err, stderr.String())
+	}
+	if buildErr != nil {
+		return "serve binary: " + buildErr.Error()
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	lab.dir = lines[len(lines)-1]
@@ -128,7 +137,7 @@ func labUp() string {
 	if err := loadServeImage(); err != nil {
 		return "serve image: " + err.Error()
 	}
-	fmt.Fprintf(os.Stderr, "swarm lab: serve image built and imported in %s\n", time.Since(t1).Round(time.Millisecond))
+	fmt.Fprintf(os.Stderr, "swarm lab: serve image imported in %s\n", time.Since(t1).Round(time.Millisecond))
 	lab.srv = filepath.Join(lab.dir, "serve")
 	if err := os.MkdirAll(filepath.Join(lab.srv, "in"), 0o755); err != nil {
 		return err.Error()
@@ -147,21 +156,33 @@ func node(i int, args ...string) (string, error) {
 	return strings.TrimSpace(string(out)), err
 }
 
-// loadServeImage builds the static kernelbox binary (or takes
-// KERNELBOX_SWARM_BINARY) into lab.bin and imports it into the manager with
-// scripts/serve-image.sh, as the deployment recipe does: an image holding only
-// the binary and the few files it needs, no base image, no registry.
-func loadServeImage() error {
-	lab.bin = os.Getenv("KERNELBOX_SWARM_BINARY")
-	if lab.bin == "" {
-		lab.bin = filepath.Join(lab.dir, "kernelbox")
-		build := exec.Command("go", "build", "-o", lab.bin, "./cmd/kernelbox")
-		build.Dir = repoRoot()
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build: %v: %s", err, out)
-		}
+// buildServe builds the static kernelbox binary into lab.bin (a temporary
+// directory of its own, lab.binDir, removed by labDown), or takes
+// KERNELBOX_SWARM_BINARY.
+func buildServe() error {
+	if lab.bin = os.Getenv("KERNELBOX_SWARM_BINARY"); lab.bin != "" {
+		return nil
 	}
+	t0 := time.Now()
+	dir, err := os.MkdirTemp("", "kernelbox-swarmbin-")
+	if err != nil {
+		return err
+	}
+	lab.binDir, lab.bin = dir, filepath.Join(dir, "kernelbox")
+	build := exec.Command("go", "build", "-o", lab.bin, "./cmd/kernelbox")
+	build.Dir = repoRoot()
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build: %v: %s", err, out)
+	}
+	fmt.Fprintf(os.Stderr, "swarm lab: static kernelbox built in %s (beside the lab's start)\n", time.Since(t0).Round(time.Millisecond))
+	return nil
+}
+
+// loadServeImage imports lab.bin into the manager with scripts/serve-image.sh, as
+// the deployment recipe does: an image holding only the binary and the few files
+// it needs, no base image, no registry.
+func loadServeImage() error {
 	imp := exec.Command("bash", filepath.Join(repoRoot(), "scripts", "serve-image.sh"), serveImage)
 	imp.Env = append(os.Environ(), "DOCKER_HOST=unix://"+nodeSock(1), "KERNELBOX_BINARY="+lab.bin)
 	if out, err := imp.CombinedOutput(); err != nil {
@@ -240,6 +261,10 @@ func leftovers() string {
 }
 
 func labDown() {
+	if lab.binDir != "" {
+		_ = os.RemoveAll(lab.binDir)
+		lab.binDir = ""
+	}
 	if lab.dir == "" {
 		return
 	}
