@@ -61,7 +61,7 @@ def _kb_save(path, limit):
             modules[name] = v.__name__
             continue
         try:
-            b = dill.dumps(v, recurse=True)
+            b = dill.dumps(v)  # functions keep the namespace as their globals
         except Exception as e:  # one object that cannot be pickled does not sink the rest
             skipped[name] = _kb_why(e)
             continue
