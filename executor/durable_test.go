@@ -258,3 +258,46 @@ func TestLocalIdleHibernates(t *testing.T) {
 	testenv.Imports(t, testenv.Jupyter(t), "dill")
 	idleHibernates(t, newEnv(t, func(o *executor.Options) { o.HibernateAfter = 2 * time.Second }), "idle")
 }
+
+// forkDiverges: a fork restores the namespace and files in a new session; the two
+// then diverge, and the original is untouched. A hibernated original stays so.
+func forkDiverges(t *testing.T, e *env, id string) {
+	ctx := context.Background()
+	r := e.run(t, id, "x = [1, 2]\nsq = lambda v: v * v\nopen('outputs/a.txt', 'w').write('a')")
+	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	t0 := time.Now()
+	res, err := e.Fork(ctx, id, id+"-b")
+	require.NoError(t, err)
+	t.Logf("fork of a live session took %s", time.Since(t0).Round(time.Millisecond))
+	require.NotNil(t, res.StateRestored)
+	require.Equal(t, "fork:"+id, res.StateRestored.From)
+	require.Contains(t, res.StateRestored.Restored, "x")
+	r = e.run(t, id+"-b", "x.append(3); open('outputs/a.txt', 'w').write('b'); (x, sq(4))")
+	require.Equal(t, "([1, 2, 3], 16)", r.Result, "%+v %v", r.Error, r.Notes)
+	require.Equal(t, "[1, 2]", e.run(t, id, "x").Result)
+	require.Equal(t, "'a'", e.run(t, id, "open('outputs/a.txt').read()").Result)
+	_, err = os.Stat(snapshotPath(e, id))
+	require.ErrorIs(t, err, os.ErrNotExist, "the original keeps no snapshot")
+	i, err := e.Session(id)
+	require.NoError(t, err)
+	require.Equal(t, api.StateIdle, i.State)
+
+	_, err = e.Fork(ctx, id, id+"-b")
+	require.ErrorIs(t, err, executor.ErrInvalidRequest, "fork into a live session")
+
+	_, err = e.Hibernate(ctx, id)
+	require.NoError(t, err)
+	res, err = e.Fork(ctx, id, id+"-c")
+	require.NoError(t, err)
+	require.Contains(t, res.StateRestored.Restored, "x")
+	require.Equal(t, "[1, 2]", e.run(t, id+"-c", "x").Result)
+	i, err = e.Session(id)
+	require.NoError(t, err)
+	require.Equal(t, api.StateHibernated, i.State, "a hibernated original stays hibernated")
+	require.Equal(t, "[1, 2]", e.run(t, id, "x").Result)
+}
+
+func TestLocalForkDiverges(t *testing.T) {
+	testenv.Imports(t, testenv.Jupyter(t), "dill")
+	forkDiverges(t, newEnv(t, nil), "fk")
+}
