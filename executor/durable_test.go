@@ -301,3 +301,8 @@ func TestLocalForkDiverges(t *testing.T) {
 	testenv.Imports(t, testenv.Jupyter(t), "dill")
 	forkDiverges(t, newEnv(t, nil), "fk")
 }
+
+func TestLocalHibernateTimes(t *testing.T) {
+	testenv.Imports(t, testenv.Jupyter(t), "dill")
+	hibernateTimes(t, newEnv(t, nil), "time")
+}

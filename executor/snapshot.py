@@ -8,16 +8,47 @@
 #   b"KBSNAP1\n"                     magic and format version
 #   u64 header length, header JSON   {"format":1,"dill":..,"python":..,"names":[..],
 #                                     "modules":{name:module},"skipped":{name:why}}
-#   per name in header["names"]: u64 length, dill bytes
-#   b"KBEND" + sha256 of every byte before it (32 bytes)
+#   per name in header["names"]: u64 length, one kind byte (b"p": the C pickle,
+#   b"d": dill), the pickle
+#   b"KBEND" + u32 CRC-32 of every byte before it + u64 that length
+# A value is pickled by the C pickler when it can be (fast: a NumPy array or a
+# DataFrame); one that needs anything defined in the session itself (a function,
+# a lambda, a class, an instance of such a class) or that the C pickler refuses
+# goes to dill, which pickles those by value.
 # It is written to a temporary name beside the final one, fsynced and renamed, so a
 # crash never leaves a half file under the final name; the trailer's hash catches a
-# truncated, corrupted or hand-edited file before anything in it is unpickled.
-import hashlib, io, json, os, struct, sys, types
+# truncated or corrupted file before anything in it is unpickled (it is no defence
+# against a deliberate edit: the session's own code can write the file, and a
+# snapshot is only ever loaded in that session's kernel).
+import io, json, os, pickle, struct, sys, types, zlib
 
 _KB_MAGIC = b"KBSNAP1\n"
 _KB_END = b"KBEND"
 _KB_FORMAT = 1
+_KB_TRAILER = 5 + 4 + 8
+
+
+class _KbNeedsDill(Exception):
+    pass
+
+
+class _KbPickler(pickle.Pickler):
+    """The C pickler, refusing what it would save by a reference into __main__."""
+
+    def reducer_override(self, obj):
+        if isinstance(obj, (type, types.FunctionType)) and getattr(obj, "__module__", None) == "__main__":
+            raise _KbNeedsDill()
+        return NotImplemented
+
+
+def _kb_dumps(v, dill):
+    try:
+        f = io.BytesIO()
+        f.write(b"p")
+        _KbPickler(f, protocol=5).dump(v)
+        return f.getvalue()
+    except Exception:  # _KbNeedsDill, or a type the C pickler cannot save
+        return b"d" + dill.dumps(v)  # functions keep the namespace as their globals
 
 
 def _kb_report(obj):
@@ -61,7 +92,7 @@ def _kb_save(path, limit):
             modules[name] = v.__name__
             continue
         try:
-            b = dill.dumps(v)  # functions keep the namespace as their globals
+            b = _kb_dumps(v, dill)
         except Exception as e:  # one object that cannot be pickled does not sink the rest
             skipped[name] = _kb_why(e)
             continue
@@ -76,11 +107,13 @@ def _kb_save(path, limit):
     header = json.dumps({"format": _KB_FORMAT, "dill": dill.__version__, "python": sys.version.split()[0],
                          "names": names, "modules": modules, "skipped": skipped}).encode()
     tmp = "%s.tmp-%d" % (path, os.getpid())
-    h = hashlib.sha256()
+    crc, n = 0, 0
     try:
         with open(tmp, "wb") as f:
             def put(b):
-                h.update(b)
+                nonlocal crc, n
+                crc = zlib.crc32(b, crc)
+                n += len(b)
                 f.write(b)
             put(_KB_MAGIC)
             put(struct.pack(">Q", len(header)))
@@ -88,7 +121,7 @@ def _kb_save(path, limit):
             for b in blobs:
                 put(struct.pack(">Q", len(b)))
                 put(b)
-            f.write(_KB_END + h.digest())
+            f.write(_KB_END + struct.pack(">IQ", crc, n))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -111,10 +144,11 @@ def _kb_read(path):
         if data.startswith(b"KBSNAP"):
             raise ValueError("the snapshot was written by another kernelbox snapshot format (%r); this one reads %r" % (data[:8], _KB_MAGIC))
         raise ValueError("the file is not a kernelbox snapshot (bad magic)")
-    if len(data) < len(_KB_MAGIC) + 8 + 37 or data[-37:-32] != _KB_END:
+    if len(data) < len(_KB_MAGIC) + 8 + _KB_TRAILER or data[-_KB_TRAILER:-12] != _KB_END:
         raise ValueError("the snapshot is truncated (%d bytes; no end marker)" % len(data))
-    body = memoryview(data)[:-37]  # slices of a memoryview copy nothing
-    if hashlib.sha256(body).digest() != data[-32:]:
+    body = memoryview(data)[:-_KB_TRAILER]  # slices of a memoryview copy nothing
+    crc, n = struct.unpack(">IQ", data[-12:])
+    if n != len(body) or zlib.crc32(body) != crc:
         raise ValueError("the snapshot is corrupted (its checksum does not match)")
     pos = len(_KB_MAGIC)
     (n,) = struct.unpack_from(">Q", body, pos)
@@ -159,7 +193,7 @@ def _kb_load(path):
             failed[name] = "re-import of module %s failed: %s" % (mod, _kb_why(e))
     for name, b in zip(header["names"], blobs):
         try:
-            ns[name] = dill.loads(b)
+            ns[name] = pickle.loads(b[1:]) if b[:1] == b"p" else dill.loads(b[1:])
             restored.append(name)
         except Exception as e:
             failed[name] = "could not be loaded: " + _kb_why(e)
