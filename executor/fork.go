@@ -118,12 +118,30 @@ func copyTree(src, dst string) error {
 		target := filepath.Join(dst, filepath.FromSlash(p))
 		switch {
 		case d.IsDir():
-			return os.MkdirAll(target, 0o755)
+			fi, err := d.Info()
+			if err != nil {
+				return err
+			}
+			if err := os.MkdirAll(target, 0o755); err != nil {
+				return err
+			}
+			return sameOwner(target, fi)
 		case d.Type().IsRegular():
 			return copyFile(root, p, target)
 		}
 		return nil
 	})
+}
+
+// sameOwner gives target the owner of the file fi describes, when this process may
+// (as root): a docker kernel runs as its own user and must be able to write the
+// copies of the files it wrote.
+func sameOwner(target string, fi fs.FileInfo) error {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || os.Geteuid() != 0 {
+		return nil
+	}
+	return os.Lchown(target, int(st.Uid), int(st.Gid))
 }
 
 func copyFile(root *os.Root, name, target string) error {
@@ -144,5 +162,8 @@ func copyFile(root *os.Root, name, target string) error {
 		out.Close()
 		return err
 	}
-	return out.Close()
+	if err := out.Close(); err != nil {
+		return err
+	}
+	return sameOwner(target, fi)
 }
