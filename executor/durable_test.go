@@ -306,3 +306,23 @@ func TestLocalHibernateTimes(t *testing.T) {
 	testenv.Imports(t, testenv.Jupyter(t), "dill")
 	hibernateTimes(t, newEnv(t, nil), "time")
 }
+
+// R sessions do not hibernate: an explicit hibernate says so and leaves the session
+// live; an idle one is closed as before, and its next call is told why.
+func TestLocalRSessionDoesNotHibernate(t *testing.T) {
+	testenv.Jupyter(t)
+	testenv.RKernel(t)
+	e := newEnv(t, func(o *executor.Options) { o.Kernel = "ir"; o.HibernateAfter = 2 * time.Second })
+	ctx := context.Background()
+	r := e.run(t, "r", "x <- 41")
+	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	_, err := e.Hibernate(ctx, "r")
+	require.ErrorIs(t, err, executor.ErrCannotHibernate)
+	require.Contains(t, err.Error(), "only Python sessions hibernate")
+	require.Equal(t, "[1] 42", strings.TrimSpace(e.run(t, "r", "print(x + 1)").Stdout), "still live")
+	require.Eventually(t, func() bool { _, err := e.Session("r"); return errors.Is(err, executor.ErrNoSession) }, 2*time.Minute, 100*time.Millisecond)
+	r = e.run(t, "r", "exists('x')")
+	require.True(t, r.StateLost)
+	require.Contains(t, strings.Join(r.Notes, "\n"), "could not hibernate")
+	require.Contains(t, strings.Join(r.Notes, "\n"), "only Python sessions hibernate")
+}
