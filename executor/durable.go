@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/kernelbox/kernelbox/api"
@@ -79,4 +80,16 @@ func (e *Executor) liveCountLocked() int {
 		}
 	}
 	return n
+}
+
+// roomToWake fails with ErrTooManySessions when waking hibernated session id would
+// take the live sessions past MaxSessions.
+func (e *Executor) roomToWake(id string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if n := e.liveCountLocked(); n >= e.opts.MaxSessions {
+		return fmt.Errorf("%w: %d sessions are live, the limit; hibernated session %q stays hibernated until one is closed or hibernated",
+			ErrTooManySessions, n, id)
+	}
+	return nil
 }

@@ -326,3 +326,26 @@ func TestLocalRSessionDoesNotHibernate(t *testing.T) {
 	require.Contains(t, strings.Join(r.Notes, "\n"), "could not hibernate")
 	require.Contains(t, strings.Join(r.Notes, "\n"), "only Python sessions hibernate")
 }
+
+// A hibernated session leaves its place among MaxSessions to another, and wakes only
+// when there is room again.
+func TestLocalHibernatedFreesSlot(t *testing.T) {
+	testenv.Imports(t, testenv.Jupyter(t), "dill")
+	e := newEnv(t, func(o *executor.Options) { o.MaxSessions = 1 })
+	ctx := context.Background()
+	require.Equal(t, executor.StatusOK, e.run(t, "a", "x = 1").Status)
+	_, err := e.Execute(ctx, executor.Request{SessionID: "b", Code: "1"})
+	require.ErrorIs(t, err, executor.ErrTooManySessions)
+	_, err = e.Hibernate(ctx, "a")
+	require.NoError(t, err)
+	require.Equal(t, "2", e.run(t, "b", "1 + 1").Result, "a's place is b's now")
+	_, err = e.Execute(ctx, executor.Request{SessionID: "a", Code: "x"})
+	require.ErrorIs(t, err, executor.ErrTooManySessions)
+	i, err := e.Session("a")
+	require.NoError(t, err)
+	require.Equal(t, "hibernated", string(i.State), "it stays hibernated")
+	require.NoError(t, e.CloseSession(ctx, "b"))
+	r := e.run(t, "a", "x")
+	require.Equal(t, "1", r.Result, "%v", r.Notes)
+	require.NotNil(t, r.StateRestored)
+}

@@ -227,6 +227,11 @@ func (s *session) ensureKernel(j *job) error {
 		_ = s.k.shutdown(ctx, s.e.opts.ShutdownTimeout)
 		s.setKernel(nil)
 	}
+	if s.asleep.Load() {
+		if err := s.e.roomToWake(s.id); err != nil {
+			return err
+		}
+	}
 	j.emit(Event{Type: "status", State: "starting"})
 	s.setState(api.StateStarting)
 	k, err := s.e.acquireKernel(ctx, s)
@@ -367,7 +372,8 @@ func (s *session) touch(r *Result) {
 		}
 	}
 	switch {
-	case s.state.State == api.StateHibernated:
+	case s.asleep.Load(): // a call could not wake it
+		s.state.State = api.StateHibernated
 	case s.kref == nil && s.state.State != api.StateNew:
 		s.state.State = api.StateDead
 	case s.kref != nil && !s.kref.alive():
