@@ -24,8 +24,8 @@ func (s *server) addDurable(srv *mcp.Server) {
 	in.Properties["session_id"].Pattern = api.SessionIDPattern
 	in.Properties["new_session_id"].Pattern = api.SessionIDPattern
 	mcp.AddTool(srv, &mcp.Tool{
-		Name:  "fork_session",
-		Title: "Copy a session into a new one",
+		Name:        "fork_session",
+		Title:       "Copy a session into a new one",
 		Description: `Make a new session that starts where another one is now: the same template, a copy of its files, and its variables (saved and restored name by name; the answer lists any that could not be copied, such as generators or open connections). The original is untouched and keeps running. Use it to try two analyses from one loaded dataset: fork, then run each branch with execute_code on its own session_id. Python sessions only, on the local and docker backends.`,
 		InputSchema: in,
 		Annotations: &mcp.ToolAnnotations{Title: "Copy a session into a new one", OpenWorldHint: boolPtr(false)},
