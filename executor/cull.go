@@ -31,14 +31,14 @@ func (e *Executor) cullLoop() {
 					idle = append(idle, s)
 				}
 			case s.hibernating.Load():
-			case s.tmpl.HibernateAfter > 0 && s.idleFor() > s.tmpl.HibernateAfter:
+			case s.tmpl.HibernateAfter > 0 && s.sleepFailed() == "" && s.idleFor() > s.tmpl.HibernateAfter:
 				sleepy = append(sleepy, s)
-			case s.tmpl.IdleTimeout > 0 && s.idleFor() > s.tmpl.IdleTimeout && s.tmpl.HibernateAfter <= 0:
+			case s.tmpl.IdleTimeout > 0 && s.idleFor() > s.tmpl.IdleTimeout:
 				idle = append(idle, s)
 			}
 		}
 		for _, s := range idle {
-			e.cullLocked(s, e.cullReason(s, ""))
+			e.cullLocked(s, e.cullReason(s, s.sleepFailed()))
 		}
 		e.mu.Unlock()
 		for _, s := range idle {
@@ -68,7 +68,7 @@ func (e *Executor) cullReason(s *session, failed string) string {
 	}
 	why := fmt.Sprintf("the session was idle for over %s and was closed; its variables are gone, its files remain", s.tmpl.IdleTimeout)
 	if failed != "" {
-		why = fmt.Sprintf("the session was idle for over %s and could not hibernate (%s), so it was closed; its variables are gone, its files remain", s.tmpl.HibernateAfter, failed)
+		why = fmt.Sprintf("the session was idle for over %s and could not hibernate (%s), so it was closed; its variables are gone, its files remain", s.tmpl.IdleTimeout, failed)
 	}
 	return why
 }
@@ -87,8 +87,8 @@ func (e *Executor) closeCulled(s *session) {
 }
 
 // hibernateIdle hibernates an idle session on its worker; a session that cannot
-// hibernate (R, too big, a backend that cannot) is closed as an idle one was before
-// hibernation existed, and its next call is told why.
+// hibernate (R, too big, a backend that cannot) is closed at its IdleTimeout as an
+// idle one was before hibernation existed, and its next call is told why.
 func (e *Executor) hibernateIdle(s *session) {
 	defer e.wg.Done()
 	defer s.hibernating.Store(false)
@@ -105,15 +105,20 @@ func (e *Executor) hibernateIdle(s *session) {
 	if runErr != nil || err == nil {
 		return
 	}
-	e.log.Info("idle session could not hibernate; closing it", "session", s.id, "err", err)
-	e.mu.Lock()
-	if e.sessions[s.id] != s {
-		e.mu.Unlock()
-		return
-	}
-	e.cullLocked(s, e.cullReason(s, err.Error()))
-	e.mu.Unlock()
-	e.closeCulled(s)
+	// Not tried again until a call changes the namespace: the session is closed
+	// at its IdleTimeout, as before hibernation, told why it did not hibernate.
+	e.log.Info("idle session could not hibernate; it is closed at its idle timeout", "session", s.id, "err", err)
+	s.mu.Lock()
+	s.noSleep = err.Error()
+	s.mu.Unlock()
+}
+
+// sleepFailed is why the session's last idle hibernation failed ("" when it did
+// not, or a call ran since).
+func (s *session) sleepFailed() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.noSleep
 }
 
 // cullEvery is how often idle sessions are looked for: a quarter of the shortest

@@ -312,7 +312,9 @@ func TestLocalHibernateTimes(t *testing.T) {
 func TestLocalRSessionDoesNotHibernate(t *testing.T) {
 	testenv.Jupyter(t)
 	testenv.RKernel(t)
-	e := newEnv(t, func(o *executor.Options) { o.Kernel = "ir"; o.HibernateAfter = 2 * time.Second })
+	e := newEnv(t, func(o *executor.Options) {
+		o.Kernel, o.HibernateAfter, o.IdleTimeout = "ir", 2*time.Second, 4*time.Second
+	})
 	ctx := context.Background()
 	r := e.run(t, "r", "x <- 41")
 	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)

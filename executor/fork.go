@@ -46,6 +46,9 @@ func (e *Executor) Fork(ctx context.Context, id, newID string) (api.ResumeResult
 		return api.ResumeResult{}, err
 	}
 	err = src.runFunc(ctx, func(src *session, _ *job) error { return src.forkInto(ctx, dst) })
+	if errors.Is(err, errForkTaken) {
+		return api.ResumeResult{}, invalidf("cannot fork into %q: a call created that session meanwhile", newID)
+	}
 	if err != nil {
 		if cerr := e.CloseSession(context.WithoutCancel(ctx), newID); cerr != nil && !errors.Is(cerr, ErrNoSession) {
 			err = errors.Join(err, cerr)
@@ -54,6 +57,10 @@ func (e *Executor) Fork(ctx context.Context, id, newID string) (api.ResumeResult
 	}
 	return e.Resume(ctx, newID)
 }
+
+// errForkTaken: a call created the fork's new session before the fork could fill
+// it; the session is that call's, and is left alone.
+var errForkTaken = errors.New("fork: the new session was taken")
 
 // forkInto runs on src's worker: it saves src's namespace (unless src is
 // hibernated, when its snapshot is on disk already) and has dst's worker copy src's
@@ -77,6 +84,9 @@ func (s *session) forkInto(ctx context.Context, dst *session) error {
 	srcDir := filepath.Join(s.e.opts.Workspace.Root(), "sessions", s.id)
 	from := "fork:" + s.id
 	return dst.runFunc(ctx, func(d *session, _ *job) error {
+		if d.everAlive || d.ws != nil {
+			return errForkTaken // a call on the new id came first
+		}
 		if err := d.openWorkspace(); err != nil {
 			return err
 		}

@@ -142,10 +142,9 @@ func (s *session) restore(ctx context.Context) {
 	hostFile := filepath.Join(s.ws.Dir(), SnapshotFile)
 	switch {
 	case err != nil:
+		// A load that killed the kernel (a pickle bomb past its memory limit)
+		// is not tried again: the next call finds the dead kernel.
 		s.markLost("the session's snapshot could not be restored (" + err.Error() + "); the kernel starts empty")
-		if !s.k.alive() {
-			return // the next call finds the dead kernel; the file is kept
-		}
 	case r.Lost != "":
 		s.markLost("the session's snapshot could not be restored: " + r.Lost + "; the kernel starts empty")
 	default:

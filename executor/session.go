@@ -55,9 +55,10 @@ type session struct {
 	// KeyboardInterrupt it ends with is theirs (cleared as each call starts).
 	interrupted atomic.Bool
 
-	mu    sync.Mutex
-	state SessionInfo
-	kref  *kernel // the kernel, for Interrupt
+	mu      sync.Mutex
+	state   SessionInfo
+	noSleep string  // why the last idle hibernation failed; cleared by a call (cull.go)
+	kref    *kernel // the kernel, for Interrupt
 }
 
 func newSession(e *Executor, id string, t *Template) *session {
@@ -366,6 +367,7 @@ func (s *session) touch(r *Result) {
 	defer s.mu.Unlock()
 	s.state.LastActivity = time.Now()
 	if r != nil {
+		s.noSleep = ""
 		s.state.Calls++
 		if r.ExecutionCount > 0 {
 			s.state.ExecutionCount = r.ExecutionCount
