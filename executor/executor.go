@@ -293,7 +293,7 @@ func (e *Executor) session(ctx context.Context, id, template string) (*session, 
 		}
 		defer e.mu.Unlock()
 		if n := e.liveCountLocked(); n >= e.opts.MaxSessions {
-			return nil, fmt.Errorf("%w: %d sessions are live, the limit; close or hibernate one, or wait for idle sessions to be closed",
+			return nil, fmt.Errorf("%w: %d sessions are live, the limit; close one, or wait for idle sessions to be closed",
 				ErrTooManySessions, n)
 		}
 		s := newSession(e, id, t)

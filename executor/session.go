@@ -118,8 +118,9 @@ func (s *session) run() {
 				continue
 			}
 			if j.kind == jobFunc {
-				j.finish(nil, j.fn(s))
-				s.touch(nil)
+				err := j.fn(s)
+				s.touch(nil) // before finish: the caller reads the state it left
+				j.finish(nil, err)
 				continue
 			}
 			s.setState(api.StateBusy)
