@@ -135,6 +135,8 @@ var codes = []struct {
 	{ErrQuota, CodeQuota, http.StatusInsufficientStorage},
 	{ErrExists, CodeExists, http.StatusPreconditionFailed},
 	{ErrTemplateMismatch, CodeTemplateMismatch, http.StatusConflict},
+	{ErrCannotHibernate, CodeCannotHibernate, http.StatusConflict},
+	{ErrSnapshotTooLarge, CodeSnapshotTooLarge, http.StatusInsufficientStorage},
 }
 
 // CodeOf returns the code and HTTP status for err: the first sentinel of the table

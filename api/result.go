@@ -56,6 +56,12 @@ type Result struct {
 	// failure) before or during this call.
 	StateLost bool `json:"state_lost"`
 
+	// StateRestored is set when the session's namespace was restored from a
+	// snapshot before this call ran (after a hibernation, or as a fork): what
+	// came back and what did not, and why. A snapshot that could not be read
+	// sets StateLost instead, with the reason in Notes.
+	StateRestored *StateRestored `json:"state_restored,omitempty"`
+
 	// Notes are short remarks for the caller, for example that the kernel was
 	// restarted, or that an input was staged.
 	Notes []string `json:"notes,omitempty"`

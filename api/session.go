@@ -46,6 +46,10 @@ type SessionInfo struct {
 	KernelID       string       `json:"kernel_id,omitempty"`
 	Created        time.Time    `json:"created"`
 	LastActivity   time.Time    `json:"last_activity"`
+	// Snapshot describes the saved namespace of a hibernated session.
+	Snapshot *SnapshotInfo `json:"snapshot,omitempty"`
+	// Hibernated is when the session was hibernated (zero when it is not).
+	Hibernated time.Time `json:"hibernated,omitzero"`
 }
 
 // Health is the answer of GET /healthz.

@@ -18,7 +18,9 @@
 // there: recover after a death, the check before a call is sent), kernelstop.go
 // (restart and shutdown), pool.go and warm.go (warm pools), template.go and
 // preload.go (templates), collect.go and facts.go (building the Result), files.go,
-// fileops.go and sessionfiles.go (the session files API), cull.go (idle sessions).
+// fileops.go and sessionfiles.go (the session files API), cull.go (idle sessions),
+// durable.go, hibernate.go, fork.go and snapshot.go with snapshot.py (hibernate,
+// resume and fork: the namespace saved and restored by the session's own kernel).
 //
 // Guarantees: a call returns within its timeout plus a bounded grace with an honest
 // status; a session whose kernel was restarted says so (Result.StateLost); output is

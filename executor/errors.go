@@ -60,3 +60,13 @@ type StepTimeoutError struct {
 func (e *StepTimeoutError) Error() string {
 	return fmt.Sprintf("%s did not finish within %s", e.Step, e.Bound)
 }
+
+// ErrCannotHibernate: the session cannot be hibernated or forked (not Python, a
+// backend whose kernels keep their files away from the session directory, no
+// kernel). The session is left as it was.
+var ErrCannotHibernate = api.ErrCannotHibernate
+
+// ErrSnapshotTooLarge: the session's namespace is over its snapshot limit
+// (Options.SnapshotMaxBytes, else its disk quota). No snapshot was kept; the
+// session stays live.
+var ErrSnapshotTooLarge = api.ErrSnapshotTooLarge

@@ -292,9 +292,9 @@ func (e *Executor) session(ctx context.Context, id, template string) (*session, 
 			}
 		}
 		defer e.mu.Unlock()
-		if len(e.sessions) >= e.opts.MaxSessions {
+		if n := e.liveCountLocked(); n >= e.opts.MaxSessions {
 			return nil, fmt.Errorf("%w: %d sessions are live, the limit; close one, or wait for idle sessions to be closed",
-				ErrTooManySessions, len(e.sessions))
+				ErrTooManySessions, n)
 		}
 		s := newSession(e, id, t)
 		e.sessions[id] = s

@@ -1,13 +1,18 @@
 package executor
 
-import "time"
+import (
+	"time"
+
+	"github.com/kernelbox/kernelbox/api"
+)
 
 // callFacts is what one call produced, gathered while it runs: how the execution
 // ended, the collected outputs, notes and artifacts. result builds the call's Result
 // from it in one place.
 type callFacts struct {
-	lostBefore bool     // the session's state was gone before the call began
-	notes      []string // state, staging, file sync and artifact notes, in order
+	lostBefore bool               // the session's state was gone before the call began
+	restored   *api.StateRestored // what a snapshot gave back before the call began
+	notes      []string           // state, staging, file sync and artifact notes, in order
 	end        ending
 	out        collected
 	artifacts  []Artifact
@@ -44,6 +49,7 @@ func (f *callFacts) result(sessionID string, took time.Duration) *Result {
 		Truncated:      f.out.truncated,
 		TruncationNote: f.out.truncationNote,
 		StateLost:      f.lostBefore || f.end.stateLost,
+		StateRestored:  f.restored,
 		Notes:          f.notes,
 		DurationMS:     took.Milliseconds(),
 	}

@@ -15,6 +15,7 @@ const (
 	jobExecute jobKind = iota
 	jobReset
 	jobFiles
+	jobFunc // fn runs on the worker (hibernate, resume, fork)
 )
 
 // job is one queued unit of a session's work.
@@ -28,6 +29,8 @@ type job struct {
 
 	// files is a jobFiles job's work (files.go).
 	files func(context.Context, SessionFiles) error
+	// fn is a jobFunc job's work.
+	fn func(*session) error
 
 	// deadline is start + req.MaxWait (zero: none); cutByWait says the execution's
 	// timeout was shortened to meet it.

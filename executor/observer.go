@@ -24,3 +24,27 @@ func (nopObserver) CallFinished(Status, time.Duration) {}
 func (nopObserver) KernelStarted()                     {}
 func (nopObserver) KernelDied()                        {}
 func (nopObserver) ArtifactsCollected(int, int64)      {}
+
+// SnapshotObserver is implemented by Observers that also count hibernation (the
+// executor finds it by type assertion on Options.Observer).
+type SnapshotObserver interface {
+	// SnapshotTaken is called after a snapshot of bytes was written in d.
+	SnapshotTaken(bytes int64, d time.Duration)
+	// SnapshotRestored is called after a snapshot was loaded in d.
+	SnapshotRestored(d time.Duration)
+	// Hibernated is called with +1 when a session hibernates and -1 when it
+	// wakes or is closed while hibernated.
+	Hibernated(delta int)
+}
+
+func (nopObserver) SnapshotTaken(int64, time.Duration) {}
+func (nopObserver) SnapshotRestored(time.Duration)     {}
+func (nopObserver) Hibernated(int)                     {}
+
+// snapObserver returns o's SnapshotObserver, or one that does nothing.
+func snapObserver(o Observer) SnapshotObserver {
+	if so, ok := o.(SnapshotObserver); ok {
+		return so
+	}
+	return nopObserver{}
+}

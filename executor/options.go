@@ -106,6 +106,22 @@ type Options struct {
 	// ShutdownTimeout bounds Close. Defaults to 20 seconds.
 	ShutdownTimeout time.Duration
 
+	// HibernateAfter hibernates sessions of the default template idle for that
+	// long, when they can (Python, on a backend whose kernels write into the
+	// session directory): their namespace is saved and their kernel stopped,
+	// instead of their being closed at IdleTimeout. Defaults to 0: off.
+	HibernateAfter time.Duration
+	// HibernatedRetention closes a session hibernated for that long (its files
+	// stay, its snapshot is deleted). Defaults to 7 days; negative keeps them.
+	HibernatedRetention time.Duration
+	// SnapshotMaxBytes caps a session's snapshot: a bigger namespace is not
+	// saved (ErrSnapshotTooLarge). Defaults to the workspace's disk quota when
+	// it has one, else 8 GiB.
+	SnapshotMaxBytes int64
+	// SnapshotTimeout bounds saving or restoring one snapshot in the kernel.
+	// Defaults to 10 minutes.
+	SnapshotTimeout time.Duration
+
 	// Warm keeps that many kernels started ahead of need, so that a new
 	// session's first call does not wait for a kernel to start. Defaults to 0.
 	// It is the default template's warm pool size unless Templates sets one.
@@ -158,6 +174,8 @@ func (o *Options) setDefaults() {
 	def(&o.WarmTurn, DefaultWarmTurn)
 	def(&o.IdleTimeout, 30*time.Minute)
 	def(&o.ShutdownTimeout, 20*time.Second)
+	def(&o.HibernatedRetention, 7*24*time.Hour)
+	def(&o.SnapshotTimeout, 10*time.Minute)
 	defInt(&o.MaxCodeBytes, 1<<20)
 	defInt(&o.MaxInputs, 100)
 	defInt(&o.MaxStreamBytes, 8<<20)

@@ -57,6 +57,10 @@ func (s *session) execute(j *job) (*Result, error) {
 		f.lostBefore = true
 		f.notes = append(f.notes, "state lost: "+why)
 	}
+	if r := s.takeRestored(); r != nil {
+		f.restored = r
+		f.notes = append(f.notes, restoredNote(r))
+	}
 	f.notes = append(f.notes, notes...)
 
 	runCtx, cancel := context.WithTimeout(j.ctx, timeout)

@@ -43,14 +43,22 @@ type session struct {
 	lost      bool   // the next result reports state_lost
 	lostWhy   string // and says why
 	everAlive bool
+	sleep     *sleepState        // the saved namespace while hibernated (hibernate.go)
+	restored  *api.StateRestored // the next result's StateRestored
+
+	// asleep mirrors sleep != nil for readers off the worker (live session count,
+	// the idle cull).
+	asleep      atomic.Bool
+	hibernating atomic.Bool // the cull has a hibernate job on its way
 
 	// interrupted: a caller asked for an interrupt during the running call, so a
 	// KeyboardInterrupt it ends with is theirs (cleared as each call starts).
 	interrupted atomic.Bool
 
-	mu    sync.Mutex
-	state SessionInfo
-	kref  *kernel // the kernel, for Interrupt
+	mu      sync.Mutex
+	state   SessionInfo
+	noSleep string  // why the last idle hibernation failed; cleared by a call (cull.go)
+	kref    *kernel // the kernel, for Interrupt
 }
 
 func newSession(e *Executor, id string, t *Template) *session {
@@ -109,6 +117,12 @@ func (s *session) run() {
 				s.runFiles(j)
 				continue
 			}
+			if j.kind == jobFunc {
+				err := j.fn(s)
+				s.touch(nil) // before finish: the caller reads the state it left
+				j.finish(nil, err)
+				continue
+			}
 			s.setState(api.StateBusy)
 			var r *Result
 			var err error
@@ -152,6 +166,9 @@ func (s *session) release() {
 	if s.ws != nil {
 		_ = s.ws.Close()
 	}
+	if s.asleep.Swap(false) {
+		snapObserver(s.e.opts.Observer).Hibernated(-1)
+	}
 }
 
 // close stops the worker (a running call ends at once) and waits for it to release
@@ -184,7 +201,7 @@ func (s *session) ensureKernel(j *job) error {
 	if ok, err := s.kernelReady(ctx); ok || err != nil {
 		return err
 	}
-	if p := s.e.pools[s.tmpl.Name]; s.k == nil && s.ws == nil && p != nil {
+	if p := s.e.pools[s.tmpl.Name]; s.k == nil && s.ws == nil && p != nil && s.sleep == nil {
 		if ws, k := p.take(ctx, s.id); k != nil {
 			s.ws = ws
 			s.everAlive = true
@@ -212,6 +229,11 @@ func (s *session) ensureKernel(j *job) error {
 		_ = s.k.shutdown(ctx, s.e.opts.ShutdownTimeout)
 		s.setKernel(nil)
 	}
+	if s.asleep.Load() {
+		if err := s.e.roomToWake(s.id); err != nil {
+			return err
+		}
+	}
 	j.emit(Event{Type: "status", State: "starting"})
 	s.setState(api.StateStarting)
 	k, err := s.e.acquireKernel(ctx, s)
@@ -225,11 +247,15 @@ func (s *session) ensureKernel(j *job) error {
 		}
 		return fmt.Errorf("%w: start kernel for session %q on %s: %w", ErrBackend, s.id, s.e.Backend(), err)
 	}
-	if s.everAlive {
+	if s.everAlive && s.sleep == nil {
 		s.markLost("the session's kernel was replaced")
 	}
 	s.everAlive = true
 	s.setKernel(k)
+	if s.sleep != nil {
+		s.setState(api.StateRestoring)
+		s.restore(ctx)
+	}
 	return nil
 }
 
@@ -244,7 +270,7 @@ func (s *session) openWorkspace() error {
 	}
 	s.ws = ws
 	s.noteEvicted(ws)
-	if reused, n := ws.Reused(); reused && !s.everAlive {
+	if reused, n := ws.Reused(); reused && !s.everAlive && s.sleep == nil {
 		// The files outlived an earlier kernel of this id (a kernelbox restart):
 		// kept by design, but its variables are gone.
 		s.markLost(fmt.Sprintf("the session's directory is from an earlier kernel of this session (before a restart of kernelbox, or a close for being idle): its files are kept (%d in outputs/, not reported as this call's artifacts), its variables are gone", n))
@@ -342,12 +368,15 @@ func (s *session) touch(r *Result) {
 	defer s.mu.Unlock()
 	s.state.LastActivity = time.Now()
 	if r != nil {
+		s.noSleep = ""
 		s.state.Calls++
 		if r.ExecutionCount > 0 {
 			s.state.ExecutionCount = r.ExecutionCount
 		}
 	}
 	switch {
+	case s.asleep.Load(): // a call could not wake it
+		s.state.State = api.StateHibernated
 	case s.kref == nil && s.state.State != api.StateNew:
 		s.state.State = api.StateDead
 	case s.kref != nil && !s.kref.alive():
@@ -377,4 +406,14 @@ func (s *session) idleFor() time.Duration {
 		return 0
 	}
 	return time.Since(i.LastActivity)
+}
+
+// hibernatedFor returns how long the session has been hibernated (0 when it is not).
+func (s *session) hibernatedFor() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state.Hibernated.IsZero() {
+		return 0
+	}
+	return time.Since(s.state.Hibernated)
 }

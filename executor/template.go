@@ -64,6 +64,10 @@ type Template struct {
 	// IdleTimeout closes the template's sessions idle for that long; negative
 	// never closes them.
 	IdleTimeout time.Duration
+	// HibernateAfter hibernates the template's sessions idle for that long
+	// (when they can; others are closed at IdleTimeout as before). Zero means
+	// Options.HibernateAfter; negative never hibernates them when idle.
+	HibernateAfter time.Duration
 	// MaxLifetime is the hard limit on a session's container (docker).
 	MaxLifetime time.Duration
 
@@ -122,6 +126,9 @@ func checkTemplates(o *Options) (map[string]*Template, error) {
 	if def.IdleTimeout == 0 {
 		def.IdleTimeout = o.IdleTimeout
 	}
+	if def.HibernateAfter == 0 {
+		def.HibernateAfter = o.HibernateAfter
+	}
 	if def.Kernel == "" {
 		def.Kernel = o.Kernel
 	}
@@ -153,6 +160,9 @@ func checkTemplate(o *Options, t *Template) error {
 	}
 	if t.IdleTimeout == 0 {
 		t.IdleTimeout = o.IdleTimeout
+	}
+	if t.HibernateAfter == 0 {
+		t.HibernateAfter = o.HibernateAfter
 	}
 	if err := checkApplies(o, t); err != nil {
 		return err

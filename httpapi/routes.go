@@ -78,7 +78,7 @@ type row struct {
 // once. A request is matched to its row, checked by the guard (guard.go)
 // against the row, then served by the row's handler.
 func (h *handler) routes() []row {
-	return slices.Concat(h.sessionRoutes(), h.callRoutes(), h.fileRoutes(), h.mountedRoutes())
+	return slices.Concat(h.sessionRoutes(), h.durableRoutes(), h.callRoutes(), h.fileRoutes(), h.mountedRoutes())
 }
 
 // sessionRoutes are the sessions, execution, artifacts and notebook routes.

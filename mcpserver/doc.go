@@ -1,6 +1,6 @@
 // Package mcpserver serves an Executor to AI agents over the Model Context Protocol,
 // built on the official MCP Go SDK. Start reading at [New]: it returns an
-// *mcp.Server with the tools execute_code, list_sessions, reset_session,
+// *mcp.Server with the tools execute_code, list_sessions, reset_session, fork_session,
 // list_artifacts and read_artifact, and the resource template
 // kernelbox://artifacts/{session}/{+path} (see [ArtifactURI]). Run the server on any
 // SDK transport: stdio for a desktop client (`kernelbox mcp`), streamable HTTP for a

@@ -69,6 +69,7 @@ func Example() {
 	fmt.Println(res.IsError, strings.HasPrefix(text, "code execution is disabled"))
 	// Output:
 	// execute_code
+	// fork_session
 	// get_call
 	// list_artifacts
 	// list_files

@@ -18,6 +18,13 @@ func header(res *executor.Result) string {
 	if res.StateLost {
 		h += "state_lost: true - the session's variables are gone (its kernel was restarted); re-run any setup code. Files are kept.\n"
 	}
+	if r := res.StateRestored; r != nil {
+		h += fmt.Sprintf("state_restored: the session's variables were restored from %s before this call (%d names)", r.From, len(r.Restored))
+		if len(r.NotRestored) > 0 {
+			h += fmt.Sprintf("; %d not restored (see notes): re-create them", len(r.NotRestored))
+		}
+		h += ".\n"
+	}
 	return h
 }
 

@@ -100,6 +100,7 @@ type server struct {
 //	get_call        a started call's state, output so far, and result when done
 //	list_sessions   the live sessions and their state
 //	reset_session   a fresh kernel for a session (variables gone, files kept)
+//	fork_session    a new session with a copy of another one's files and variables
 //	list_artifacts  a session's artifacts, with their resource URIs
 //	read_artifact   one artifact: text by pages, images inline, other files as links
 //	list_files      a directory of a session's working directory
@@ -129,6 +130,7 @@ func New(e *executor.Executor, ws *workspace.Manager, opts Options) *mcp.Server 
 	s.addExecute(srv)
 	s.addCalls(srv)
 	s.addSessions(srv)
+	s.addDurable(srv)
 	if ws != nil {
 		s.addArtifacts(srv)
 	}

@@ -57,6 +57,7 @@ type Metrics struct {
 	egressBytes   *prometheus.CounterVec
 	sessions      *sessionCollector
 	templates     *templateCollector
+	snapshots     snapshotMetrics // snapshot.go
 }
 
 var (
@@ -85,6 +86,8 @@ var statuses = []executor.Status{
 //	kernelbox_permission_decisions_total{capability,effect}  permission decisions
 //	kernelbox_egress_connections_total{decision}        egress proxy connections (allow, deny)
 //	kernelbox_egress_bytes_total{direction}             bytes through the egress proxy (up, down)
+//	kernelbox_hibernated_sessions, kernelbox_snapshots_total, kernelbox_snapshot_bytes_total,
+//	kernelbox_snapshot_duration_seconds, kernelbox_restore_duration_seconds  (snapshot.go)
 //
 // plus the go_* and process_* collectors unless Options.NoRuntime is set.
 func New(opts Options) *Metrics {
@@ -147,6 +150,8 @@ func New(opts Options) *Metrics {
 	m.egressBytes.WithLabelValues("down")
 	m.reg.MustRegister(m.executions, m.latency, m.kernelStarts, m.kernelDeaths,
 		m.artifacts, m.artifactBytes, m.decisions, m.egressConns, m.egressBytes, m.sessions, m.templates)
+	m.snapshots = newSnapshotMetrics(ns)
+	m.snapshots.register(m.reg)
 	if !opts.NoRuntime {
 		m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
@@ -234,7 +239,7 @@ func (c *templateCollector) Collect(ch chan<- prometheus.Metric) {
 
 // sessionStates are the states an executor session can be in, reported even when
 // zero so that a dashboard shows a flat line instead of no data.
-var sessionStates = []api.SessionState{api.StateNew, api.StateStarting, api.StateIdle, api.StateBusy, api.StateDead}
+var sessionStates = []api.SessionState{api.StateNew, api.StateStarting, api.StateIdle, api.StateBusy, api.StateDead, api.StateHibernated, api.StateRestoring}
 
 // sessionCollector reports the sessions by state, read at scrape time.
 type sessionCollector struct {
@@ -245,7 +250,7 @@ type sessionCollector struct {
 func newSessionCollector(ns string) *sessionCollector {
 	return &sessionCollector{desc: prometheus.NewDesc(
 		prometheus.BuildFQName(ns, "", "sessions"),
-		"Live sessions by state (new, starting, idle, busy, dead), read at scrape time.",
+		"Sessions by state (new, starting, idle, busy, dead, hibernated, restoring), read at scrape time.",
 		[]string{"state"}, nil,
 	)}
 }

@@ -58,12 +58,14 @@ kernelbox_artifact_bytes_total 2000
 # TYPE kernelbox_permission_decisions_total counter
 kernelbox_permission_decisions_total{capability="filesystem.read",effect="deny"} 1
 kernelbox_permission_decisions_total{capability="python.exec.stateful",effect="allow"} 1
-# HELP kernelbox_sessions Live sessions by state (new, starting, idle, busy, dead), read at scrape time.
+# HELP kernelbox_sessions Sessions by state (new, starting, idle, busy, dead, hibernated, restoring), read at scrape time.
 # TYPE kernelbox_sessions gauge
 kernelbox_sessions{state="busy"} 1
 kernelbox_sessions{state="dead"} 0
+kernelbox_sessions{state="hibernated"} 0
 kernelbox_sessions{state="idle"} 2
 kernelbox_sessions{state="new"} 0
+kernelbox_sessions{state="restoring"} 0
 kernelbox_sessions{state="starting"} 0
 `
 	require.NoError(t, testutil.GatherAndCompare(m.Registry(), strings.NewReader(want),
@@ -86,7 +88,7 @@ func TestSessionsUnwatched(t *testing.T) {
 	m := metrics.New(metrics.Options{NoRuntime: true})
 	n, err := testutil.GatherAndCount(m.Registry(), "kernelbox_sessions")
 	require.NoError(t, err)
-	require.Equal(t, 5, n)
+	require.Equal(t, 7, n)
 }
 
 // TestHandler serves the text format, runtime collectors included, and keeps

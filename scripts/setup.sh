@@ -5,7 +5,7 @@ set -euo pipefail
 
 pkgs=(
   python3-jupyter-server python3-ipykernel python3-jupyter-client
-  python3-pandas python3-matplotlib python3-nbclient python3-nbformat
+  python3-pandas python3-matplotlib python3-nbclient python3-nbformat python3-dill
   debootstrap
   r-base-core r-cran-irkernel  # R sessions on the local backend (kernelspec "ir")
   iproute2 curl fuse-overlayfs  # the swarm lab (scripts/swarmlab): namespaces, a client on a node, the node daemons' storage driver where overlay2 cannot mount

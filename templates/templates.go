@@ -107,6 +107,7 @@ type entry struct {
 	PreloadWait string            `json:"preload_timeout"`
 	Warm        int               `json:"warm"`
 	IdleTimeout string            `json:"idle_timeout"`
+	Hibernate   string            `json:"hibernate_after"`
 	MaxLifetime string            `json:"max_lifetime"`
 	Data        map[string]string `json:"data"`
 	Network     json.RawMessage   `json:"network"`
@@ -259,6 +260,9 @@ func (e entry) template(baseDir string, caps Caps) (executor.Template, error) {
 	}
 	var err error
 	if t.IdleTimeout, err = duration("idle_timeout", e.IdleTimeout, caps.IdleTimeout, "--idle-timeout"); err != nil {
+		return t, err
+	}
+	if t.HibernateAfter, err = duration("hibernate_after", e.Hibernate, 0, ""); err != nil {
 		return t, err
 	}
 	if t.MaxLifetime, err = duration("max_lifetime", e.MaxLifetime, caps.MaxLifetime, "the containers' max lifetime"); err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/kernelbox/kernelbox/backends/internal/sandbox"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/paths"
 )
@@ -84,3 +85,9 @@ func ensureDir(path string, create bool) error {
 	}
 	return nil
 }
+
+var _ executor.SessionDirer = (*Placement)(nil)
+
+// KernelDir implements executor.SessionDirer: the session directory is bind-mounted
+// at /workspace in the container, whatever its host path.
+func (p *Placement) KernelDir(string) string { return sandbox.Workspace }

@@ -121,19 +121,22 @@ func (f *engineFlags) build(ctx context.Context, log *slog.Logger, approver perm
 		return nil, err
 	}
 	e, err := executor.New(executor.Options{
-		Backend:        backend,
-		Workspace:      ws,
-		Permissions:    perm,
-		Data:           data,
-		DefaultTimeout: f.timeout,
-		MaxSessions:    f.pool.maxSessions,
-		IdleTimeout:    idleOption(f.pool.idleTimeout),
-		MaxStreamBytes: f.maxOutput,
-		Warm:           f.pool.warm,
-		Templates:      tmpls,
-		Limits:         limits,
-		Observer:       m,
-		Logger:         log,
+		Backend:             backend,
+		Workspace:           ws,
+		Permissions:         perm,
+		Data:                data,
+		DefaultTimeout:      f.timeout,
+		MaxSessions:         f.pool.maxSessions,
+		IdleTimeout:         idleOption(f.pool.idleTimeout),
+		HibernateAfter:      f.pool.durable.hibernateAfter,
+		HibernatedRetention: idleOption(f.pool.durable.retention),
+		SnapshotMaxBytes:    f.pool.durable.snapshotMax,
+		MaxStreamBytes:      f.maxOutput,
+		Warm:                f.pool.warm,
+		Templates:           tmpls,
+		Limits:              limits,
+		Observer:            m,
+		Logger:              log,
 	})
 	if err != nil {
 		_ = backend.Close(context.Background())

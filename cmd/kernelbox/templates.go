@@ -17,6 +17,14 @@ type poolFlags struct {
 	maxSessions int
 	idleTimeout time.Duration
 	templates   string
+	durable     durableFlags
+}
+
+// durableFlags are the hibernation settings (executor.Options' of the same names).
+type durableFlags struct {
+	hibernateAfter time.Duration
+	retention      time.Duration
+	snapshotMax    int64
 }
 
 // register adds the "Sessions" group.
@@ -24,6 +32,9 @@ func (p *poolFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&p.warm, "warm", p.warm, "kernels (or containers) kept started ahead of need")
 	fs.IntVar(&p.maxSessions, "max-sessions", p.maxSessions, "maximum live sessions, warm ones included (default: for docker, as many --memory sessions as fit in the daemon's memory less a 10% (at least 1 GiB) reserve, 1 to 64; otherwise one per 384 MiB of RAM, 4 to 64)")
 	fs.DurationVar(&p.idleTimeout, "idle-timeout", p.idleTimeout, "close sessions idle this long (0 = never)")
+	fs.DurationVar(&p.durable.hibernateAfter, "hibernate-after", 0, "hibernate Python sessions idle this long instead of closing them: their variables are saved in their directory and their kernel stopped, and their next call restores them (0 = off; a template's hibernate_after overrides it)")
+	fs.DurationVar(&p.durable.retention, "hibernated-retention", 7*24*time.Hour, "close sessions hibernated this long (files kept, snapshot deleted); 0 = keep them")
+	fs.Int64Var(&p.durable.snapshotMax, "snapshot-max-bytes", 0, "largest snapshot of a session's variables; a bigger namespace does not hibernate (default: the disk quota, else 8 GiB)")
 	fs.StringVar(&p.templates, "templates", p.templates, "JSON file of named session templates (kernel, image, limits, env, preload, warm pool); none of them may ask more than the flags give a session (see docs/templates.md)")
 }
 

@@ -1,0 +1,95 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/kernelbox/kernelbox/api"
+)
+
+// runFunc runs fn as a job on the session's worker, after the jobs queued before
+// it, and returns its error. A caller whose ctx ends while the job is queued gets
+// ctx's error and the job does not run; once it runs, it is bounded by the
+// session's own life, not by ctx.
+func (s *session) runFunc(ctx context.Context, fn func(*session, *job) error) error {
+	j := newJob(ctx, jobFunc, Request{SessionID: s.id}, nil, nil, time.Now())
+	j.fn = func(s *session) error { return fn(s, j) }
+	if err := s.enqueue(j); err != nil {
+		return err
+	}
+	_, err := j.wait()
+	return err
+}
+
+// Hibernate saves session id's namespace to a snapshot in its directory, then stops
+// its kernel (and container) and frees its place among MaxSessions: the session
+// stays listed as hibernated (with the snapshot's size and names), and its next call
+// (or Resume) starts a kernel and restores the namespace in it before the call runs.
+// It waits for the calls queued before it, a running one included. A session that
+// cannot be saved whole stays live, with an error wrapping ErrSnapshotTooLarge (over
+// its snapshot limit or disk quota) or ErrCannotHibernate (not Python, a backend
+// whose kernels keep their files elsewhere, no kernel, the save failed).
+// Hibernating a hibernated session returns it as it is.
+func (e *Executor) Hibernate(ctx context.Context, id string) (SessionInfo, error) {
+	s, err := e.lookup(id)
+	if err != nil {
+		return SessionInfo{}, err
+	}
+	err = s.runFunc(ctx, func(s *session, _ *job) error {
+		_, err := s.hibernate(s.ctx)
+		return err
+	})
+	return s.info(), err
+}
+
+// Resume starts a hibernated session's kernel and restores its namespace now, rather
+// than at its next call. A session that is not hibernated is left alone (Resumed
+// false). A snapshot that cannot be read (truncated, corrupted, another format)
+// starts the kernel empty: StateLost with the reason, which the next call reports
+// too. It fails like a call's kernel start does (ErrBackend, ErrSessionClosed).
+func (e *Executor) Resume(ctx context.Context, id string) (api.ResumeResult, error) {
+	s, err := e.lookup(id)
+	if err != nil {
+		return api.ResumeResult{}, err
+	}
+	var res api.ResumeResult
+	err = s.runFunc(ctx, func(s *session, j *job) error {
+		if s.sleep == nil {
+			return nil
+		}
+		res.Resumed = true
+		if err := s.ensureKernel(j); err != nil {
+			return err
+		}
+		res.StateRestored = s.takeRestored()
+		res.StateLost, res.Reason = s.lost, s.lostWhy
+		return nil
+	})
+	res.Session = s.info()
+	return res, err
+}
+
+// liveCount is the number of sessions that hold (or may start) a kernel: every
+// session but the hibernated ones. e.mu is held.
+func (e *Executor) liveCountLocked() int {
+	n := 0
+	for _, s := range e.sessions {
+		if !s.asleep.Load() {
+			n++
+		}
+	}
+	return n
+}
+
+// roomToWake fails with ErrTooManySessions when waking hibernated session id would
+// take the live sessions past MaxSessions.
+func (e *Executor) roomToWake(id string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if n := e.liveCountLocked(); n >= e.opts.MaxSessions {
+		return fmt.Errorf("%w: %d sessions are live, the limit; hibernated session %q stays hibernated until one is closed or hibernated",
+			ErrTooManySessions, n, id)
+	}
+	return nil
+}
