@@ -28,32 +28,39 @@ func newDillDockerEnv(t *testing.T, mod func(*executor.Options)) *env {
 }
 
 func TestDockerHibernateResume(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	hibernateResume(t, newDillDockerEnv(t, nil), "dhib")
 }
 
 func TestDockerHibernateDamagedSnapshot(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	damagedSnapshot(t, newDillDockerEnv(t, nil), "ddmg")
 }
 
 // The hostile object's marker names the pid the kernel has in its container's pid
 // namespace: the host's test process is not that process.
 func TestDockerHibernateHostileObject(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	hostileReduce(t, newDillDockerEnv(t, nil), "devil")
 }
 
 func TestDockerHibernateEdges(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	hibernateEdges(t, newDillDockerEnv(t, nil), "dedge")
 }
 
 func TestDockerIdleHibernates(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	idleHibernates(t, newDillDockerEnv(t, func(o *executor.Options) { o.HibernateAfter = 2 * time.Second }), "didle")
 }
 
 func TestDockerForkDiverges(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	forkDiverges(t, newDillDockerEnv(t, nil), "dfk")
 }
 
 func TestDockerHibernateTimes(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	hibernateTimes(t, newDillDockerEnv(t, nil), "dtime")
 }
 

@@ -229,32 +229,38 @@ func idleHibernates(t *testing.T, e *env, id string) {
 }
 
 func TestLocalHibernateResume(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	testenv.Imports(t, testenv.Jupyter(t), "dill")
 	e := newEnv(t, nil)
 	hibernateResume(t, e, "hib")
 }
 
 func TestLocalHibernateDamagedSnapshot(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	testenv.Imports(t, testenv.Jupyter(t), "dill")
 	damagedSnapshot(t, newEnv(t, nil), "dmg")
 }
 
 func TestLocalHibernateHostileObject(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	testenv.Imports(t, testenv.Jupyter(t), "dill")
 	hostileReduce(t, newEnv(t, nil), "evil")
 }
 
 func TestLocalHibernateEdges(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	testenv.Imports(t, testenv.Jupyter(t), "dill")
 	hibernateEdges(t, newEnv(t, nil), "edge")
 }
 
 func TestLocalHibernateTooBig(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	testenv.Imports(t, testenv.Jupyter(t), "dill")
 	tooBig(t, newEnv(t, func(o *executor.Options) { o.SnapshotMaxBytes = 8 << 20 }), "big")
 }
 
 func TestLocalIdleHibernates(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	testenv.Imports(t, testenv.Jupyter(t), "dill")
 	idleHibernates(t, newEnv(t, func(o *executor.Options) { o.HibernateAfter = 2 * time.Second }), "idle")
 }
@@ -298,11 +304,13 @@ func forkDiverges(t *testing.T, e *env, id string) {
 }
 
 func TestLocalForkDiverges(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	testenv.Imports(t, testenv.Jupyter(t), "dill")
 	forkDiverges(t, newEnv(t, nil), "fk")
 }
 
 func TestLocalHibernateTimes(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	testenv.Imports(t, testenv.Jupyter(t), "dill")
 	hibernateTimes(t, newEnv(t, nil), "time")
 }
@@ -310,6 +318,7 @@ func TestLocalHibernateTimes(t *testing.T) {
 // R sessions do not hibernate: an explicit hibernate says so and leaves the session
 // live; an idle one is closed as before, and its next call is told why.
 func TestLocalRSessionDoesNotHibernate(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	testenv.Jupyter(t)
 	testenv.RKernel(t)
 	e := newEnv(t, func(o *executor.Options) {
@@ -332,6 +341,7 @@ func TestLocalRSessionDoesNotHibernate(t *testing.T) {
 // A hibernated session leaves its place among MaxSessions to another, and wakes only
 // when there is room again.
 func TestLocalHibernatedFreesSlot(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	testenv.Imports(t, testenv.Jupyter(t), "dill")
 	e := newEnv(t, func(o *executor.Options) { o.MaxSessions = 1 })
 	ctx := context.Background()
