@@ -90,7 +90,7 @@ func (s *session) forkInto(ctx context.Context, dst *session) error {
 		if err := d.openWorkspace(); err != nil {
 			return err
 		}
-		if err := copyTree(srcDir, d.ws.Dir()); err != nil {
+		if err := copyTree(srcDir, d.ws.Dir(), s.e.forkCopyLimit()); err != nil {
 			return fmt.Errorf("fork: copy the session's files: %w", err)
 		}
 		// Opened again, the directory takes what was copied as files that were
@@ -102,16 +102,28 @@ func (s *session) forkInto(ctx context.Context, dst *session) error {
 	})
 }
 
+// forkCopyLimit bounds the bytes a fork copies: the disk quota a session has,
+// else 8 GiB. Without it a session's sparse file (1 TB that takes no space) would
+// be copied dense onto the host's disk.
+func (e *Executor) forkCopyLimit() int64 {
+	if q, _ := e.opts.Workspace.DiskQuota(); q > 0 {
+		return q
+	}
+	return 8 << 30
+}
+
 // copyTree copies the regular files and directories under src into dst, which
-// exists. Symbolic links, devices, FIFOs and sockets are not copied, nor data/ (the
+// exists, at most limit bytes in all (apparent sizes: a sparse file counts in
+// full). Symbolic links, devices, FIFOs and sockets are not copied, nor data/ (the
 // template's data mounts, which the new session gets as its own) nor a snapshot's
 // temporary files. Errors from the disk (a full quota) are returned.
-func copyTree(src, dst string) error {
+func copyTree(src, dst string, limit int64) error {
 	root, err := os.OpenRoot(src)
 	if err != nil {
 		return err
 	}
 	defer root.Close()
+	left := limit
 	return fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -137,7 +149,7 @@ func copyTree(src, dst string) error {
 			}
 			return sameOwner(target, fi)
 		case d.Type().IsRegular():
-			return copyFile(root, p, target)
+			return copyFile(root, p, target, &left, limit)
 		}
 		return nil
 	})
@@ -154,8 +166,12 @@ func sameOwner(target string, fi fs.FileInfo) error {
 	return os.Lchown(target, int(st.Uid), int(st.Gid))
 }
 
-func copyFile(root *os.Root, name, target string) error {
-	in, err := root.Open(name)
+// copyFile copies the regular file name under root to target and takes its size
+// from *left. A file swapped for a FIFO or device since the walk saw it is left
+// out (opened without blocking, checked after the open), and one that grows while
+// it is copied is copied only up to what was left.
+func copyFile(root *os.Root, name, target string, left *int64, limit int64) error {
+	in, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return err
 	}
@@ -164,11 +180,18 @@ func copyFile(root *os.Root, name, target string) error {
 	if err != nil {
 		return err
 	}
+	if !fi.Mode().IsRegular() {
+		return nil
+	}
+	if fi.Size() > *left {
+		return fmt.Errorf("%w: the session's files are over %d bytes (apparent sizes: a sparse file counts in full)", ErrSnapshotTooLarge, limit)
+	}
+	*left -= fi.Size()
 	out, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, fi.Mode().Perm())
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(out, in); err != nil {
+	if _, err := io.Copy(out, io.LimitReader(in, fi.Size())); err != nil {
 		out.Close()
 		return err
 	}
