@@ -201,6 +201,24 @@ class Client:
         """Interrupt a session's running call."""
         self._json("POST", "/v1/sessions/" + _seg(session_id) + "/interrupt", {})
 
+    def hibernate(self, session_id: str) -> SessionInfo:
+        """Save a session's namespace in its directory and stop its kernel (docs/durable.md).
+
+        Its next call, or resume, restores the namespace in a new kernel. Raises
+        CannotHibernate or SnapshotTooLarge when it cannot (the session then stays live).
+        """
+        return SessionInfo.from_json(self._json("POST", "/v1/sessions/" + _seg(session_id) + "/hibernate", {}))
+
+    def resume(self, session_id: str) -> Dict[str, Any]:
+        """Restore a hibernated session now; returns the server's answer (the session and
+        its ``state_restored``: what came back, what did not and why)."""
+        return self._json("POST", "/v1/sessions/" + _seg(session_id) + "/resume", {})
+
+    def fork(self, session_id: str, new_id: str) -> Dict[str, Any]:
+        """Make session new_id a copy of session_id as it is now (files and namespace);
+        the original keeps running. Returns the server's answer for the new session."""
+        return self._json("POST", "/v1/sessions/" + _seg(session_id) + "/fork", {"id": new_id})
+
     def templates(self) -> List[TemplateInfo]:
         """List the server's templates with their effective settings."""
         return [TemplateInfo.from_json(t) for t in self._json("GET", "/v1/templates").get("templates") or []]

@@ -150,6 +150,14 @@ class TooManyConnections(APIError):
     """The server is at its connection cap (503); retry later."""
 
 
+class CannotHibernate(APIError):
+    """The session cannot hibernate (an R kernel, or a backend whose files live in the kernel) (409)."""
+
+
+class SnapshotTooLarge(APIError):
+    """The session's namespace (or a fork's files) is over its snapshot limit; it stays live (507)."""
+
+
 #: The one table: error code -> (HTTP status, exception class). Mirrors api/errors.go.
 ERRORS: Dict[str, Tuple[int, Type[APIError]]] = {
     "invalid_request": (400, InvalidRequest),
@@ -177,6 +185,8 @@ ERRORS: Dict[str, Tuple[int, Type[APIError]]] = {
     "exists": (412, FileExists),
     "template_mismatch": (409, TemplateMismatch),
     "too_many_connections": (503, TooManyConnections),
+    "cannot_hibernate": (409, CannotHibernate),
+    "snapshot_too_large": (507, SnapshotTooLarge),
 }
 
 

@@ -195,6 +195,21 @@ class SessionsTest(kbserve.TimedTest):
         with self.assertRaises(kernelbox.InvalidRequest):
             self.c.execute("bad id!", "1")
 
+    def test_hibernate_resume_fork(self):
+        self.c.execute("c-hib", "x = [1, 2]\ndef f(a): return a * 2")
+        info = self.c.hibernate("c-hib")
+        self.assertEqual(info.state, "hibernated")
+        self.c.fork("c-hib", "c-hib-b")
+        r = self.c.execute("c-hib-b", "x.append(3); f(len(x))")
+        self.assertEqual(r.result, "6", r)
+        res = self.c.resume("c-hib")
+        self.assertIn("x", res["state_restored"]["restored"])
+        self.assertEqual(self.c.execute("c-hib", "x").result, "[1, 2]", "the original is untouched")
+        with self.assertRaises(kernelbox.NotFound):
+            self.c.hibernate("c-none")
+        for s in ("c-hib", "c-hib-b"):
+            self.c.close_session(s)
+
     def test_health_and_notebook(self):
         h = self.c.health()
         self.assertEqual((h.status, h.backend), ("ok", "local"))

@@ -15,7 +15,10 @@ from kernelbox.errors import ERRORS, APIError, error_for
 
 def go_table():
     """Return {code: status} from api/errors.go: the codes, and the table's statuses."""
-    src = open(os.path.join(REPO, "api", "errors.go")).read()
+    api = os.path.join(REPO, "api")
+    # The codes are declared beside their concerns (errors.go, durable.go, ...).
+    src = "\n".join(open(os.path.join(api, f)).read() for f in sorted(os.listdir(api))
+                    if f.endswith(".go") and not f.endswith("_test.go"))
     consts = dict(re.findall(r'^\s*(Code\w+)\s+Code\s*=\s*"([a-z_]+)"', src, re.M))
     rows = re.findall(r'\{[\w.]+,\s*(Code\w+),\s*(http\.Status\w+|\d+)\}', src)
     status = {}
