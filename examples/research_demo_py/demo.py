@@ -189,7 +189,10 @@ def main(argv: Optional[List[str]] = None, out=print) -> dict:
         out(f"coordinator: data_analyst answered: {f['answer']}")
         out("coordinator: artifacts:\n  " + "\n  ".join(f["artifacts"]))
         summary = [p for p in f["artifacts"] if p.endswith("summary.json")]
-        f["summary"] = json.load(open(summary[0])) if summary else {}
+        f["summary"] = {}
+        if summary:
+            with open(summary[0]) as fh:
+                f["summary"] = json.load(fh)
         c.close_session(session)
         c.close()
         return f
