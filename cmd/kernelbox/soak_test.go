@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kernelbox/kernelbox/api"
@@ -138,10 +139,14 @@ func soakServe(t *testing.T, backend string, backendArgs []string) {
 		return err == nil && len(ss) == 0
 	}, soakIdle+60*time.Second, 250*time.Millisecond, "sessions left open after the idle timeout")
 	var left soakLeft
-	require.Eventually(t, func() bool {
+	if !assert.Eventually(t, func() bool {
 		left = soakCount(t, backend, s.Pid, owner, wsRoot)
 		return left.kernels <= 1 && left.mounts <= 1 && left.loops <= 1
-	}, 60*time.Second, 500*time.Millisecond, "after every session was closed: %+v", &left)
+	}, 60*time.Second, 500*time.Millisecond, "after every session was closed: %+v", &left) {
+		// What the server did, for the next person to read (the last 400 lines).
+		lines := strings.Split(s.log.String(), "\n")
+		t.Fatalf("server log (end):\n%s", strings.Join(lines[max(0, len(lines)-400):], "\n"))
+	}
 	t.Logf("%s soak: after the idle closes: %+v", backend, left)
 	images, _ := filepath.Glob(filepath.Join(wsRoot, "disks", "*.img"))
 	require.LessOrEqual(t, len(images), 64, "kept disk images: %v", images)
