@@ -179,7 +179,13 @@ func (e *Executor) startKernelOnce(ctx context.Context, spec SessionSpec) (_ *ke
 	}
 	start := jupyter.StartOptions{Name: srv.KernelName, Path: srv.KernelPath, Env: srv.KernelEnv}
 	for attempt := 1; ; attempt++ {
-		kr, err := k.client.StartKernel(ctx, start)
+		kr, err := k.startOnServer(ctx, start)
+		if err == nil && ctx.Err() != nil {
+			// Stopped waiting meanwhile (the session was closed): the kernel the
+			// server started is stopped by the deferred shutdown, not left running.
+			k.id = kr.ID
+			return nil, ctx.Err()
+		}
 		if err != nil {
 			var he *jupyter.HTTPError
 			if attempt == 1 && !errors.As(err, &he) && ctx.Err() == nil {
@@ -217,6 +223,27 @@ func (e *Executor) startKernelOnce(ctx context.Context, spec SessionSpec) (_ *ke
 		e.log.Warn("kernel vanished right after it started; starting another", "kernel_id", k.id, "attempt", attempt, "server_log", why)
 		_ = k.client.Shutdown(ctx, k.id)
 	}
+}
+
+// startGrace is how long a kernel start request may outlive the wait of the call
+// that made it.
+const startGrace = 10 * time.Second
+
+// startOnServer sends the start request under a context that ctx's cancellation does
+// not cut (ctx's deadline plus startGrace still bounds it): the server starts the
+// kernel whether or not kernelbox still waits, and a start abandoned mid-request
+// left a kernel nobody knew the id of, running in a closed session's directory and
+// keeping its disk busy (seen in TestServeSoak: a close racing a call's start).
+func (k *kernel) startOnServer(ctx context.Context, start jupyter.StartOptions) (*jupyter.Kernel, error) {
+	sctx := context.WithoutCancel(ctx)
+	var cancel context.CancelFunc
+	if dl, ok := ctx.Deadline(); ok {
+		sctx, cancel = context.WithDeadline(sctx, dl.Add(startGrace))
+	} else {
+		sctx, cancel = context.WithTimeout(sctx, 2*time.Minute+startGrace)
+	}
+	defer cancel()
+	return k.client.StartKernel(sctx, start)
 }
 
 // missingSpec returns an error wrapping ErrKernelUnavailable when the server has no
