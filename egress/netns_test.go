@@ -80,14 +80,7 @@ func newTestNetWith(tb testing.TB, p Policy, hosts map[string][]netip.Addr) *tes
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	done := make(chan struct{})
-	tb.Cleanup(func() { px.Close(); <-done })
-	go func() { defer close(done); px.Serve(ln) }()
-	return &testNet{proxy: px, addr: ln.Addr().String()}
+	return &testNet{proxy: px, addr: serveLoopback(tb, px)}
 }
 
 // getOver dials addr, opens a CONNECT tunnel to connect first unless it is "",

@@ -62,6 +62,14 @@ func newTestNet(tb testing.TB, policy func(httpPort, tlsPort int) Policy, tune f
 	if err != nil {
 		tb.Fatal(err)
 	}
+	n.proxy, n.addr = px, serveLoopback(tb, px)
+	return n
+}
+
+// serveLoopback serves px on a loopback port until tb's cleanup closes it, and
+// returns its address.
+func serveLoopback(tb testing.TB, px *Proxy) string {
+	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
@@ -69,8 +77,7 @@ func newTestNet(tb testing.TB, policy func(httpPort, tlsPort int) Policy, tune f
 	done := make(chan struct{})
 	tb.Cleanup(func() { px.Close(); <-done })
 	go func() { defer close(done); px.Serve(ln) }()
-	n.proxy, n.addr = px, ln.Addr().String()
-	return n
+	return ln.Addr().String()
 }
 
 func portOf(tb testing.TB, u string) int {
