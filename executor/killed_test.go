@@ -16,6 +16,7 @@ import (
 
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/procwatch"
+	"github.com/kernelbox/kernelbox/internal/serverflags"
 	"github.com/kernelbox/kernelbox/internal/testexec"
 )
 
@@ -84,7 +85,7 @@ func killKernel(t *testing.T, e *env, id string, root int) {
 	t.Helper()
 	info, err := e.Session(id)
 	require.NoError(t, err)
-	p, err := procwatch.FindKernel(root, info.KernelID)
+	p, err := findKernel(root, info.KernelID)
 	require.NoError(t, err)
 	defer p.Close()
 	require.NoError(t, syscall.Kill(p.Pid(), syscall.SIGKILL))
@@ -124,7 +125,7 @@ func killKernels(t *testing.T, sup int) int {
 			if !strings.HasPrefix(name, "kernel-") || !strings.HasSuffix(name, ".json") {
 				continue
 			}
-			if p, err := procwatch.FindKernel(sup, strings.TrimSuffix(strings.TrimPrefix(name, "kernel-"), ".json")); err == nil && !seen[p.Pid()] {
+			if p, err := findKernel(sup, strings.TrimSuffix(strings.TrimPrefix(name, "kernel-"), ".json")); err == nil && !seen[p.Pid()] {
 				seen[p.Pid()] = true
 				procs = append(procs, p)
 			}
@@ -139,4 +140,15 @@ func killKernels(t *testing.T, sup int) int {
 		_ = p.Close()
 	}
 	return len(procs)
+}
+
+// findKernel finds kernel id's process below root (the local server's supervisor,
+// or a container's first process) as the backends do: the server first, then its
+// child.
+func findKernel(root int, id string) (*procwatch.Proc, error) {
+	srv, err := procwatch.FindServer(root, serverflags.LauncherName)
+	if err != nil {
+		return nil, err
+	}
+	return procwatch.FindKernel(srv, id)
 }
