@@ -40,14 +40,14 @@ type checkpoint struct {
 // next call must restore it, and what the next result must be told. Owned by the
 // worker.
 type checkpointState struct {
-	last     *checkpoint
-	lastWhole int   // the session's last call that left the namespace whole
-	restore  bool   // the previous call lost the kernel's state: the next one restores
+	last      *checkpoint
+	lastWhole int  // the session's last call that left the namespace whole
+	restore   bool // the previous call lost the kernel's state: the next one restores
 	// lostInCall: the call that just ended lost the kernel's state (a death, a
 	// restart after an ignored interrupt); set by execute.
 	lostInCall bool
-	note     string // for the next result: a checkpoint not taken, and why
-	disabled string // why this session is never checkpointed (told once)
+	note       string // for the next result: a checkpoint not taken, and why
+	disabled   string // why this session is never checkpointed (told once)
 }
 
 // kernelFilePath is where the session's kernel sees name in the session directory.
