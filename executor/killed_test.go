@@ -34,6 +34,7 @@ func TestLocalKernelKilledBetweenCalls(t *testing.T) {
 // The same on docker, where the kernel's process is seen from the host's /proc below
 // the container's first process.
 func TestDockerKernelKilledBetweenCalls(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newDockerEnv(t, testexec.Real{}, nil)
 	killedBetweenCalls(t, e, func(session string) int {
 		out, err := exec.Command("docker", "inspect", "-f", "{{.State.Pid}}", sessionContainer(t, session)).Output()
