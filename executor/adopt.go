@@ -212,32 +212,31 @@ func (s *session) takeBack(k *kernel) {
 	s.log.Info("session adopted", "kernel_id", k.id)
 }
 
-// stopOldCall finds the adopted kernel on its server and, when it is busy with a
-// call of the old process, interrupts it and waits (up to adoptBusyWait) for it to
-// become idle.
+// stopOldCall finds the adopted kernel on its server and interrupts it, whatever
+// its server says of it: a call of the old process may still run there (the
+// server's execution_state was seen "idle" for a kernel in the middle of a
+// time.sleep), and an interrupt of an idle Python kernel does nothing. It then
+// waits, up to adoptBusyWait, while the server says the kernel is busy; the
+// connection's kernel_info probe waits for the rest.
 func (k *kernel) stopOldCall(ctx context.Context, s *session) error {
 	km, err := k.client.Kernel(ctx, k.id)
 	if err != nil {
 		return fmt.Errorf("kernel %s: %w", k.id, err)
 	}
-	if km.ExecutionState != "busy" {
-		return nil
-	}
-	s.log.Info("adopted kernel still runs a call of the previous process; interrupting it", "kernel_id", k.id)
 	if err := k.client.Interrupt(ctx, k.id); err != nil {
 		return fmt.Errorf("interrupt kernel %s: %w", k.id, err)
 	}
+	s.log.Debug("adopted kernel interrupted, in case a call of the previous process still ran", "kernel_id", k.id, "execution_state", km.ExecutionState)
 	deadline := time.Now().Add(adoptBusyWait)
-	for time.Now().Before(deadline) {
+	for km.ExecutionState == "busy" && time.Now().Before(deadline) {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
-		if km, err = k.client.Kernel(ctx, k.id); err == nil && km.ExecutionState != "busy" {
-			return nil
+		if km, err = k.client.Kernel(ctx, k.id); err != nil {
+			return fmt.Errorf("kernel %s: %w", k.id, err)
 		}
 	}
-	s.log.Warn("adopted kernel still busy after its interrupt; its next call waits for it", "kernel_id", k.id)
 	return nil
 }

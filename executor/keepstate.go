@@ -299,3 +299,21 @@ func (s *session) detach() {
 	}
 	s.log.Info("session kept for the next start", "kernel_id", s.snapshot().KernelID)
 }
+
+// KeptSessions returns the ids of the sessions whose kernels the state file in dir
+// (an earlier executor's Options.StateDir) lists as running, so that the workspace
+// keeps their disks mounted for their adoption (workspace.Options.KeepMounted). A
+// missing or unreadable file lists none.
+func KeptSessions(dir string) []string {
+	recs, err := readState(filepath.Join(dir, stateFileName))
+	if err != nil {
+		return nil
+	}
+	var ids []string
+	for _, r := range recs {
+		if r.KernelID != "" && ValidSessionID(r.ID) {
+			ids = append(ids, r.ID)
+		}
+	}
+	return ids
+}

@@ -38,6 +38,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if stdinIsTerminal() {
 		approver = &permissions.PromptApprover{In: os.Stdin, Out: stderr}
 	}
+	ef.keep = &keepFlags{onStop: sv.onStop} // stop.go: serve's sessions outlive a restart
 	en, err := ef.build(ctx, log, approver)
 	if err != nil {
 		return err

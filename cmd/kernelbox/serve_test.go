@@ -22,7 +22,8 @@ import (
 )
 
 // rawServe starts `kernelbox serve` with extra arguments and returns the process and
-// its URL once healthy. The caller ends the process.
+// its URL once healthy. The caller ends the process. A graceful stop closes the
+// sessions (--on-stop close) unless args say otherwise.
 func rawServe(t *testing.T, args ...string) (*exec.Cmd, string, *lockedBuffer) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -30,7 +31,7 @@ func rawServe(t *testing.T, args ...string) (*exec.Cmd, string, *lockedBuffer) {
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close())
 	log := &lockedBuffer{}
-	cmd := exec.Command(kernelboxBin(t), append([]string{"serve", "--listen", addr}, args...)...)
+	cmd := exec.Command(kernelboxBin(t), append([]string{"serve", "--listen", addr, "--on-stop", "close"}, args...)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
