@@ -7,7 +7,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -90,7 +92,9 @@ func TestServeLocal(t *testing.T) {
 }
 
 // TestServeDockerKilled: after a SIGKILL of the server its containers outlive it,
-// and the next start reaps them; after SIGTERM nothing is left.
+// and a next start that has not their state (deleted here; TestServeDockerAdopt
+// is the start that has it) reaps them; after SIGTERM with --on-stop close
+// nothing is left.
 func TestServeDockerKilled(t *testing.T) {
 	testenv.Docker(t)
 	ws, data := testDirs(t)
@@ -103,6 +107,7 @@ func TestServeDockerKilled(t *testing.T) {
 	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 	_ = cmd.Wait()
 	require.Len(t, testenv.Containers(t, first), 2, "killed with SIGKILL, the server could not clean up")
+	require.NoError(t, os.RemoveAll(filepath.Join(ws, "state")))
 
 	cmd, url, log := rawServe(t, "--backend", "docker", "--workspace", ws, "--workdir", data)
 	require.Empty(t, testenv.Containers(t, first), "the next start reaps the dead owner's containers:\n%s", log)
