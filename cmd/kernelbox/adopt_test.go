@@ -231,3 +231,38 @@ func TestServeDockerAdoptFaults(t *testing.T) {
 		assert.Equal(t, soakLeft{}, soakCount(t, "docker", 0, o, wsRoot), "nothing left (owner %s)", o)
 	}
 }
+
+// TestServeLocalOnStop: on the local backend, whose kernels end with kernelbox, a
+// graceful stop hibernates the sessions (the default there) and the next start
+// lists them hibernated and restores them at their next call; after a SIGKILL
+// the next start tells each session that its state is gone, and why.
+func TestServeLocalOnStop(t *testing.T) {
+	py := testenv.Jupyter(t)
+	t.Parallel()
+	ws, data := testDirs(t)
+	args := []string{"--backend", "local", "--python", py, "--workspace", ws, "--workdir", data, "--token", "tk", "--on-stop", "hibernate"}
+	cmd, url, _ := rawServe(t, args...)
+	c := adoptClient(t, url)
+	adoptRun(t, c, "lh", "x = 41\nf = lambda v: v + 1")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait())
+
+	cmd, url, log := rawServe(t, args...)
+	c = adoptClient(t, url)
+	ss, err := c.Sessions(context.Background())
+	require.NoError(t, err)
+	require.Len(t, ss, 1, "%s", log)
+	assert.Equal(t, api.StateHibernated, ss[0].State)
+	r := adoptRun(t, c, "lh", "f(x)")
+	assert.Equal(t, "42", r.Result, "%v", r.Notes)
+	require.NotNil(t, r.StateRestored)
+	assert.ElementsMatch(t, []string{"f", "x"}, r.StateRestored.Restored)
+
+	kill9(t, cmd)
+	_, url, _ = rawServe(t, args...)
+	c = adoptClient(t, url)
+	r = adoptRun(t, c, "lh", "'x' in dir()")
+	assert.Equal(t, "False", r.Result)
+	assert.True(t, r.StateLost)
+	assert.Contains(t, strings.Join(r.Notes, "\n"), "did not outlive it", "%v", r.Notes)
+}
