@@ -176,3 +176,14 @@ func writeAtomic(path string, data []byte) (err error) {
 	}
 	return err
 }
+
+// StopJournal writes the journal's last list, the calls not yet ended marked as
+// stopped by the server, and writes it no more: the next registry on the journal
+// answers them as lost. A server's graceful stop calls it before it stops the
+// runner, whose ending calls would otherwise leave the list as they end. Close
+// does the same, for a server that did not.
+func (r *Registry) StopJournal() {
+	r.jmu.Lock()
+	defer r.jmu.Unlock()
+	r.writeJournalLocked(true)
+}

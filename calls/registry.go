@@ -304,9 +304,7 @@ func (r *Registry) Close() error {
 	}
 	r.closed = true
 	r.mu.Unlock()
-	r.jmu.Lock()
-	r.writeJournalLocked(true)
-	r.jmu.Unlock()
+	r.StopJournal()
 	r.mu.Lock()
 	for _, c := range r.calls {
 		c.cancel()

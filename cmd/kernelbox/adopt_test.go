@@ -182,7 +182,15 @@ func TestServeDockerAdoptFaults(t *testing.T) {
 	c := adoptClient(t, url)
 	eachSession(ids, func(i int, id string) { adoptRun(t, c, id, fmt.Sprintf("x = %d", i+1)) })
 
-	// A graceful stop with keep: the containers stay, the next start takes them.
+	// A graceful stop with keep: the containers stay, the next start takes them;
+	// a call running then answers as lost, stopped.
+	ctx := context.Background()
+	d, err := c.Start(ctx, api.Request{SessionID: "af1", Code: "import time\ntime.sleep(120)"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		info, err := c.Call(ctx, d.CallID)
+		return err == nil && info.State == api.CallRunning
+	}, 30*time.Second, 50*time.Millisecond)
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, cmd.Wait())
 	require.Equal(t, 3, soakCount(t, "docker", 0, owner1, wsRoot).kernels, "kept on SIGTERM")
@@ -192,6 +200,11 @@ func TestServeDockerAdoptFaults(t *testing.T) {
 		r := adoptRun(t, c, id, "x")
 		assert.Equal(t, strconv.Itoa(i+1), r.Result, "%s after a graceful stop: %v", id, r.Notes)
 	})
+	info, err := c.Call(ctx, d.CallID)
+	require.NoError(t, err)
+	assert.Equal(t, api.CallLost, info.Status)
+	require.NotNil(t, info.Error)
+	assert.Contains(t, info.Error.Message, "was stopped")
 
 	// A container removed by hand while serve is down: that session is told.
 	kill9(t, cmd)

@@ -185,6 +185,11 @@ func (f *engineFlags) newWorkspace(log *slog.Logger) (*workspace.Manager, error)
 // close stops the executor (which ends the calls still running), then waits for
 // the calls' goroutines, if the engine serves calls.
 func (en *engine) close() error {
+	if en.calls != nil {
+		// The calls still running are lost with this process: listed before the
+		// executor's stop ends them (calls/journal.go).
+		en.calls.StopJournal()
+	}
 	err := en.exec.Close()
 	if en.calls != nil {
 		_ = en.calls.Close()
