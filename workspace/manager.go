@@ -134,6 +134,11 @@ func New(opts Options) (*Manager, error) {
 	m.setupDisks()
 	m.setupKept()
 	m.setupBudget()
+	// Options.KeepMounted is for New only: Close unmounts those disks unless
+	// KeepMounted names them again (a server that keeps its sessions once more).
+	m.keepMu.Lock()
+	m.keepMnt = nil
+	m.keepMu.Unlock()
 	return m, nil
 }
 

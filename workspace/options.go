@@ -64,8 +64,9 @@ type Options struct {
 
 	// KeepMounted lists session directories whose disks (DiskQuota) New leaves
 	// mounted and does not count among the closed sessions it keeps: sessions a
-	// restarted server adopts, whose containers still use their disks (see
-	// Manager.KeepMounted). Defaults to none.
+	// restarted server adopts, whose containers still use their disks. Close
+	// unmounts them as any other unless Manager.KeepMounted names them again.
+	// Defaults to none.
 	KeepMounted []string
 
 	// HashInputs computes the SHA-256 of each staged input (Staged.SHA256) while
