@@ -249,12 +249,31 @@ func (b *Backend) Health(ctx context.Context) error {
 }
 
 // removeContainer force-removes container id; one already gone is not an error.
+// A removal that conflicts with one already under way (docker rm by hand, another
+// process's reaper) is done once the container is gone, within the context.
 func (b *Backend) removeContainer(ctx context.Context, id string) error {
 	_, err := b.api.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	if dockerapi.IsConflict(err) {
+		err = b.waitRemoved(ctx, id, err)
+	}
 	if err != nil && !dockerapi.IsNotFound(err) {
 		return fmt.Errorf("remove container %s: %w", dockerapi.Short(id), err)
 	}
 	return nil
+}
+
+// waitRemoved waits until container id is gone (nil) or ctx ends (cause).
+func (b *Backend) waitRemoved(ctx context.Context, id string, cause error) error {
+	for {
+		if _, err := b.api.ContainerInspect(ctx, id, client.ContainerInspectOptions{}); dockerapi.IsNotFound(err) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return cause
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // track records a created container so that Close removes it.
