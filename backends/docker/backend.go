@@ -117,6 +117,11 @@ func newBackend(ctx context.Context, cfg config, api dockerAPI) (*Backend, error
 		placements: make(map[string]*Placement),
 	}
 	b.kept, b.keptSkipped, b.keptErr = readKept(cfg.stateFile, cfg.socketRoot, own)
+	if errors.Is(b.keptErr, ErrStateInUse) {
+		stop()
+		_ = os.Remove(sockRoot)
+		return nil, b.keptErr
+	}
 	if b.keptErr != nil {
 		cfg.log.Error("the state file cannot be used: no session is adopted, their containers are reaped", "err", b.keptErr)
 	}

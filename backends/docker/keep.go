@@ -39,11 +39,20 @@ const maxKeptBytes = 4 << 20
 
 // keptState is the state file.
 type keptState struct {
-	Version    int             `json:"version"`
-	Host       string          `json:"host"`
-	Boot       string          `json:"boot"`
+	Version int    `json:"version"`
+	Host    string `json:"host"`
+	Boot    string `json:"boot"`
+	// Pid and Start identify the process that wrote the file (see owner): a
+	// process still running holds the containers, which another must not take.
+	Pid        int             `json:"pid"`
+	Start      string          `json:"start"`
 	Containers []keptContainer `json:"containers"`
 }
+
+// ErrStateInUse is returned by New when the state file (Options.StateFile) is
+// held by a kernelbox process that still runs: two servers must not share the
+// same sessions.
+var ErrStateInUse = errors.New("state file in use by a running kernelbox")
 
 // keptContainer is one container as the state file lists it.
 type keptContainer struct {
@@ -116,6 +125,10 @@ func readKept(path, socketRoot string, self owner) (kept map[string]keptContaine
 		return nil, nil, fmt.Errorf("state file %s has format %d, this kernelbox reads %d", path, st.Version, keptVersion)
 	case st.Host != self.host || st.Boot != self.boot:
 		return nil, nil, fmt.Errorf("state file %s was written on host %q before its last boot or on another host: its containers are gone or not this host's", path, st.Host)
+	}
+	holder := owner{host: st.Host, boot: st.Boot, pid: st.Pid, start: st.Start}
+	if gone, why := judge(holder, self, procStart); !gone && holder != self && st.Pid > 0 {
+		return nil, nil, fmt.Errorf("%w: %s (%s)", ErrStateInUse, path, why)
 	}
 	kept = make(map[string]keptContainer, len(st.Containers))
 	for _, k := range st.Containers {
@@ -206,7 +219,8 @@ func (b *Backend) saveKept() {
 // writeKeptLocked writes the state file; b.keepMu is held.
 func (b *Backend) writeKeptLocked() {
 	b.mu.Lock()
-	st := keptState{Version: keptVersion, Host: b.owner.host, Boot: b.owner.boot, Containers: []keptContainer{}}
+	st := keptState{Version: keptVersion, Host: b.owner.host, Boot: b.owner.boot, Pid: b.owner.pid, Start: b.owner.start,
+		Containers: []keptContainer{}}
 	for _, p := range b.placements {
 		if k, ok := p.record(); ok {
 			st.Containers = append(st.Containers, k)

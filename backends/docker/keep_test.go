@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,6 +58,15 @@ func TestReadKept(t *testing.T) {
 		if _, _, err := readKept(write(t, v), root, self); err == nil {
 			t.Errorf("%s: no error", name)
 		}
+	}
+	initStart, _, err := procStart(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inUse := state(good)
+	inUse.Pid, inUse.Start = 1, initStart // a process that still runs holds it
+	if _, _, err := readKept(write(t, inUse), root, self); !errors.Is(err, ErrStateInUse) {
+		t.Errorf("a state file held by a running process: %v", err)
 	}
 	bad := map[string]func(*keptContainer){
 		"id":      func(k *keptContainer) { k.ID = "abc" },
