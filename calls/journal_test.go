@@ -92,8 +92,9 @@ func TestJournalCorrupt(t *testing.T) {
 	t.Parallel()
 	for name, content := range map[string]string{
 		"garbage":     "{not json",
-		"version":     `{"version": 99, "calls": [{"id": "c1-1", "session": "s"}]}`,
-		"bad entries": `{"version": 1, "calls": [{"id": "", "session": "s"}, {"id": "x", "session": "../etc"}]}`,
+		"empty":       "",
+		"version":     `{"version": 99}` + "\n" + `{"op": "+", "id": "c1-1", "session": "s"}`,
+		"bad entries": `{"version": 1}` + "\n" + `{"op": "+", "id": "", "session": "s"}` + "\n" + `{"op": "+", "id": "x", "session": "../etc"}` + "\n" + `{"op": "+", "id": "c1-1", "sess`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -110,4 +111,67 @@ func TestJournalCorrupt(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkRunJournal is a call's cost in the registry with and without the
+// journal (two rewrites of the file per call).
+func BenchmarkRunJournal(b *testing.B) {
+	for _, journal := range []bool{false, true} {
+		b.Run(map[bool]string{false: "none", true: "journal"}[journal], func(b *testing.B) {
+			o := calls.Options{}
+			if journal {
+				o.Journal = filepath.Join(b.TempDir(), "calls.json")
+			}
+			r := newRegistry(b, gated(1, nil), o)
+			ctx := context.Background()
+			for b.Loop() {
+				if _, err := r.Run(ctx, api.Request{SessionID: "s", Code: "1"}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestJournalCompaction: past its compaction bound the journal is rewritten with
+// the calls still open, and reads back the same: the open calls lost, the ended
+// ones not.
+func TestJournalCompaction(t *testing.T) {
+	t.Parallel()
+	journal := filepath.Join(t.TempDir(), "calls.json")
+	release := make(chan struct{})
+	blocked := gated(1, release)
+	old := calls.New(runFunc(func(ctx context.Context, req api.Request, onEvent func(api.Event)) (*api.Result, error) {
+		if req.SessionID == "slow" {
+			return blocked(ctx, req, onEvent)
+		}
+		return gated(1, nil)(ctx, req, onEvent)
+	}), calls.Options{Journal: journal, MaxCalls: 10})
+	t.Cleanup(func() { close(release); _ = old.Close() })
+	ctx := context.Background()
+	var open []string
+	for range 3 {
+		c, err := old.Start(ctx, api.Request{SessionID: "slow", Code: "sleep"})
+		require.NoError(t, err)
+		open = append(open, c.ID())
+	}
+	var ended string
+	for range 5000 { // 10,000 lines: the journal is rewritten twice
+		c, err := old.Run(ctx, api.Request{SessionID: "quick", Code: "1"})
+		require.NoError(t, err)
+		ended = c.ID()
+	}
+	fi, err := os.Stat(journal)
+	require.NoError(t, err)
+	assert.Less(t, fi.Size(), int64(1<<20), "compacted")
+
+	r := newRegistry(t, gated(1, nil), calls.Options{Journal: journal})
+	for _, id := range open {
+		c, err := r.Get(id)
+		require.NoError(t, err)
+		assert.Equal(t, api.CallLost, c.Info(false, true).Status)
+	}
+	_, err = r.Get(ended)
+	assert.ErrorIs(t, err, api.ErrNotFound)
+	assert.Len(t, r.List("quick"), 0)
 }

@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -118,8 +119,10 @@ type Registry struct {
 	last     int64   // number of the last call id handed out
 	closed   bool
 
-	jmu     sync.Mutex // serializes journal writes; guards jFrozen
-	jFrozen bool       // Close wrote the journal's last list
+	jmu     sync.Mutex // serializes journal writes; guards the fields below
+	jFrozen bool       // StopJournal wrote the journal's last list
+	jFile   *os.File   // the journal, open for appending; nil without one
+	jOps    int        // lines appended since the journal was last rewritten
 
 	results int64          // bytes held by the Results of finished calls (mu)
 	total   atomic.Int64   // bytes held by all logs
@@ -218,7 +221,7 @@ func (r *Registry) register(ctx context.Context, req api.Request) (*Call, contex
 	r.calls[c.id] = c
 	r.wg.Add(1)
 	r.mu.Unlock()
-	r.journal()
+	r.journalLine(journalEntry{Op: "+", ID: c.id, Session: req.SessionID, Code: clipCode(req.Code), Created: c.created})
 	return c, callCtx, nil
 }
 
@@ -232,7 +235,7 @@ func (r *Registry) run(ctx context.Context, c *Call) {
 		res, size = slim(res, r.o.MaxResultBytes)
 	}
 	r.o.Logger.Debug("call finished", "call", c.id, "session", c.req.SessionID, "err", err, "result_bytes", size)
-	defer r.journal() // after mu is let go: the journal takes it
+	defer r.journalLine(journalEntry{Op: "-", ID: c.id}) // after mu is let go: a rewrite takes it
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	// Done and the bookkeeping in one step: a caller that starts its next call
