@@ -132,7 +132,9 @@ func describe(pids []int) []string {
 // handler, and its answers name them.
 func TestServeNotebookLimitFlags(t *testing.T) {
 	testenv.Jupyter(t)
-	_, url, _ := rawServe(t, "--backend", "local", "--token", "tok", "--max-notebook-bytes", "4096", "--max-notebook-cells", "2")
+	ws, data := testDirs(t) // not the default .kernelbox in the source tree
+	_, url, _ := rawServe(t, "--backend", "local", "--token", "tok", "--max-notebook-bytes", "4096", "--max-notebook-cells", "2",
+		"--workspace", ws, "--workdir", data)
 	md := `{"cell_type": "markdown", "metadata": {}, "source": "x"}`
 	for body, want := range map[string]string{
 		`{"notebook": {"nbformat": 4, "nbformat_minor": 4, "metadata": {"pad": "` + strings.Repeat("x", 5000) + `"}, "cells": []}}`: "limit of 4 KiB (4096 bytes); send a smaller notebook or start the server with a higher --max-notebook-bytes",
@@ -171,7 +173,8 @@ func TestServeConnCap(t *testing.T) {
 			require.NoError(t, ln.Close())
 			// Idle connections are not closed during the test: it is the cap that
 			// must keep room.
-			args := append([]string{"serve", "--listen", addr, "--token", "tok", "--no-dashboard", "--conn-idle-timeout", "10m"}, tc.args...)
+			args := append([]string{"serve", "--listen", addr, "--token", "tok", "--no-dashboard", "--conn-idle-timeout", "10m",
+				"--workspace", t.TempDir()}, tc.args...) // not the default .kernelbox in the source tree
 			var cmd *exec.Cmd
 			if tc.ulimit > 0 {
 				lim := strconv.Itoa(tc.ulimit)
