@@ -32,6 +32,13 @@ const (
 	CodeSnapshotTooLarge Code = "snapshot_too_large"
 )
 
+// CheckpointInfo describes a session's last after-call checkpoint.
+type CheckpointInfo struct {
+	// AfterCall is the session's call it was taken after (1 is its first).
+	AfterCall int `json:"after_call"`
+	SnapshotInfo
+}
+
 // SnapshotInfo describes a session's saved namespace.
 type SnapshotInfo struct {
 	// Bytes is the snapshot file's size.
@@ -51,8 +58,13 @@ type SnapshotInfo struct {
 // StateRestored says what a call's session got back from a snapshot before the
 // call ran: after a hibernation, or as a fork of another session.
 type StateRestored struct {
-	// From is "hibernation" or "fork:<session id>".
+	// From is "hibernation", "fork:<session id>" or "checkpoint" (an
+	// after-call checkpoint, restored after the kernel died or was replaced).
 	From string `json:"from"`
+	// AfterCall is, for a checkpoint, the session's call it was taken after
+	// (1 is its first call), and Taken when.
+	AfterCall int       `json:"after_call,omitempty"`
+	Taken     time.Time `json:"taken,omitzero"`
 	// Restored are the names put back (variables and re-imported modules).
 	Restored []string `json:"restored"`
 	// NotRestored are the names that are not back, with why (not saved at

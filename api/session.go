@@ -50,6 +50,9 @@ type SessionInfo struct {
 	Snapshot *SnapshotInfo `json:"snapshot,omitempty"`
 	// Hibernated is when the session was hibernated (zero when it is not).
 	Hibernated time.Time `json:"hibernated,omitzero"`
+	// Checkpoint is the session's last after-call checkpoint (its template's
+	// checkpoint setting): what a kernel death would bring back.
+	Checkpoint *CheckpointInfo `json:"checkpoint,omitempty"`
 }
 
 // Health is the answer of GET /healthz.

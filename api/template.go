@@ -48,6 +48,11 @@ type TemplateInfo struct {
 	// the container's hard limit (docker; 0: not applicable).
 	IdleTimeoutSeconds float64 `json:"idle_timeout_seconds"`
 	MaxLifetimeSeconds float64 `json:"max_lifetime_seconds,omitempty"`
+	// HibernateAfterSeconds hibernates idle Python sessions (0: never);
+	// Checkpoint is "after_call" when its sessions' variables are saved after
+	// each call, to come back after a kernel death, else "".
+	HibernateAfterSeconds float64 `json:"hibernate_after_seconds,omitempty"`
+	Checkpoint            string  `json:"checkpoint,omitempty"`
 	// Data lists the data mounts' names (at data/<name>).
 	Data []string `json:"data,omitempty"`
 	// Network is what its sessions may reach over the network.

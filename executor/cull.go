@@ -80,9 +80,11 @@ func (e *Executor) closeCulled(s *session) {
 	ctx, cancel := context.WithTimeout(context.Background(), e.opts.ShutdownTimeout)
 	defer cancel()
 	_ = s.close(ctx, false)
-	snap := filepath.Join(e.opts.Workspace.Root(), "sessions", s.id, SnapshotFile)
-	if err := os.Remove(snap); err != nil && !errors.Is(err, os.ErrNotExist) {
-		e.log.Warn("removing a closed session's snapshot", "session", s.id, "err", err)
+	for _, name := range []string{SnapshotFile, CheckpointFile} {
+		snap := filepath.Join(e.opts.Workspace.Root(), "sessions", s.id, name)
+		if err := os.Remove(snap); err != nil && !errors.Is(err, os.ErrNotExist) {
+			e.log.Warn("removing a closed session's snapshot", "session", s.id, "file", name, "err", err)
+		}
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -168,6 +170,7 @@ func TestDockerFaults(t *testing.T) {
 // TestDockerSoak runs mixed calls with random faults, containers killed from outside
 // among them, and counts what is left from Docker.
 func TestDockerSoak(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go (it kills only its own sessions' containers)
 	n := 200
 	if testenv.Short() {
 		n = 60
@@ -175,8 +178,9 @@ func TestDockerSoak(t *testing.T) {
 	e := newDockerEnv(t, testexec.Real{}, func(o *executor.Options) { o.InterruptGrace = time.Second; o.QueueSize = 64 })
 	var kills atomic.Int32
 	soak(t, e, n, func(rng *rand.Rand, session string) string {
-		// Kill some container from outside while this call runs.
-		ids := dockerContainers(t)
+		// Kill some container of the soak's sessions from outside while this
+		// call runs.
+		ids := sessionsContainers(t, "soak")
 		if len(ids) > 0 {
 			id := ids[rng.IntN(len(ids))]
 			go func() {
@@ -189,5 +193,22 @@ func TestDockerSoak(t *testing.T) {
 	})
 	t.Logf("containers killed from outside: %d", kills.Load())
 	require.NoError(t, e.Close())
-	require.Empty(t, dockerContainers(t), "containers left after Close")
+	require.Empty(t, sessionsContainers(t, "soak"), "containers left after Close")
+}
+
+// sessionsContainers lists this test process's containers, stopped ones included,
+// of the sessions whose ids start with prefix.
+func sessionsContainers(t testing.TB, prefix string) []string {
+	t.Helper()
+	out, err := exec.Command("docker", "ps", "-a", "--filter", "label="+testexec.LabelSession,
+		"--format", `{{.ID}} {{.Label "`+testexec.LabelOwner+`"}} {{.Label "`+testexec.LabelSession+`"}}`).Output()
+	require.NoError(t, err)
+	var ids []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 3 && strings.HasPrefix(f[1], strconv.Itoa(os.Getpid())+":") && strings.HasPrefix(f[2], prefix) {
+			ids = append(ids, f[0])
+		}
+	}
+	return ids
 }

@@ -18,7 +18,13 @@ import (
 // rebuild it.
 func newDillDockerEnv(t *testing.T, mod func(*executor.Options)) *env {
 	t.Helper()
-	e := newDockerEnv(t, testexec.Real{}, mod)
+	return newDillDockerEnvWith(t, testexec.Real{}, mod)
+}
+
+// newDillDockerEnvWith is newDillDockerEnv with settings r.
+func newDillDockerEnvWith(t *testing.T, r testexec.Real, mod func(*executor.Options)) *env {
+	t.Helper()
+	e := newDockerEnv(t, r, mod)
 	out, err := exec.Command("docker", "image", "inspect", "-f", `{{index .Config.Labels "io.kernelbox.recipe"}}`, testexec.DefaultImage).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	if r := strings.TrimSpace(string(out)); r == "1" || r == "" {

@@ -131,7 +131,7 @@ func copyTree(src, dst string, limit int64) error {
 		if p == "." {
 			return nil
 		}
-		if p == "data" || strings.HasPrefix(d.Name(), SnapshotFile+".tmp-") {
+		if p == "data" || p == CheckpointFile || strings.HasPrefix(d.Name(), SnapshotFile+".tmp-") || strings.HasPrefix(d.Name(), CheckpointFile+".tmp-") {
 			if d.IsDir() {
 				return fs.SkipDir
 			}

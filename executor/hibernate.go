@@ -36,7 +36,13 @@ func (e *Executor) snapshotLimit() int64 {
 // The kernel keeps running. On any error no snapshot is kept under the final name
 // beyond one written earlier.
 func (s *session) saveSnapshot(ctx context.Context) (*api.SnapshotInfo, error) {
-	p, err := s.kernelSnapshotPath()
+	return s.saveSnapshotTo(ctx, SnapshotFile)
+}
+
+// saveSnapshotTo writes the session's namespace to the file name in its directory
+// (SnapshotFile, CheckpointFile), as saveSnapshot does.
+func (s *session) saveSnapshotTo(ctx context.Context, name string) (*api.SnapshotInfo, error) {
+	p, err := s.kernelFilePath(name)
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +168,11 @@ func (s *session) restore(ctx context.Context) {
 
 // restoredNote sums up a restore for a result's notes.
 func restoredNote(r *api.StateRestored) string {
-	msg := fmt.Sprintf("state restored from %s: %d names (%d bytes, %d ms)", r.From, len(r.Restored), r.Bytes, r.TookMS)
+	from := r.From
+	if r.From == "checkpoint" {
+		from = fmt.Sprintf("the checkpoint taken after call %d", r.AfterCall)
+	}
+	msg := fmt.Sprintf("state restored from %s: %d names (%d bytes, %d ms)", from, len(r.Restored), r.Bytes, r.TookMS)
 	if len(r.NotRestored) > 0 {
 		names := make([]string, 0, len(r.NotRestored))
 		for n, why := range r.NotRestored {

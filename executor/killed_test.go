@@ -16,6 +16,7 @@ import (
 
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/procwatch"
+	"github.com/kernelbox/kernelbox/internal/serverflags"
 	"github.com/kernelbox/kernelbox/internal/testexec"
 )
 
@@ -33,6 +34,7 @@ func TestLocalKernelKilledBetweenCalls(t *testing.T) {
 // The same on docker, where the kernel's process is seen from the host's /proc below
 // the container's first process.
 func TestDockerKernelKilledBetweenCalls(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newDockerEnv(t, testexec.Real{}, nil)
 	killedBetweenCalls(t, e, func(session string) int {
 		out, err := exec.Command("docker", "inspect", "-f", "{{.State.Pid}}", sessionContainer(t, session)).Output()
@@ -84,7 +86,7 @@ func killKernel(t *testing.T, e *env, id string, root int) {
 	t.Helper()
 	info, err := e.Session(id)
 	require.NoError(t, err)
-	p, err := procwatch.FindKernel(root, info.KernelID)
+	p, err := findKernel(root, info.KernelID)
 	require.NoError(t, err)
 	defer p.Close()
 	require.NoError(t, syscall.Kill(p.Pid(), syscall.SIGKILL))
@@ -124,7 +126,7 @@ func killKernels(t *testing.T, sup int) int {
 			if !strings.HasPrefix(name, "kernel-") || !strings.HasSuffix(name, ".json") {
 				continue
 			}
-			if p, err := procwatch.FindKernel(sup, strings.TrimSuffix(strings.TrimPrefix(name, "kernel-"), ".json")); err == nil && !seen[p.Pid()] {
+			if p, err := findKernel(sup, strings.TrimSuffix(strings.TrimPrefix(name, "kernel-"), ".json")); err == nil && !seen[p.Pid()] {
 				seen[p.Pid()] = true
 				procs = append(procs, p)
 			}
@@ -139,4 +141,15 @@ func killKernels(t *testing.T, sup int) int {
 		_ = p.Close()
 	}
 	return len(procs)
+}
+
+// findKernel finds kernel id's process below root (the local server's supervisor,
+// or a container's first process) as the backends do: the server first, then its
+// child.
+func findKernel(root int, id string) (*procwatch.Proc, error) {
+	srv, err := procwatch.FindServer(root, serverflags.LauncherName)
+	if err != nil {
+		return nil, err
+	}
+	return procwatch.FindKernel(srv, id)
 }

@@ -118,6 +118,13 @@ type Options struct {
 	// saved (ErrSnapshotTooLarge). Defaults to the workspace's disk quota when
 	// it has one, else 8 GiB.
 	SnapshotMaxBytes int64
+	// Checkpoint is the checkpoint setting of templates that set none (see
+	// Template.Checkpoint). Defaults to "": off.
+	Checkpoint string
+	// CheckpointTimeout bounds one after-call checkpoint: one that takes longer
+	// is stopped (the kernel is interrupted) and skipped with a note. Defaults
+	// to 60 seconds.
+	CheckpointTimeout time.Duration
 	// SnapshotTimeout bounds saving or restoring one snapshot in the kernel.
 	// Defaults to 10 minutes.
 	SnapshotTimeout time.Duration
@@ -188,6 +195,7 @@ func (o *Options) setDefaults() {
 	def(&o.ShutdownTimeout, 20*time.Second)
 	def(&o.HibernatedRetention, 7*24*time.Hour)
 	def(&o.SnapshotTimeout, 10*time.Minute)
+	def(&o.CheckpointTimeout, time.Minute)
 	defInt(&o.MaxCodeBytes, 1<<20)
 	defInt(&o.MaxInputs, 100)
 	defInt(&o.MaxStreamBytes, 8<<20)

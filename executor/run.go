@@ -53,7 +53,12 @@ func (s *session) execute(j *job) (*Result, error) {
 	}
 	s.k.fresh = false
 	// Taken only now: a call refused above leaves the report for the next one.
-	if lost, why := s.takeLost(); lost {
+	if s.ckpt.note != "" {
+		f.notes = append(f.notes, s.ckpt.note)
+		s.ckpt.note = ""
+	}
+	lost, why := s.takeLost()
+	if lost, why = s.restoreCheckpoint(j.ctx, lost, why, &f); lost {
 		f.lostBefore = true
 		f.notes = append(f.notes, "state lost: "+why)
 	}
@@ -75,6 +80,7 @@ func (s *session) execute(j *job) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.ckpt.lostInCall = f.end.stateLost
 	s.checkCount(&f)
 	if n := foreignOutput(ex); n > 0 {
 		f.notes = append(f.notes, fmt.Sprintf("%d characters of this call's output were written by background threads of earlier calls while it ran (the kernel files them under the running call)", n))

@@ -45,6 +45,7 @@ type session struct {
 	everAlive bool
 	sleep     *sleepState        // the saved namespace while hibernated (hibernate.go)
 	restored  *api.StateRestored // the next result's StateRestored
+	ckpt      checkpointState    // after-call checkpoints (checkpoint.go)
 
 	// asleep mirrors sleep != nil for readers off the worker (live session count,
 	// the idle cull).
@@ -140,6 +141,9 @@ func (s *session) run() {
 			}
 			s.touch(r)
 			j.finish(r, err)
+			if err == nil && j.kind != jobReset {
+				s.afterCall(r)
+			}
 		}
 	}
 }
@@ -173,6 +177,7 @@ func (s *session) release() {
 		s.setKernel(nil)
 	}
 	if s.ws != nil {
+		s.dropCheckpoint(s.ws.Dir())
 		_ = s.ws.Close()
 	}
 	if s.asleep.Swap(false) {
@@ -289,6 +294,9 @@ func (s *session) openWorkspace() error {
 
 // reset restarts the kernel: a fresh interpreter, same files.
 func (s *session) reset(j *job) error {
+	if s.ws != nil {
+		s.dropCheckpoint(s.ws.Dir())
+	}
 	if s.k == nil {
 		return nil
 	}

@@ -68,6 +68,17 @@ type Template struct {
 	// (when they can; others are closed at IdleTimeout as before). Zero means
 	// Options.HibernateAfter; negative never hibernates them when idle.
 	HibernateAfter time.Duration
+	// Checkpoint is CheckpointAfterCall to save the namespace after each call
+	// that left it whole (in the kernel, after the call's result is delivered and
+	// before the session's next job; bounded by Options.CheckpointTimeout and the
+	// snapshot limit, and skipped with a note on the next result when it cannot
+	// finish), so that a kernel that dies or is replaced (OOM, a crash, a restart
+	// after an ignored interrupt) comes back with the namespace of the call the
+	// checkpoint was taken after: the next result says StateRestored instead of
+	// a bare StateLost. Python sessions on a backend whose kernels write into the
+	// session directory (local, docker); others are told that they are not
+	// checkpointed. "" means Options.Checkpoint; "off" none.
+	Checkpoint string
 	// MaxLifetime is the hard limit on a session's container (docker).
 	MaxLifetime time.Duration
 
@@ -163,6 +174,12 @@ func checkTemplate(o *Options, t *Template) error {
 	}
 	if t.HibernateAfter == 0 {
 		t.HibernateAfter = o.HibernateAfter
+	}
+	if t.Checkpoint == "" {
+		t.Checkpoint = o.Checkpoint
+	}
+	if err := CheckCheckpoint(t.Checkpoint); err != nil {
+		return fmt.Errorf("template %q: %w", t.Name, err)
 	}
 	if err := checkApplies(o, t); err != nil {
 		return err
@@ -392,6 +409,12 @@ func (e *Executor) TemplateInfos() []api.TemplateInfo {
 		}
 		if t.IdleTimeout > 0 {
 			info.IdleTimeoutSeconds = t.IdleTimeout.Seconds()
+		}
+		if t.HibernateAfter > 0 {
+			info.HibernateAfterSeconds = t.HibernateAfter.Seconds()
+		}
+		if t.Checkpoint == CheckpointAfterCall {
+			info.Checkpoint = t.Checkpoint
 		}
 		for k := range t.Env {
 			info.Env = append(info.Env, k)

@@ -105,6 +105,9 @@ func (s *server) listTemplates(ctx context.Context, req *mcp.CallToolRequest, _ 
 		if len(t.Data) > 0 {
 			fmt.Fprintf(&b, ". Data at data/%s", strings.Join(t.Data, ", data/"))
 		}
+		if t.Checkpoint != "" {
+			b.WriteString(". Variables are saved after each call and come back if the kernel dies")
+		}
 		b.WriteString(networkText(t.Network))
 		b.WriteString(".\n")
 	}

@@ -108,6 +108,7 @@ type entry struct {
 	Warm        int               `json:"warm"`
 	IdleTimeout string            `json:"idle_timeout"`
 	Hibernate   string            `json:"hibernate_after"`
+	Checkpoint  string            `json:"checkpoint"`
 	MaxLifetime string            `json:"max_lifetime"`
 	Data        map[string]string `json:"data"`
 	Network     json.RawMessage   `json:"network"`
@@ -265,6 +266,10 @@ func (e entry) template(baseDir string, caps Caps) (executor.Template, error) {
 	if t.HibernateAfter, err = duration("hibernate_after", e.Hibernate, 0, ""); err != nil {
 		return t, err
 	}
+	if err := executor.CheckCheckpoint(e.Checkpoint); err != nil {
+		return t, err
+	}
+	t.Checkpoint = e.Checkpoint
 	if t.MaxLifetime, err = duration("max_lifetime", e.MaxLifetime, caps.MaxLifetime, "the containers' max lifetime"); err != nil {
 		return t, err
 	}

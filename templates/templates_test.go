@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/templates"
 )
 
@@ -19,7 +20,8 @@ func TestParse(t *testing.T) {
 	ts, err := templates.Parse(strings.NewReader(`{"templates": [
 	  {"name": "analyst", "description": "pandas", "memory": "1g", "cpus": 1.5, "pids": 256,
 	   "env": {"OMP_NUM_THREADS": "1"}, "preload": ["import os", "x = 1"], "warm": 2,
-	   "idle_timeout": "10m", "max_lifetime": "2h", "data": {"ref": "refdata"}, "preload_timeout": "90s"},
+	   "idle_timeout": "10m", "max_lifetime": "2h", "data": {"ref": "refdata"}, "preload_timeout": "90s",
+	   "checkpoint": "after_call"},
 	  {"name": "r", "kernel": "ir", "preload": "y <- 1"}
 	]}`), "/base", caps)
 	require.NoError(t, err)
@@ -36,6 +38,8 @@ func TestParse(t *testing.T) {
 	require.Equal(t, "/base/refdata", a.Data[0].HostDir)
 	require.Equal(t, 90*time.Second, a.PreloadTimeout)
 	require.Zero(t, ts[1].PreloadTimeout, "left out: the server's")
+	require.Equal(t, executor.CheckpointAfterCall, a.Checkpoint)
+	require.Empty(t, ts[1].Checkpoint, "left out: the server's")
 	require.Equal(t, "ir", ts[1].Kernel)
 	require.Equal(t, "y <- 1", ts[1].Preload)
 }
@@ -60,6 +64,7 @@ func TestParseRefuses(t *testing.T) {
 		{"reserved env prefix", `{"templates": [{"name": "a", "env": {"JUPYTER_PATH": "/"}}]}`, []string{`env "JUPYTER_PATH"`}},
 		{"bad memory", `{"templates": [{"name": "a", "memory": "lots"}]}`, []string{`memory "lots"`}},
 		{"bad duration", `{"templates": [{"name": "a", "idle_timeout": "soon"}]}`, []string{`idle_timeout "soon"`}},
+		{"bad checkpoint", `{"templates": [{"name": "a", "checkpoint": "always"}]}`, []string{`"a"`, `checkpoint: "always" is not a setting`}},
 		{"preload timeout at the start timeout", `{"templates": [{"name": "slow", "preload_timeout": "2m"}]}`, []string{`"slow"`, "preload_timeout", "2m0s", "shorter than the server's start timeout of 2m0s"}},
 		{"preload timeout too short", `{"templates": [{"name": "a", "preload_timeout": "10ms"}]}`, []string{"preload_timeout: 10ms; want at least 1s"}},
 		{"preload timeout negative", `{"templates": [{"name": "a", "preload_timeout": "-5s"}]}`, []string{`preload_timeout "-5s"`}},

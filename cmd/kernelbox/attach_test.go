@@ -100,6 +100,7 @@ func twentySecondLines() string {
 // call's id, whose own connection is cut once more on the way, prints every
 // line once, in order, and exits 0; `attach --json` then prints the whole Result.
 func TestAttachAfterKilledConnection(t *testing.T) {
+	t.Parallel() // it mostly waits for its 20 s cell, on a serve of its own; no time bound is tight
 	s := startServe(t)
 	ex := exec.Command(kernelboxBin(t), "exec", "--server", s.URL, "--token", s.Token, "--session", "att", "-c", twentySecondCell)
 	var exOut syncBuffer

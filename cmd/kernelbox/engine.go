@@ -137,6 +137,7 @@ func (f *engineFlags) build(ctx context.Context, log *slog.Logger, approver perm
 		HibernateAfter:      f.pool.durable.hibernateAfter,
 		HibernatedRetention: idleOption(f.pool.durable.retention),
 		SnapshotMaxBytes:    f.pool.durable.snapshotMax,
+		Checkpoint:          f.pool.durable.checkpoint,
 		MaxStreamBytes:      f.maxOutput,
 		Warm:                f.pool.warm,
 		Templates:           tmpls,

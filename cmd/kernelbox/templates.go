@@ -25,6 +25,7 @@ type durableFlags struct {
 	hibernateAfter time.Duration
 	retention      time.Duration
 	snapshotMax    int64
+	checkpoint     string
 }
 
 // register adds the "Sessions" group.
@@ -34,6 +35,7 @@ func (p *poolFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&p.idleTimeout, "idle-timeout", p.idleTimeout, "close sessions idle this long (0 = never)")
 	fs.DurationVar(&p.durable.hibernateAfter, "hibernate-after", 0, "hibernate Python sessions idle this long instead of closing them: their variables are saved in their directory and their kernel stopped, and their next call restores them (0 = off; a template's hibernate_after overrides it)")
 	fs.DurationVar(&p.durable.retention, "hibernated-retention", 7*24*time.Hour, "close sessions hibernated this long (files kept, snapshot deleted); 0 = keep them")
+	fs.StringVar(&p.durable.checkpoint, "checkpoint", "", `"after_call": save each Python session's variables after every call that left them whole, so that a kernel that dies (OOM, crash) comes back with them; costs about the time of a hibernate per call, before the next call runs ("" or "off" = none; a template's checkpoint overrides it)`)
 	fs.Int64Var(&p.durable.snapshotMax, "snapshot-max-bytes", 0, "largest snapshot of a session's variables; a bigger namespace does not hibernate (default: the disk quota, else 8 GiB)")
 	fs.StringVar(&p.templates, "templates", p.templates, "JSON file of named session templates (kernel, image, limits, env, preload, warm pool); none of them may ask more than the flags give a session (see docs/templates.md)")
 }

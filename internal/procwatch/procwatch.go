@@ -53,44 +53,96 @@ func statState(b []byte) (byte, bool) {
 	return b[i+2], true
 }
 
-// FindKernel finds, among root and the processes below it, the process of the
-// Jupyter kernel kernelID: the topmost one whose command line has an argument naming
-// its connection file, kernel-<kernelID>.json, as Jupyter Server names it (a kernel's
-// children forked without exec share its command line; they are below it). root is
-// the server's process or an ancestor of it (a supervisor, a container's first
-// process). It reads the children lists of /proc/<pid>/task/<tid>/children (Linux
-// 3.5 and later, with CONFIG_PROC_CHILDREN).
-func FindKernel(root int, kernelID string) (*Proc, error) {
-	if root <= 0 || kernelID == "" || strings.ContainsAny(kernelID, "/\x00") {
-		return nil, fmt.Errorf("find kernel %q below process %d: bad arguments", kernelID, root)
+// FindKernel finds the process of the Jupyter kernel kernelID: the child of the
+// server process whose command line has an argument naming its connection file,
+// kernel-<kernelID>.json, as Jupyter Server names it. Only the server's own children
+// count: code in a sandbox can start a process with any command line, and one it
+// orphans is adopted by the container's first process (above the server), never by
+// the server, so a look below the server alone cannot be led to a decoy. Find the
+// server with [FindServer]. It reads the children lists of
+// /proc/<pid>/task/<tid>/children (Linux 3.5 and later, with CONFIG_PROC_CHILDREN).
+func FindKernel(server int, kernelID string) (*Proc, error) {
+	if server <= 0 || kernelID == "" || strings.ContainsAny(kernelID, "/\x00") {
+		return nil, fmt.Errorf("find kernel %q below process %d: bad arguments", kernelID, server)
 	}
 	want := "kernel-" + kernelID + ".json"
-	level := []int{root}
-	seen := map[int]bool{}
-	for depth := 0; len(level) > 0 && depth < maxDepth; depth++ {
-		var next []int
-		for _, pid := range level {
-			if seen[pid] {
-				continue
-			}
-			seen[pid] = true
-			if hasArg(pid, want) {
-				return open(pid)
-			}
-			kids, err := children(pid)
-			if err != nil && pid == root {
-				return nil, fmt.Errorf("find kernel %s: list the children of process %d: %w", kernelID, root, err)
-			}
-			next = append(next, kids...)
-		}
-		level = next
+	kids, err := children(server)
+	if err != nil {
+		return nil, fmt.Errorf("find kernel %s: list the children of process %d: %w", kernelID, server, err)
 	}
-	return nil, fmt.Errorf("find kernel %s: no process below %d has %s on its command line", kernelID, root, want)
+	for _, pid := range kids {
+		if hasArg(pid, want) {
+			return open(pid)
+		}
+	}
+	return nil, fmt.Errorf("find kernel %s: no child of the server (process %d) has %s on its command line", kernelID, server, want)
 }
 
-// maxDepth bounds the search: a kernel is at most a few levels below its server's
-// supervisor or container's first process (docker-init, timeout, the server).
+// FindServer finds the Jupyter server's process at or below root (the server's
+// supervisor, or the container's first process with the server a few levels below
+// it): the first process, from root down through the OLDEST child at each level,
+// that runs the script launcher (the server's launcher: the last element of the
+// first argument after the program that is not an option; a supervisor that names
+// the launcher further on does not count). Processes started by code in the sandbox
+// are always younger than the server, so none of them is on that path, whatever
+// its command line says.
+func FindServer(root int, launcher string) (int, error) {
+	if root <= 0 || launcher == "" {
+		return 0, fmt.Errorf("find server %q at or below process %d: bad arguments", launcher, root)
+	}
+	pid := root
+	for depth := 0; depth < maxDepth; depth++ {
+		if runsScript(pid, launcher) {
+			return pid, nil
+		}
+		kids, err := children(pid)
+		if err != nil {
+			return 0, fmt.Errorf("find server: list the children of process %d: %w", pid, err)
+		}
+		next, ok := oldest(kids)
+		if !ok {
+			break
+		}
+		pid = next
+	}
+	return 0, fmt.Errorf("find server: no process on the path of oldest children from %d runs %s", root, launcher)
+}
+
+// maxDepth bounds FindServer's walk: the server is at most a few levels below the
+// container's first process (docker-init, timeout, the server).
 const maxDepth = 8
+
+// oldest returns the pid of pids that started first (field 22 of /proc/<pid>/stat,
+// in clock ticks since boot); pids that cannot be read are passed over.
+func oldest(pids []int) (int, bool) {
+	best, bestStart, found := 0, uint64(0), false
+	for _, pid := range pids {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			continue
+		}
+		start, ok := statStart(b)
+		if ok && (!found || start < bestStart) {
+			best, bestStart, found = pid, start, true
+		}
+	}
+	return best, found
+}
+
+// statStart returns the start time of a /proc/<pid>/stat line (field 22, counted
+// after the command name, which may hold any bytes).
+func statStart(b []byte) (uint64, bool) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(f[19], 10, 64)
+	return n, err == nil
+}
 
 // open opens pid's stat file and checks that the process still runs.
 func open(pid int) (*Proc, error) {
@@ -116,6 +168,23 @@ func hasArg(pid int, name string) bool {
 	for _, arg := range bytes.Split(b, []byte{0}) {
 		if len(arg) >= len(name) && filepath.Base(string(arg)) == name {
 			return true
+		}
+	}
+	return false
+}
+
+// runsScript reports whether pid's first argument after the program that is not an
+// option is a path whose last element is script, as an interpreter's command line
+// names the script it runs.
+func runsScript(pid int, script string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return false
+	}
+	args := bytes.Split(bytes.TrimSuffix(b, []byte{0}), []byte{0})
+	for _, arg := range args[1:] {
+		if !bytes.HasPrefix(arg, []byte("-")) {
+			return filepath.Base(string(arg)) == script
 		}
 	}
 	return false

@@ -1,8 +1,12 @@
 package procwatch
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,7 +36,7 @@ func TestFindKernelAndExit(t *testing.T) {
 		return err == nil
 	}, 5*time.Second, 10*time.Millisecond)
 	defer p.Close()
-	require.Equal(t, cmd.Process.Pid, p.Pid(), "the topmost process with the argument")
+	require.Equal(t, cmd.Process.Pid, p.Pid(), "the child with the argument")
 	require.False(t, p.Exited())
 
 	_, err := FindKernel(os.Getpid(), "abc-2")
@@ -79,4 +83,52 @@ func BenchmarkExited(b *testing.B) {
 			b.Fatal("this process has not exited")
 		}
 	}
+}
+
+// TestFindKernelIgnoresDecoys builds the tree a sandbox holds (this process in the
+// role of the container's first process or the server's supervisor, which adopts
+// orphans): a server running the launcher script with its kernel as a child, then,
+// younger, a decoy with the kernel's command line and a decoy server with a kernel
+// of its own, both children of the top process as orphans would be. Only the real
+// server and kernel are found.
+func TestFindKernelIgnoresDecoys(t *testing.T) {
+	dir := t.TempDir()
+	launcher := filepath.Join(dir, "kb_launcher.py")
+	script := "/bin/sh -c 'sleep 30 & wait' sh -f /tmp/runtime/kernel-k1.json &\nwait\n"
+	require.NoError(t, os.WriteFile(launcher, []byte(script), 0o644))
+	start := func(args ...string) *exec.Cmd {
+		cmd := exec.Command(args[0], args[1:]...)
+		require.NoError(t, cmd.Start())
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		})
+		return cmd
+	}
+	server := start("/bin/sh", launcher)
+	// Start times are in clock ticks (10 ms): the decoys start clearly later.
+	time.Sleep(50 * time.Millisecond)
+	start("/bin/sh", "-c", "sleep 30 & wait", "sh", "-f", "/tmp/runtime/kernel-k1.json")
+	start("/bin/sh", launcher)
+
+	var kernel *Proc
+	require.Eventually(t, func() bool {
+		pid, err := FindServer(os.Getpid(), "kb_launcher.py")
+		if err != nil {
+			return false
+		}
+		require.Equal(t, server.Process.Pid, pid, "the oldest process running the launcher")
+		kernel, err = FindKernel(pid, "k1")
+		return err == nil
+	}, 5*time.Second, 10*time.Millisecond)
+	defer kernel.Close()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(kernel.Pid()) + "/stat")
+	require.NoError(t, err)
+	ppid := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))[1]
+	require.Equal(t, strconv.Itoa(server.Process.Pid), ppid, "the kernel is the real server's child, not a decoy")
+
+	_, err = FindServer(os.Getpid(), "other.py")
+	require.Error(t, err)
+	_, err = FindKernel(server.Process.Pid, "k2")
+	require.Error(t, err, "another kernel's id")
 }

@@ -69,8 +69,12 @@ def format_result(r: Result, budget: int = DEFAULT_BUDGET) -> str:
     head = f"status: {r.status} | session: {r.session_id} | duration: {r.duration_ms} ms\n"
     if r.state_lost:
         head += "state_lost: true - the session's variables are gone (its kernel was restarted); re-run setup. Files are kept.\n"
-    if any("restored" in n for n in r.notes):
-        head += "state_restored: true - the session's state was restored\n"
+    if r.state_restored:
+        sr = r.state_restored
+        where = sr.get("from", "")
+        if where == "checkpoint":
+            where = f"the checkpoint taken after call {sr.get('after_call', 0)}"
+        head += f"state_restored: true - the session's variables were restored from {where}\n"
     tail = ""
     if r.error:
         tb = "\n".join(r.error.traceback[-6:])

@@ -69,6 +69,11 @@ class Result:
     state_lost: bool = False
     notes: List[str] = field(default_factory=list)
     duration_ms: int = 0
+    #: What a snapshot gave back before the code ran (after a hibernation, a fork, or a
+    #: kernel death with the template's after-call checkpoints): ``from``
+    #: ("hibernation", "fork:<id>", "checkpoint"), ``after_call`` (a checkpoint's),
+    #: ``restored``, ``not_restored``, ``bytes``, ``took_ms``; None when nothing was.
+    state_restored: Optional[Dict[str, Any]] = None
 
     @property
     def ok(self) -> bool:
@@ -86,7 +91,7 @@ class Result:
             artifacts=[Artifact.from_json(a) for a in d.get("artifacts") or []],
             truncated=bool(d.get("truncated", False)), truncation_note=d.get("truncation_note", ""),
             state_lost=bool(d.get("state_lost", False)), notes=list(d.get("notes") or []),
-            duration_ms=d.get("duration_ms", 0),
+            duration_ms=d.get("duration_ms", 0), state_restored=d.get("state_restored"),
         )
 
 
@@ -130,13 +135,17 @@ class SessionInfo:
     kernel_id: str = ""
     created: str = ""
     last_activity: str = ""
+    #: A hibernated session's snapshot (``bytes``, ``names``, ...), else None.
+    snapshot: Optional[Dict[str, Any]] = None
+    #: The last after-call checkpoint (``after_call``, ``bytes``, ``names``, ``taken``), else None.
+    checkpoint: Optional[Dict[str, Any]] = None
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "SessionInfo":
         """Return the SessionInfo d describes."""
         return cls(d.get("id", ""), d.get("template", ""), d.get("state", ""), d.get("execution_count", 0),
                    d.get("calls", 0), d.get("queued", 0), d.get("kernel_id", ""), d.get("created", ""),
-                   d.get("last_activity", ""))
+                   d.get("last_activity", ""), d.get("snapshot"), d.get("checkpoint"))
 
 
 @dataclass
