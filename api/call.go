@@ -29,7 +29,17 @@ var (
 
 	// ErrCallFinished: the call already ended, so it cannot be cancelled.
 	ErrCallFinished = errors.New("call already finished")
+
+	// ErrCallLost: the call was queued or running when the kernelbox process
+	// that ran it ended (SIGKILL, a crash, a stop): its answer is gone. A
+	// restarted server reports it so (CallInfo.Status CallLost), never as
+	// not found.
+	ErrCallLost = errors.New("call lost")
 )
+
+// CallLost is the CallInfo.Status of a call lost with the process that ran it
+// (ErrCallLost; CallInfo.Error says why). Its State is CallDone.
+const CallLost Status = "lost"
 
 // MaxCallCodeBytes is how much of a call's code a CallInfo carries in listings;
 // longer code is clipped and CallInfo.CodeClipped set.

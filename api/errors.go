@@ -94,6 +94,7 @@ const (
 	CodeInternal            Code = "internal"
 	CodeCallExpired         Code = "call_expired"
 	CodeCallFinished        Code = "call_finished"
+	CodeCallLost            Code = "call_lost"
 	CodeForbiddenHost       Code = "forbidden_host"
 	CodeTooLarge            Code = "too_large"
 	CodeTooManyNotebookRuns Code = "too_many_notebook_runs"
@@ -127,6 +128,7 @@ var codes = []struct {
 	{context.Canceled, CodeCanceled, 499},
 	{ErrCallExpired, CodeCallExpired, http.StatusGone},
 	{ErrCallFinished, CodeCallFinished, http.StatusConflict},
+	{ErrCallLost, CodeCallLost, http.StatusGone},
 	{ErrTooLarge, CodeTooLarge, http.StatusRequestEntityTooLarge},
 	{ErrTooManyNotebookRuns, CodeTooManyNotebookRuns, http.StatusTooManyRequests},
 	{ErrInvalidPath, CodeInvalidPath, http.StatusBadRequest},

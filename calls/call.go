@@ -29,6 +29,7 @@ type Call struct {
 	evicted   bool        // res's body was evicted for the total bound
 	err       error
 	cancelled bool
+	lost      bool // ended with the process that ran it (journal.go)
 }
 
 // ID returns the call's id.
@@ -126,6 +127,9 @@ func (c *Call) Info(withResult, clip bool) api.CallInfo {
 	if c.err != nil {
 		code, _ := api.CodeOf(c.err)
 		info.Error = &api.ErrorDetail{Code: code, Message: c.err.Error()}
+	}
+	if c.lost {
+		info.Status = api.CallLost
 	}
 	return info
 }

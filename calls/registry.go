@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -69,6 +70,12 @@ type Options struct {
 	MaxTotalResultBytes int64
 	// Logger receives the registry's logs. Defaults to discarding them.
 	Logger *slog.Logger
+
+	// Journal is a file private to the server where the registry lists the
+	// calls that have not ended (journal.go); New reads what an earlier
+	// process left there and keeps each of its calls as lost (api.CallLost),
+	// with the reason. Its directory must exist. Defaults to "": none is kept.
+	Journal string
 }
 
 func (o *Options) setDefaults() {
@@ -112,6 +119,11 @@ type Registry struct {
 	last     int64   // number of the last call id handed out
 	closed   bool
 
+	jmu     sync.Mutex // serializes journal writes; guards the fields below
+	jFrozen bool       // StopJournal wrote the journal's last list
+	jFile   *os.File   // the journal, open for appending; nil without one
+	jOps    int        // lines appended since the journal was last rewritten
+
 	results int64          // bytes held by the Results of finished calls (mu)
 	total   atomic.Int64   // bytes held by all logs
 	wg      sync.WaitGroup // the calls' goroutines
@@ -125,6 +137,9 @@ func New(runner Runner, o Options) *Registry {
 	r := &Registry{
 		runner: runner, o: o, prefix: "c" + hex.EncodeToString(b[:]) + "-",
 		calls: map[string]*Call{},
+	}
+	if o.Journal != "" {
+		r.loadJournal()
 	}
 	return r
 }
@@ -206,6 +221,7 @@ func (r *Registry) register(ctx context.Context, req api.Request) (*Call, contex
 	r.calls[c.id] = c
 	r.wg.Add(1)
 	r.mu.Unlock()
+	r.journalLine(journalEntry{Op: "+", ID: c.id, Session: req.SessionID, Code: clipCode(req.Code), Created: c.created})
 	return c, callCtx, nil
 }
 
@@ -219,6 +235,7 @@ func (r *Registry) run(ctx context.Context, c *Call) {
 		res, size = slim(res, r.o.MaxResultBytes)
 	}
 	r.o.Logger.Debug("call finished", "call", c.id, "session", c.req.SessionID, "err", err, "result_bytes", size)
+	defer r.journalLine(journalEntry{Op: "-", ID: c.id}) // after mu is let go: a rewrite takes it
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	// Done and the bookkeeping in one step: a caller that starts its next call
@@ -289,6 +306,9 @@ func (r *Registry) Close() error {
 		return nil
 	}
 	r.closed = true
+	r.mu.Unlock()
+	r.StopJournal()
+	r.mu.Lock()
 	for _, c := range r.calls {
 		c.cancel()
 	}

@@ -20,7 +20,9 @@
 // preload.go (templates), collect.go and facts.go (building the Result), files.go,
 // fileops.go and sessionfiles.go (the session files API), cull.go (idle sessions),
 // durable.go, hibernate.go, fork.go and snapshot.go with snapshot.py (hibernate,
-// resume and fork: the namespace saved and restored by the session's own kernel).
+// resume and fork: the namespace saved and restored by the session's own kernel),
+// keepstate.go and adopt.go (sessions kept across a restart: Options.StateDir,
+// Options.OnClose, the Reattacher backend ability).
 //
 // Guarantees: a call returns within its timeout plus a bounded grace with an honest
 // status; a session whose kernel was restarted says so (Result.StateLost); output is

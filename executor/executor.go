@@ -41,6 +41,8 @@ type Executor struct {
 
 	stop chan struct{}
 	wg   sync.WaitGroup
+
+	keep *keeper // the state file's writer (keepstate.go); nil without Options.StateDir
 }
 
 // New returns an executor. It starts no kernel until the first call (or, with
@@ -104,6 +106,9 @@ func New(opts Options) (*Executor, error) {
 		if err := hc.Health(context.Background()); errors.Is(err, ErrDisabled) {
 			e.disabled = err
 		}
+	}
+	if err := e.adopt(); err != nil {
+		return nil, err
 	}
 	if e.disabled == nil {
 		for _, t := range templates {
@@ -406,7 +411,9 @@ func (e *Executor) CloseSession(ctx context.Context, id string) error {
 }
 
 // Close stops every session and the backend, within Options.ShutdownTimeout. Calls in
-// flight end (as timeouts, or with ErrSessionClosed if still queued).
+// flight end (as timeouts, or with ErrSessionClosed if still queued). With a StateDir,
+// Options.OnClose may keep the sessions' kernels running or hibernate them first,
+// for the next executor to take back (keepstate.go).
 func (e *Executor) Close() error {
 	e.mu.Lock()
 	if e.closed {
@@ -424,6 +431,7 @@ func (e *Executor) Close() error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), e.opts.ShutdownTimeout)
 	defer cancel()
+	detach := e.prepareStop(ctx, list)
 	var mu sync.Mutex
 	var errs []error
 	var wg sync.WaitGroup
@@ -443,7 +451,11 @@ func (e *Executor) Close() error {
 		p.close(ctx)
 	}
 	e.wg.Wait()
-	if e.opts.Backend != nil {
+	if r, ok := e.opts.Backend.(Reattacher); ok && detach {
+		if err := r.Detach(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("detach backend: %w", err))
+		}
+	} else if e.opts.Backend != nil {
 		if err := e.opts.Backend.Close(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("close backend: %w", err))
 		}

@@ -120,6 +120,7 @@ func (s *session) hibernate(ctx context.Context) (*api.SnapshotInfo, error) {
 	s.state.Snapshot = info
 	s.state.Hibernated = time.Now()
 	s.mu.Unlock()
+	s.e.stateChanged()
 	return info, nil
 }
 

@@ -147,6 +147,18 @@ type Options struct {
 	// Observer receives events for metrics. Defaults to none.
 	Observer Observer
 
+	// StateDir is a directory private to this server (0700) where the executor
+	// keeps which session runs which kernel with which template, and which
+	// sessions are hibernated (keepstate.go), so that an executor made again
+	// with the same StateDir after this one ended (SIGKILL, or Close with
+	// StopKeep or StopHibernate) takes its sessions back: a Reattacher backend's
+	// running kernels, and hibernated sessions. Defaults to "": no session
+	// outlives the executor.
+	StateDir string
+
+	// OnClose is what Close does with the live sessions. Defaults to StopClose.
+	OnClose StopPolicy
+
 	// Logger receives the executor's logs. Defaults to discarding them.
 	Logger *slog.Logger
 }

@@ -56,6 +56,10 @@ type session struct {
 	// KeyboardInterrupt it ends with is theirs (cleared as each call starts).
 	interrupted atomic.Bool
 
+	// detached: the executor closes with StopKeep, so release lets go of the
+	// kernel without stopping it (keepstate.go).
+	detached atomic.Bool
+
 	mu      sync.Mutex
 	state   SessionInfo
 	noSleep string  // why the last idle hibernation failed; cleared by a call (cull.go)
@@ -149,6 +153,7 @@ func (s *session) release() {
 	s.qmu.Lock()
 	s.released = true
 	s.qmu.Unlock()
+	defer s.e.stateChanged()
 	for {
 		select {
 		case j := <-s.queue:
@@ -160,6 +165,10 @@ func (s *session) release() {
 		default:
 		}
 		break
+	}
+	if s.detached.Load() {
+		s.detach()
+		return
 	}
 	if s.k != nil {
 		if err := s.k.shutdown(context.Background(), s.e.opts.ShutdownTimeout); err != nil {
@@ -353,6 +362,7 @@ func (s *session) takeLost() (bool, string) {
 
 func (s *session) setKernel(k *kernel) {
 	s.k = k
+	defer s.e.stateChanged()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.kref = k

@@ -89,6 +89,9 @@ func (m *Manager) unmountAll() {
 		return
 	}
 	for _, mp := range diskimage.MountsBelow(m.sessionsDir) {
+		if m.keepsMount(mp) {
+			continue
+		}
 		if err := diskimage.Unmount(mp); err != nil {
 			m.log.Warn("could not unmount a session disk", "dir", mp, "err", err)
 		}

@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"cmp"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -150,6 +151,9 @@ func (m *Manager) setupKept() {
 	for _, n := range names {
 		if !api.ValidSessionID(n) {
 			continue // warm and trash directories are removed, not kept
+		}
+		if m.keepsMount(filepath.Join(m.sessionsDir, n)) {
+			continue // a live session a restarted server adopts
 		}
 		fi, err := m.sessions.Lstat(n)
 		if err != nil || !fi.IsDir() {

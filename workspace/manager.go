@@ -65,6 +65,11 @@ type Manager struct {
 	watchOnce sync.Once
 	watch     atomic.Pointer[watcher]
 
+	// keepMu guards keepMnt: the session directories whose disks stay mounted
+	// when the Manager closes (keepmounts.go).
+	keepMu  sync.Mutex
+	keepMnt map[string]bool
+
 	// noWriterScan turns off looking for processes that hold an output open for
 	// writing (writers.go), so tests can check what Collect does where it cannot
 	// see them.
@@ -117,6 +122,7 @@ func New(opts Options) (*Manager, error) {
 		artifactsDir: artifactsDir,
 		private:      privateDirs(append([]string{sessionsDir, artifactsDir}, opts.PrivateDirs...)...),
 	}
+	m.KeepMounted(opts.KeepMounted...)
 	if m.sessions, err = os.OpenRoot(sessionsDir); err != nil {
 		return nil, fmt.Errorf("workspace: %w", err)
 	}
@@ -128,6 +134,11 @@ func New(opts Options) (*Manager, error) {
 	m.setupDisks()
 	m.setupKept()
 	m.setupBudget()
+	// Options.KeepMounted is for New only: Close unmounts those disks unless
+	// KeepMounted names them again (a server that keeps its sessions once more).
+	m.keepMu.Lock()
+	m.keepMnt = nil
+	m.keepMu.Unlock()
 	return m, nil
 }
 

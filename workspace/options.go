@@ -62,6 +62,13 @@ type Options struct {
 	// state, such as its runtime directory. Protect adds more after New.
 	PrivateDirs []string
 
+	// KeepMounted lists session directories whose disks (DiskQuota) New leaves
+	// mounted and does not count among the closed sessions it keeps: sessions a
+	// restarted server adopts, whose containers still use their disks. Close
+	// unmounts them as any other unless Manager.KeepMounted names them again.
+	// Defaults to none.
+	KeepMounted []string
+
 	// HashInputs computes the SHA-256 of each staged input (Staged.SHA256) while
 	// copying it through user space. Without it (the default) the copy is a plain
 	// copy_file_range in the kernel and Staged.SHA256 is empty. Hashing costs about

@@ -60,18 +60,27 @@ func nameSafe(s string) string {
 // (executor.Adopter), so that `docker ps` shows which session it serves. It is a
 // no-op for a container already named after its session.
 func (p *Placement) Adopt(ctx context.Context, session string) error {
+	renamed, err := p.rename(ctx, session)
+	if renamed {
+		p.b.saveKept() // the state file lists it under its session from now on
+	}
+	return err
+}
+
+// rename renames the container after session, unless it is named so already.
+func (p *Placement) rename(ctx context.Context, session string) (bool, error) {
 	name := containerName(session, "", false, p.key)
 	p.nameMu.Lock()
 	defer p.nameMu.Unlock()
 	if p.name == name {
-		return nil
+		return false, nil
 	}
 	if _, err := p.b.api.ContainerRename(ctx, p.id, client.ContainerRenameOptions{NewName: name}); err != nil {
-		return fmt.Errorf("rename container %s to %s: %w", p.name, name, err)
+		return false, fmt.Errorf("rename container %s to %s: %w", p.name, name, err)
 	}
 	p.b.cfg.log.Debug("warm container taken by a session; renamed", "session", session, "container", dockerapi.Short(p.id), "was", p.name, "name", name)
 	p.name, p.session = name, session
-	return nil
+	return true, nil
 }
 
 // Name returns the container's name (kernelbox-<session>-<key>, see Adopt).

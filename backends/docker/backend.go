@@ -7,7 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -43,6 +46,14 @@ type Backend struct {
 	mu         sync.Mutex
 	closed     bool
 	placements map[string]*Placement // by container id: created and not yet removed
+
+	// What the state file kept from an earlier process (keep.go): the records
+	// read by New, left for Reattach, and why none were when the file was bad.
+	keepMu      sync.Mutex // serializes writes of the state file
+	detached    atomic.Bool
+	kept        map[string]keptContainer
+	keptErr     error
+	keptSkipped []string
 }
 
 var (
@@ -105,6 +116,21 @@ func newBackend(ctx context.Context, cfg config, api dockerAPI) (*Backend, error
 		stop:       stop,
 		placements: make(map[string]*Placement),
 	}
+	b.kept, b.keptSkipped, b.keptErr = readKept(cfg.stateFile, cfg.socketRoot, own)
+	if errors.Is(b.keptErr, ErrStateInUse) {
+		stop()
+		_ = os.Remove(sockRoot)
+		return nil, b.keptErr
+	}
+	if b.keptErr != nil {
+		cfg.log.Error("the state file cannot be used: no session is adopted, their containers are reaped", "err", b.keptErr)
+	}
+	for _, why := range b.keptSkipped {
+		cfg.log.Error("the state file lists a container it cannot adopt; it is reaped", "reason", why)
+	}
+	if err := markRoot(sockRoot, cfg.stateFile); err != nil {
+		cfg.log.Warn("mark the socket root with the state file", "err", err)
+	}
 	n, err := b.reap(ctx)
 	if err != nil {
 		// The backend works without reaping; the orphans stop at their max lifetime.
@@ -117,7 +143,15 @@ func newBackend(ctx context.Context, cfg config, api dockerAPI) (*Backend, error
 
 // StateDirs returns the private directory holding the containers' socket
 // directories (with each server's token), which no input may be staged from.
-func (b *Backend) StateDirs() []string { return []string{b.sockRoot} }
+func (b *Backend) StateDirs() []string {
+	dirs := []string{b.sockRoot}
+	for _, k := range b.kept {
+		if d := filepath.Dir(k.SockDir); !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
+}
 
 // Name returns "docker".
 func (b *Backend) Name() string { return "docker" }
@@ -220,12 +254,31 @@ func (b *Backend) Health(ctx context.Context) error {
 }
 
 // removeContainer force-removes container id; one already gone is not an error.
+// A removal that conflicts with one already under way (docker rm by hand, another
+// process's reaper) is done once the container is gone, within the context.
 func (b *Backend) removeContainer(ctx context.Context, id string) error {
 	_, err := b.api.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	if dockerapi.IsConflict(err) {
+		err = b.waitRemoved(ctx, id, err)
+	}
 	if err != nil && !dockerapi.IsNotFound(err) {
 		return fmt.Errorf("remove container %s: %w", dockerapi.Short(id), err)
 	}
 	return nil
+}
+
+// waitRemoved waits until container id is gone (nil) or ctx ends (cause).
+func (b *Backend) waitRemoved(ctx context.Context, id string, cause error) error {
+	for {
+		if _, err := b.api.ContainerInspect(ctx, id, client.ContainerInspectOptions{}); dockerapi.IsNotFound(err) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return cause
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // track records a created container so that Close removes it.
@@ -240,6 +293,7 @@ func (b *Backend) forget(p *Placement) {
 	b.mu.Lock()
 	delete(b.placements, p.id)
 	b.mu.Unlock()
+	b.saveKept()
 }
 
 // teardownContext returns a context for removing containers: it keeps ctx's values

@@ -14,8 +14,10 @@
 // session's next call gets a new container at once. owner.go labels containers with
 // the process that created them so that a later process can reap the containers of
 // one that crashed; adopt.go names each container after the session it serves (and
-// renames a warm pool's container when a session takes it). image.go builds the
-// kernel image from Debian packages without a registry.
+// renames a warm pool's container when a session takes it). keep.go and
+// reattach.go keep the containers across a restart of kernelbox (Options.StateFile,
+// [Backend.Reattach], [Backend.Detach]). image.go builds the kernel image from
+// Debian packages without a registry.
 //
 // The Docker daemon must run on the same machine as kernelbox: session directories and
 // each server's state directory are bind-mounted by host path, and kernelbox reaches

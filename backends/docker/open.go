@@ -99,6 +99,7 @@ func (b *Backend) open(ctx context.Context, spec executor.SessionSpec) (_ *Place
 	if err := b.startEgress(ctx, l, p); err != nil {
 		return nil, err
 	}
+	b.saveKept()
 	l.log.Info("container ready", "name", l.name, "elapsed", time.Since(l.t0).Round(time.Millisecond),
 		"create", l.tCreated.Sub(l.t0).Round(time.Millisecond), "start", l.tStarted.Sub(l.tCreated).Round(time.Millisecond),
 		"server", time.Since(l.tStarted).Round(time.Millisecond))
@@ -224,6 +225,7 @@ func (b *Backend) awaitReady(ctx context.Context, l *launch, p *Placement) error
 	}
 	// Placement.close closes the pinned socket after removing the container.
 	p.sock, p.pid = sock, pid
+	p.sockDev, p.sockIno = fileID(sock)
 	p.server.Endpoint.Socket = fdPath(sock)
 	p.ready.Store(true) // after server: Health reads it only once ready
 	p.watchExit()

@@ -116,6 +116,16 @@ type Options struct {
 	// temporary directory.
 	SocketRoot string
 
+	// StateFile is a file private to this server (in a 0700 directory) where the
+	// backend keeps what reaching its containers again takes: their ids, names,
+	// sessions, state directories and servers' tokens (reattach.go). A backend
+	// made with the same StateFile after this one ended (SIGKILL, or Detach)
+	// re-attaches the containers listed there that still run
+	// (executor.Reattacher), and no other kernelbox process reaps them. Empty
+	// means none is kept: Close removes every container and the next start reaps
+	// what a SIGKILL left.
+	StateFile string
+
 	// EgressTestHosts, when not nil, is the egress proxy's name resolution for
 	// templates with a network allowlist (egress.Options.TestHosts): a name
 	// resolves to its addresses here and nowhere else. It is for tests (a test
@@ -134,6 +144,7 @@ type config struct {
 	network      string
 	runtime      string
 	socketRoot   string
+	stateFile    string
 
 	egressTestHosts map[string][]netip.Addr
 }
@@ -186,6 +197,7 @@ func (o Options) resolve(euid, egid int) (config, error) {
 		network:      o.Network,
 		runtime:      o.Runtime,
 		socketRoot:   o.SocketRoot,
+		stateFile:    o.StateFile,
 
 		egressTestHosts: o.EgressTestHosts,
 	}

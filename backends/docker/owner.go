@@ -144,12 +144,16 @@ func (b *Backend) reap(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("list containers: %w", err)
 	}
 	var (
-		n    int
-		errs []error
+		n     int
+		errs  []error
+		files = map[string]map[string]bool{}
 	)
 	for _, c := range list.Items {
 		if c.Labels[LabelInstance] == b.instance {
 			continue
+		}
+		if _, ok := b.kept[c.ID]; ok {
+			continue // Reattach takes it back, or removes it
 		}
 		log := b.cfg.log.With("container", dockerapi.Short(c.ID), "session", c.Labels[LabelSession])
 		o, err := ownerFromLabels(c.Labels)
@@ -162,6 +166,10 @@ func (b *Backend) reap(ctx context.Context) (int, error) {
 			log.Debug("not reaping container", "reason", why)
 			continue
 		}
+		if keptElsewhere(c.ID, socketDirOf(c.Mounts), files) {
+			log.Debug("not reaping container: a state file keeps it for the next start of its server")
+			continue
+		}
 		_, err = b.api.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 		if err != nil && !dockerapi.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("remove orphaned container %s: %w", dockerapi.Short(c.ID), err))
@@ -172,6 +180,17 @@ func (b *Backend) reap(ctx context.Context) (int, error) {
 		n++
 	}
 	return n, errors.Join(errs...)
+}
+
+// socketDirOf returns the host directory mounted at the container's state
+// directory, or "".
+func socketDirOf(mounts []container.MountPoint) string {
+	for _, m := range mounts {
+		if m.Destination == containerSocketDir && filepath.IsAbs(m.Source) {
+			return filepath.Clean(m.Source)
+		}
+	}
+	return ""
 }
 
 // removeOrphanSocketDir removes the socket directory of a reaped container, and its

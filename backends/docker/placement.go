@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,6 +26,8 @@ type Placement struct {
 	key      string   // the random part of its name, also its state directory's name
 	sockDir  string   // host path of the container's state directory
 	sock     *os.File // the server's socket, pinned (O_PATH); nil until ready
+	sockDev  uint64   // the pinned socket's device and inode (keep.go)
+	sockIno  uint64
 	server   executor.Server
 	started  time.Time        // just before the container was created
 	memory   int64            // its memory limit (0: none), for diagnoses
@@ -99,6 +102,13 @@ func (p *Placement) close(ctx context.Context) error {
 	err := p.b.removeContainer(ctx, p.id)
 	if rmErr := os.RemoveAll(p.sockDir); rmErr != nil {
 		err = errors.Join(err, fmt.Errorf("remove state dir: %w", rmErr))
+	} else if root := filepath.Dir(p.sockDir); root != p.b.sockRoot {
+		// An adopted container's socket root, an earlier process's: gone with
+		// its last container.
+		_ = os.Remove(filepath.Join(root, keptMarker))
+		if os.Remove(root) != nil {
+			_ = markRoot(root, p.b.cfg.stateFile)
+		}
 	}
 	if err != nil {
 		return err

@@ -64,6 +64,9 @@ type backendConfig struct {
 	sessionMemory int64
 	remote        remoteFlags // remote.go
 	swarm         swarmFlags  // swarm.go
+	// stateFile is where a backend that keeps its sessions across a restart
+	// keeps what reaching them again takes (stop.go); "" for none.
+	stateFile string
 }
 
 // backends is the backend table, in the order -h, doctor and errors list them.

@@ -36,6 +36,7 @@ type engineFlags struct {
 	disk      diskFlags     // disk.go
 	pool      poolFlags     // templates.go; serve and mcp register it, run keeps its defaults
 	backends  backendConfig // backends.go: every backend's own flags
+	keep      *keepFlags    // stop.go: set by serve, whose sessions outlive a restart; nil for the others
 }
 
 // newEngineFlags returns the engine's defaults, which are also its flags' defaults.
@@ -76,6 +77,8 @@ type engine struct {
 	// Set by serverFlags.serve, for the commands that serve clients (server.go).
 	mcp   mcpserver.Options
 	calls *calls.Registry // shared by the HTTP API and MCP
+	// journal is the calls registry's journal (stop.go), or "".
+	journal string
 }
 
 func (f *engineFlags) logger(w io.Writer) (*slog.Logger, error) {
@@ -90,6 +93,9 @@ func (f *engineFlags) logger(w io.Writer) (*slog.Logger, error) {
 func (f *engineFlags) build(ctx context.Context, log *slog.Logger, approver permissions.Approver) (*engine, error) {
 	kind, err := lookupBackend(f.backend)
 	if err != nil {
+		return nil, err
+	}
+	if err := f.keep.prepare(f, kind, log); err != nil { // stop.go
 		return nil, err
 	}
 	ws, err := f.newWorkspace(log)
@@ -138,6 +144,8 @@ func (f *engineFlags) build(ctx context.Context, log *slog.Logger, approver perm
 		Limits:              limits,
 		Observer:            m,
 		Logger:              log,
+		StateDir:            f.keep.dir(),
+		OnClose:             f.keep.policy(),
 	})
 	if err != nil {
 		_ = backend.Close(context.Background())
@@ -146,7 +154,7 @@ func (f *engineFlags) build(ctx context.Context, log *slog.Logger, approver perm
 	}
 	m.WatchSessions(e.Sessions)
 	m.WatchTemplates(e.TemplateInfos)
-	return &engine{exec: e, backend: backend, kind: kind, ws: ws, log: log, metrics: m}, nil
+	return &engine{exec: e, backend: backend, kind: kind, ws: ws, log: log, metrics: m, journal: f.keep.journal()}, nil
 }
 
 // newWorkspace opens the workspace the flags describe.
@@ -161,7 +169,10 @@ func (f *engineFlags) newWorkspace(log *slog.Logger) (*workspace.Manager, error)
 	if dir, err := runtimefile.Dir(); err == nil {
 		private = append(private, dir)
 	}
-	wsOpts := workspace.Options{Root: wsRoot, ArtifactsDir: f.artifacts, PrivateDirs: private, Logger: log}
+	if d := f.keep.dir(); d != "" {
+		private = append(private, d)
+	}
+	wsOpts := workspace.Options{Root: wsRoot, ArtifactsDir: f.artifacts, PrivateDirs: private, Logger: log, KeepMounted: f.keep.mounted()}
 	if err := f.disk.apply(&wsOpts); err != nil {
 		return nil, err
 	}
@@ -175,6 +186,11 @@ func (f *engineFlags) newWorkspace(log *slog.Logger) (*workspace.Manager, error)
 // close stops the executor (which ends the calls still running), then waits for
 // the calls' goroutines, if the engine serves calls.
 func (en *engine) close() error {
+	if en.calls != nil {
+		// The calls still running are lost with this process: listed before the
+		// executor's stop ends them (calls/journal.go).
+		en.calls.StopJournal()
+	}
 	err := en.exec.Close()
 	if en.calls != nil {
 		_ = en.calls.Close()

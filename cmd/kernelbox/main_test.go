@@ -144,8 +144,10 @@ func startServeWith(t testing.TB, o serveOpts) *server {
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close())
 	s := &server{URL: "http://" + addr, Token: o.token, Data: data, log: &lockedBuffer{}}
+	// --on-stop close: the cleanup's SIGTERM leaves nothing behind (tests of
+	// the other policies say so in o.args, whose last --on-stop wins).
 	args := append(append([]string{"serve"}, backend...), "--workspace", ws, "--workdir", data,
-		"--listen", addr, "--log-level", "debug")
+		"--listen", addr, "--log-level", "debug", "--on-stop", "close")
 	if o.token != "" {
 		args = append(args, "--token", o.token)
 	}

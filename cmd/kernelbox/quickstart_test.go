@@ -138,6 +138,19 @@ echo "=== serve exit $?"
 echo '=== serve log'
 cat serve.log
 `)
+	// Started again, serve takes the sessions back (docker keeps them on a
+	// stop; local hibernates them); this one closes them when it stops, so that
+	// nothing is left.
+	fmt.Fprintf(&sh, "{ %s --on-stop close &\n} >restart.log 2>&1\nserve=$!\n", strings.TrimSpace(strings.TrimSuffix(serveLine, "&")))
+	sh.WriteString(`i=0; until bin/kernelbox sessions >/dev/null 2>&1; do i=$((i+1)); [ $i -gt 600 ] && break; sleep 0.1; done
+echo '=== restart sessions'
+bin/kernelbox sessions
+echo "=== exit $?"
+kill -TERM $serve; wait $serve
+echo "=== restart exit $?"
+echo '=== restart log'
+cat restart.log
+`)
 	argv := []string{"sh", "-c", sh.String()}
 	if netns {
 		argv = append([]string{"unshare", "--net", "--"}, argv...)
@@ -157,11 +170,11 @@ cat serve.log
 		switch {
 		case !ok:
 			parts[part] += l
-		case strings.HasPrefix(head, "exit "), strings.HasPrefix(head, "serve exit "):
+		case strings.HasPrefix(head, "exit "), strings.HasPrefix(head, "serve exit "), strings.HasPrefix(head, "restart exit "):
 			code, err := strconv.Atoi(head[strings.LastIndex(head, " ")+1:])
 			require.NoError(t, err, l)
-			if strings.HasPrefix(head, "serve") {
-				part = "serve"
+			if w, _, ok := strings.Cut(head, " exit "); ok {
+				part = w // "serve", "restart"
 			}
 			exits[part] = code
 		default:
@@ -183,6 +196,8 @@ cat serve.log
 			assert.Contains(t, parts[name], "s1", "`%s` does not list the session", cmdLine)
 		}
 	}
+	assert.Contains(t, parts["restart sessions"], "s1", "serve started again does not have the session")
+	assert.Equal(t, 0, exits["restart"], "serve started again did not exit cleanly on SIGTERM")
 	assert.NotEqual(t, 0, exits["wrong token"], "a wrong token was accepted")
 	assert.Contains(t, parts["wrong token"], "unauthorized (401)")
 	assert.Equal(t, 0, exits["dashboard"], parts["dashboard"])

@@ -38,6 +38,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if stdinIsTerminal() {
 		approver = &permissions.PromptApprover{In: os.Stdin, Out: stderr}
 	}
+	ef.keep = &keepFlags{onStop: sv.onStop} // stop.go: serve's sessions outlive a restart
 	en, err := ef.build(ctx, log, approver)
 	if err != nil {
 		return err
@@ -100,9 +101,14 @@ func serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener, en *
 		return err
 	case <-ctx.Done():
 	}
-	log.Info("shutting down: finishing calls in flight and stopping every kernel")
+	log.Info("shutting down: ending calls in flight; the sessions as --on-stop says")
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if en.calls != nil {
+		// The calls still running are lost with this process: listed before the
+		// executor's stop ends them (calls/journal.go).
+		en.calls.StopJournal()
+	}
 	// Close the executor first so that long calls end now instead of holding up
 	// the HTTP shutdown.
 	closeErr := en.exec.Close()

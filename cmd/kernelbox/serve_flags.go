@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/httpapi"
 )
 
@@ -20,6 +21,7 @@ type serveFlags struct {
 	maxConns     int
 	notebooks    httpapi.Options // the notebook limits only
 	dashboard    dashboardFlags  // dashboard.go
+	onStop       string          // keep, hibernate, close; "" = the backend's default (stop.go)
 }
 
 // register adds the "Server" group.
@@ -33,6 +35,7 @@ func (s *serveFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&nb.MaxNotebookBytes, "max-notebook-bytes", httpapi.DefaultMaxNotebookBytes, "largest request to POST /v1/notebooks/run, in bytes; over it the answer is 413 too_large")
 	fs.IntVar(&nb.MaxNotebookCells, "max-notebook-cells", httpapi.DefaultMaxNotebookCells, "most cells in a notebook sent to POST /v1/notebooks/run; over it the answer is 413 too_large")
 	fs.IntVar(&nb.MaxNotebookRuns, "max-notebook-runs", httpapi.DefaultMaxNotebookRuns, "notebooks run at once through POST /v1/notebooks/run; past it the answer is 429 too_many_notebook_runs, at once")
+	fs.StringVar(&s.onStop, "on-stop", "", "what a graceful stop (SIGTERM, SIGINT) does with the live sessions: keep (their kernels and containers run on, and serve started again on this workspace takes them back), hibernate (their variables saved in their directories, listed hibernated at the next start) or close (default: keep for docker, hibernate for local, close for the others)")
 	s.dashboard.register(fs)
 }
 
@@ -43,6 +46,11 @@ func (s *serveFlags) check(fs *flagSet) error {
 	}
 	if s.maxConns < 2 {
 		return exitCode{2, "--max-conns must be at least 2"}
+	}
+	if s.onStop != "" {
+		if _, err := executor.ParseStopPolicy(s.onStop); err != nil {
+			return exitCode{2, "--on-stop: " + err.Error()}
+		}
 	}
 	if s.notebooks.MaxNotebookBytes <= 0 || s.notebooks.MaxNotebookCells <= 0 || s.notebooks.MaxNotebookRuns <= 0 {
 		return exitCode{2, "--max-notebook-bytes, --max-notebook-cells and --max-notebook-runs must be positive"}

@@ -7,7 +7,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,7 +24,8 @@ import (
 )
 
 // rawServe starts `kernelbox serve` with extra arguments and returns the process and
-// its URL once healthy. The caller ends the process.
+// its URL once healthy. The caller ends the process. A graceful stop closes the
+// sessions (--on-stop close) unless args say otherwise.
 func rawServe(t *testing.T, args ...string) (*exec.Cmd, string, *lockedBuffer) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -30,7 +33,7 @@ func rawServe(t *testing.T, args ...string) (*exec.Cmd, string, *lockedBuffer) {
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close())
 	log := &lockedBuffer{}
-	cmd := exec.Command(kernelboxBin(t), append([]string{"serve", "--listen", addr}, args...)...)
+	cmd := exec.Command(kernelboxBin(t), append([]string{"serve", "--listen", addr, "--on-stop", "close"}, args...)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
@@ -89,7 +92,9 @@ func TestServeLocal(t *testing.T) {
 }
 
 // TestServeDockerKilled: after a SIGKILL of the server its containers outlive it,
-// and the next start reaps them; after SIGTERM nothing is left.
+// and a next start that has not their state (deleted here; TestServeDockerAdopt
+// is the start that has it) reaps them; after SIGTERM with --on-stop close
+// nothing is left.
 func TestServeDockerKilled(t *testing.T) {
 	testenv.Docker(t)
 	ws, data := testDirs(t)
@@ -102,6 +107,7 @@ func TestServeDockerKilled(t *testing.T) {
 	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 	_ = cmd.Wait()
 	require.Len(t, testenv.Containers(t, first), 2, "killed with SIGKILL, the server could not clean up")
+	require.NoError(t, os.RemoveAll(filepath.Join(ws, "state")))
 
 	cmd, url, log := rawServe(t, "--backend", "docker", "--workspace", ws, "--workdir", data)
 	require.Empty(t, testenv.Containers(t, first), "the next start reaps the dead owner's containers:\n%s", log)
@@ -126,7 +132,9 @@ func describe(pids []int) []string {
 // handler, and its answers name them.
 func TestServeNotebookLimitFlags(t *testing.T) {
 	testenv.Jupyter(t)
-	_, url, _ := rawServe(t, "--backend", "local", "--token", "tok", "--max-notebook-bytes", "4096", "--max-notebook-cells", "2")
+	ws, data := testDirs(t) // not the default .kernelbox in the source tree
+	_, url, _ := rawServe(t, "--backend", "local", "--token", "tok", "--max-notebook-bytes", "4096", "--max-notebook-cells", "2",
+		"--workspace", ws, "--workdir", data)
 	md := `{"cell_type": "markdown", "metadata": {}, "source": "x"}`
 	for body, want := range map[string]string{
 		`{"notebook": {"nbformat": 4, "nbformat_minor": 4, "metadata": {"pad": "` + strings.Repeat("x", 5000) + `"}, "cells": []}}`: "limit of 4 KiB (4096 bytes); send a smaller notebook or start the server with a higher --max-notebook-bytes",
@@ -165,7 +173,8 @@ func TestServeConnCap(t *testing.T) {
 			require.NoError(t, ln.Close())
 			// Idle connections are not closed during the test: it is the cap that
 			// must keep room.
-			args := append([]string{"serve", "--listen", addr, "--token", "tok", "--no-dashboard", "--conn-idle-timeout", "10m"}, tc.args...)
+			args := append([]string{"serve", "--listen", addr, "--token", "tok", "--no-dashboard", "--conn-idle-timeout", "10m",
+				"--workspace", t.TempDir()}, tc.args...) // not the default .kernelbox in the source tree
 			var cmd *exec.Cmd
 			if tc.ulimit > 0 {
 				lim := strconv.Itoa(tc.ulimit)

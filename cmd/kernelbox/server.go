@@ -25,7 +25,9 @@ func (s *serverFlags) register(fs *flagSet) {
 // HTTP API and MCP (closed by en.close), and the MCP options. timeout is the
 // engine's default per-call timeout.
 func (s *serverFlags) serve(en *engine, timeout time.Duration, log *slog.Logger) {
-	en.calls = calls.New(en.exec, s.calls.options(log))
+	co := s.calls.options(log)
+	co.Journal = en.journal
+	en.calls = calls.New(en.exec, co)
 	en.mcp = s.mcp.options(timeout, log)
 	en.mcp.Calls = en.calls
 }

@@ -29,6 +29,11 @@ func NewClient(host string) (*client.Client, error) {
 // network, secret, config) does not exist.
 func IsNotFound(err error) bool { return cerrdefs.IsNotFound(err) }
 
+// IsConflict reports whether err says the request conflicts with the object's
+// state, for example a removal of a container that another removal is already
+// at.
+func IsConflict(err error) bool { return cerrdefs.IsConflict(err) }
+
 // Short abbreviates a container, service or node id as the docker CLI does.
 func Short(id string) string {
 	if len(id) > 12 {

@@ -1,0 +1,274 @@
+package docker
+
+// Keeping containers across a restart of kernelbox (issue 34 item 1). With
+// Options.StateFile set, the backend keeps, in that file, what reaching each
+// session's container again takes: its id, name, session, state directory and
+// server token, and the identity (device, inode) of the server's socket it
+// pinned. The file is rewritten whole (temporary file, fsync, rename, 0600) each
+// time a container becomes ready, changes session or is removed, so that a
+// SIGKILL at any moment leaves either the old list or the new one. The next
+// backend with the same StateFile reads it in New: the containers it lists are
+// not reaped; reattach.go takes them back. Each socket root holds a marker file
+// naming the state file, so that another kernelbox process (another workspace)
+// does not reap a container that a state file still lists.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kernelbox/kernelbox/api"
+)
+
+// keptVersion is the state file's format version; another version is refused.
+const keptVersion = 1
+
+// keptMarker is the file in a socket root that names the state file listing its
+// containers.
+const keptMarker = ".state-file"
+
+// maxKeptBytes bounds the state file read back.
+const maxKeptBytes = 4 << 20
+
+// keptState is the state file.
+type keptState struct {
+	Version int    `json:"version"`
+	Host    string `json:"host"`
+	Boot    string `json:"boot"`
+	// Pid and Start identify the process that wrote the file (see owner): a
+	// process still running holds the containers, which another must not take.
+	Pid        int             `json:"pid"`
+	Start      string          `json:"start"`
+	Containers []keptContainer `json:"containers"`
+}
+
+// ErrStateInUse is returned by New when the state file (Options.StateFile) is
+// held by a kernelbox process that still runs: two servers must not share the
+// same sessions.
+var ErrStateInUse = errors.New("state file in use by a running kernelbox")
+
+// keptContainer is one container as the state file lists it.
+type keptContainer struct {
+	ID       string        `json:"id"`
+	Key      string        `json:"key"`
+	Name     string        `json:"name"`
+	Session  string        `json:"session"`
+	SockDir  string        `json:"sock_dir"`
+	Token    string        `json:"token"`
+	Kernel   string        `json:"kernel_name"`
+	Started  time.Time     `json:"started"`
+	Memory   int64         `json:"memory"`
+	MemTmpl  bool          `json:"memory_template,omitempty"`
+	Lifetime time.Duration `json:"lifetime"`
+	SockDev  uint64        `json:"sock_dev"`
+	SockIno  uint64        `json:"sock_ino"`
+	// Egress: the session's egress proxy ran in the process that made the
+	// container, so the container cannot be taken back (its kernel's only way
+	// out went with that process).
+	Egress bool `json:"egress,omitempty"`
+}
+
+var (
+	containerIDRe = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	tokenRe       = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
+
+// check refuses a record that does not have the shape the backend writes, so that a
+// tampered file cannot steer the backend to another container or directory.
+func (k keptContainer) check(socketRoot string) error {
+	switch {
+	case !containerIDRe.MatchString(k.ID):
+		return fmt.Errorf("container id %q is malformed", k.ID)
+	case !isContainerKey(k.Key):
+		return fmt.Errorf("container key %q is malformed", k.Key)
+	case !api.ValidSessionID(k.Session):
+		return fmt.Errorf("session %q is not a session id", k.Session)
+	case k.Name != containerName(k.Session, "", false, k.Key):
+		return fmt.Errorf("container name %q does not match its session and key", k.Name)
+	case !tokenRe.MatchString(k.Token):
+		return errors.New("token is malformed")
+	case filepath.Base(k.SockDir) != k.Key || filepath.Clean(k.SockDir) != k.SockDir ||
+		filepath.Dir(filepath.Dir(k.SockDir)) != socketRoot || !strings.HasPrefix(filepath.Base(filepath.Dir(k.SockDir)), socketRootPrefix):
+		return fmt.Errorf("state directory %q is not one of the backend's", k.SockDir)
+	}
+	return nil
+}
+
+// readKept reads the state file at path for self. A missing file is no state and
+// no error. Any other failure (unreadable, not this format, another host or boot)
+// is an error: nothing in it is adopted. Records of the wrong shape are dropped
+// and reported in skipped.
+func readKept(path, socketRoot string, self owner) (kept map[string]keptContainer, skipped []string, err error) {
+	if path == "" {
+		return nil, nil, nil
+	}
+	b, err := readSmall(path, maxKeptBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("read state file: %w", err)
+	}
+	var st keptState
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, nil, fmt.Errorf("state file %s is corrupt: %w", path, err)
+	}
+	switch {
+	case st.Version != keptVersion:
+		return nil, nil, fmt.Errorf("state file %s has format %d, this kernelbox reads %d", path, st.Version, keptVersion)
+	case st.Host != self.host || st.Boot != self.boot:
+		return nil, nil, fmt.Errorf("state file %s was written on host %q before its last boot or on another host: its containers are gone or not this host's", path, st.Host)
+	}
+	holder := owner{host: st.Host, boot: st.Boot, pid: st.Pid, start: st.Start}
+	if gone, why := judge(holder, self, procStart); !gone && holder != self && st.Pid > 0 {
+		return nil, nil, fmt.Errorf("%w: %s (%s)", ErrStateInUse, path, why)
+	}
+	kept = make(map[string]keptContainer, len(st.Containers))
+	for _, k := range st.Containers {
+		if err := k.check(socketRoot); err != nil {
+			skipped = append(skipped, err.Error())
+			continue
+		}
+		kept[k.ID] = k
+	}
+	return kept, skipped, nil
+}
+
+// readSmall reads a regular file of at most limit bytes, refusing links and
+// anything else.
+func readSmall(path string, limit int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() || fi.Size() > limit {
+		return nil, fmt.Errorf("%s is not a regular file of at most %d bytes", path, limit)
+	}
+	b := make([]byte, fi.Size())
+	_, err = f.ReadAt(b, 0)
+	return b, err
+}
+
+// writeFileAtomic writes data to path through a temporary file in its directory,
+// fsynced and renamed, mode 0600.
+func writeFileAtomic(path string, data []byte) (err error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = os.Remove(f.Name())
+		}
+	}()
+	if err = f.Chmod(0o600); err == nil {
+		if _, err = f.Write(data); err == nil {
+			err = f.Sync()
+		}
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
+
+// record returns p as the state file lists it, or false for a placement that is
+// not a session's ready container.
+func (p *Placement) record() (keptContainer, bool) {
+	name, session := p.names()
+	if !p.ready.Load() || p.closing.Load() || !api.ValidSessionID(session) {
+		return keptContainer{}, false
+	}
+	return keptContainer{
+		ID: p.id, Key: p.key, Name: name, Session: session, SockDir: p.sockDir,
+		Token: p.server.Endpoint.Token, Kernel: p.server.KernelName, Started: p.started,
+		Memory: p.memory, MemTmpl: p.memTmpl, Lifetime: p.lifetime,
+		SockDev: p.sockDev, SockIno: p.sockIno, Egress: p.egress != nil,
+	}, true
+}
+
+// saveKept writes the state file with the backend's ready session containers. A
+// failure is logged: the containers then cannot be adopted by the next start.
+func (b *Backend) saveKept() {
+	if b.cfg.stateFile == "" {
+		return
+	}
+	b.keepMu.Lock()
+	defer b.keepMu.Unlock()
+	if b.detached.Load() {
+		return // Detach wrote the last list
+	}
+	b.writeKeptLocked()
+}
+
+// writeKeptLocked writes the state file; b.keepMu is held.
+func (b *Backend) writeKeptLocked() {
+	b.mu.Lock()
+	st := keptState{Version: keptVersion, Host: b.owner.host, Boot: b.owner.boot, Pid: b.owner.pid, Start: b.owner.start,
+		Containers: []keptContainer{}}
+	for _, p := range b.placements {
+		if k, ok := p.record(); ok {
+			st.Containers = append(st.Containers, k)
+		}
+	}
+	b.mu.Unlock()
+	data, err := json.Marshal(st)
+	if err == nil {
+		err = writeFileAtomic(b.cfg.stateFile, data)
+	}
+	if err != nil {
+		b.cfg.log.Error("write the state file: the next start cannot adopt these sessions", "file", b.cfg.stateFile, "err", err)
+	}
+}
+
+// markRoot writes the socket root's marker naming the state file.
+func markRoot(root, stateFile string) error {
+	if stateFile == "" {
+		return nil
+	}
+	return writeFileAtomic(filepath.Join(root, keptMarker), []byte(stateFile))
+}
+
+// keptElsewhere reports whether container id, whose state directory is sockDir, is
+// listed in the state file its socket root's marker names: a container kept for
+// another workspace's next start, which a reap must leave alone. files caches
+// the state files read during one reap.
+func keptElsewhere(id, sockDir string, files map[string]map[string]bool) bool {
+	if sockDir == "" {
+		return false
+	}
+	b, err := readSmall(filepath.Join(filepath.Dir(sockDir), keptMarker), 4096)
+	if err != nil {
+		return false
+	}
+	path := string(b)
+	ids, ok := files[path]
+	if !ok {
+		ids = map[string]bool{}
+		if data, err := readSmall(path, maxKeptBytes); err == nil {
+			var st keptState
+			if json.Unmarshal(data, &st) == nil && st.Version == keptVersion {
+				for _, k := range st.Containers {
+					ids[k.ID] = true
+				}
+			}
+		}
+		files[path] = ids
+	}
+	return ids[id]
+}

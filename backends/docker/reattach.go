@@ -1,0 +1,210 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"syscall"
+
+	"github.com/moby/moby/client"
+
+	"github.com/kernelbox/kernelbox/backends/internal/sandbox"
+	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/internal/dockerapi"
+	"github.com/kernelbox/kernelbox/jupyter"
+)
+
+var _ executor.Reattacher = (*Backend)(nil)
+
+// Reattach takes back the containers the state file (Options.StateFile) listed
+// when New read it: each that still runs, whose server's socket is the one the
+// earlier process pinned (same device and inode: code in the container cannot
+// have put a socket of its own in its place) and whose server answers with its
+// token becomes a Placement again, as Open would have returned it. The others
+// are removed with their state directories and returned with Lost saying why.
+// Without a state file, or with one that could not be read (the error says
+// why), it returns none. It is called once; the state file is rewritten with what
+// was taken back.
+func (b *Backend) Reattach(ctx context.Context) ([]executor.Reattached, error) {
+	b.mu.Lock()
+	kept, keptErr := b.kept, b.keptErr
+	b.kept, b.keptErr = nil, nil
+	b.mu.Unlock()
+	if keptErr != nil {
+		return nil, fmt.Errorf("reattach containers: %w", keptErr)
+	}
+	out := make([]executor.Reattached, 0, len(kept))
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+	)
+	for _, k := range kept {
+		wg.Go(func() {
+			r := b.reattachOne(ctx, k)
+			mu.Lock()
+			out = append(out, r)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	b.saveKept()
+	return out, nil
+}
+
+// reattachOne takes back one kept container, or removes it and says why not.
+func (b *Backend) reattachOne(ctx context.Context, k keptContainer) executor.Reattached {
+	r := executor.Reattached{Session: k.Session}
+	log := b.cfg.log.With("session", k.Session, "container", dockerapi.Short(k.ID))
+	fail := func(why string) executor.Reattached {
+		err := b.removeContainer(ctx, k.ID)
+		_ = os.RemoveAll(k.SockDir)
+		log.Warn("kept container not adopted; removed", "reason", why, "err", err)
+		r.Lost = why
+		return r
+	}
+	insp, err := b.api.ContainerInspect(ctx, k.ID, client.ContainerInspectOptions{})
+	if dockerapi.IsNotFound(err) {
+		return fail(fmt.Sprintf("its container %s was removed while kernelbox was not running", k.Name))
+	}
+	if err != nil {
+		return fail("inspect its container: " + err.Error())
+	}
+	c := insp.Container
+	switch {
+	case c.Config == nil || c.Config.Labels[LabelCreatedBy] != sandbox.CreatedBy || socketDirOf(c.Mounts) != k.SockDir:
+		return fail(fmt.Sprintf("container %s is not the one the state file describes", dockerapi.Short(k.ID)))
+	case k.Egress:
+		return fail("its network allowlist's egress proxy ran in the previous kernelbox process")
+	case c.State == nil || !c.State.Running:
+		code, oom := 0, false
+		if c.State != nil {
+			code, oom = c.State.ExitCode, c.State.OOMKilled
+		}
+		return fail(fmt.Sprintf("its container %s stopped while kernelbox was not running (exit code %d, OOM-killed %t)", k.Name, code, oom))
+	}
+	sock, err := pinServerSocket(c.State.Pid)
+	if err != nil {
+		return fail("its server's socket is gone: " + err.Error())
+	}
+	if dev, ino := fileID(sock); dev != k.SockDev || ino != k.SockIno {
+		_ = sock.Close()
+		return fail("its server's socket was replaced while kernelbox was not running (it is not the socket the server made)")
+	}
+	hc := socketHTTPClient(fdPath(sock))
+	err = probe(ctx, hc, k.Token)
+	hc.CloseIdleConnections()
+	if err != nil {
+		_ = sock.Close()
+		return fail("its server does not answer: " + err.Error())
+	}
+	p := b.keptPlacement(k, c.State.Pid, sock)
+	log.Info("container adopted", "name", k.Name)
+	r.Placement = p
+	return r
+}
+
+// keptPlacement makes the Placement of a kept container whose server answered on
+// sock.
+func (b *Backend) keptPlacement(k keptContainer, pid int, sock *os.File) *Placement {
+	p := &Placement{
+		b: b, id: k.ID, key: k.Key, name: k.Name, session: k.Session, sockDir: k.SockDir, started: k.Started,
+		lost: make(chan struct{}), memory: k.Memory, memTmpl: k.MemTmpl, lifetime: k.Lifetime,
+		sock: sock, sockDev: k.SockDev, sockIno: k.SockIno, pid: pid,
+		server: executor.Server{
+			Endpoint:   jupyter.Endpoint{URL: "http://localhost", Token: k.Token, Socket: fdPath(sock)},
+			KernelName: k.Kernel,
+		},
+	}
+	p.ready.Store(true)
+	if f, err := oomCounterFile(pid, p.id); err == nil {
+		if n, err := readOOMKills(f); err == nil {
+			p.oomFile, p.oomSeen = f, n
+		}
+	}
+	b.track(p)
+	p.watchExit()
+	return p
+}
+
+// Detach ends the backend without stopping its session containers: the state file
+// keeps them for the next backend with the same StateFile, which takes them back
+// (Reattach). Opens in flight are aborted; containers that cannot be taken back
+// later (a warm pool's, one with an egress proxy, one not ready) are removed. The
+// backend is closed after it. Without a StateFile it is Close.
+func (b *Backend) Detach(ctx context.Context) error {
+	if b.cfg.stateFile == "" {
+		return b.Close(ctx)
+	}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	b.mu.Unlock()
+	b.stop()
+	b.opening.Wait()
+
+	ctx, cancel := teardownContext(ctx)
+	defer cancel()
+	var keep, drop []*Placement
+	b.mu.Lock()
+	for _, p := range b.placements {
+		if _, ok := p.record(); ok && p.egress == nil {
+			keep = append(keep, p)
+		} else {
+			drop = append(drop, p)
+		}
+	}
+	b.mu.Unlock()
+	errs := make([]error, len(drop))
+	var wg sync.WaitGroup
+	for i, p := range drop {
+		wg.Go(func() { errs[i] = p.close(ctx) })
+	}
+	wg.Wait()
+	b.keepMu.Lock()
+	b.writeKeptLocked()
+	b.detached.Store(true)
+	b.keepMu.Unlock()
+	for _, p := range keep {
+		p.release()
+	}
+	errs = append(errs, b.api.Close())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("detach docker backend: %w", err)
+	}
+	b.cfg.log.Info("docker backend detached: its containers are kept for the next start", "kept", len(keep), "removed", len(drop))
+	return nil
+}
+
+// release lets go of a kept container without stopping it: the exit watch, the
+// kernel watch and the pinned socket.
+func (p *Placement) release() {
+	p.closeMu.Lock()
+	defer p.closeMu.Unlock()
+	if p.stopWatch != nil {
+		p.stopWatch()
+		p.stopWatch = nil
+	}
+	p.watched.Set(nil)
+	if p.sock != nil {
+		_ = p.sock.Close()
+	}
+	p.closed = true
+}
+
+// fileID returns the device and inode of f, or zeros when it cannot be read.
+func fileID(f *os.File) (dev, ino uint64) {
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, 0
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, 0
+	}
+	return uint64(st.Dev), st.Ino //nolint:unconvert // Dev is not uint64 on every platform
+}

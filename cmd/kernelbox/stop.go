@@ -1,0 +1,102 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/kernelbox/kernelbox/executor"
+)
+
+// keepFlags is what serve's sessions need to outlive a restart of serve (issue 34
+// item 1): the --on-stop policy, and the workspace's private state directory,
+// WORKSPACE/state (0700), which holds the executor's sessions.json, the docker
+// backend's docker.json (containers, their servers' tokens) and the calls journal.
+// A nil *keepFlags (run, mcp) keeps nothing.
+type keepFlags struct {
+	onStop string // as given; "" = the backend's default
+
+	stateDir string
+	stop     executor.StopPolicy
+	backend  string
+}
+
+// defaultStop is the stop policy of a backend when --on-stop is not given: keep
+// for docker (a person upgrading kernelbox wants their sessions there),
+// hibernate for local (its kernels are kernelbox's children, they cannot outlive
+// it), close for the others (adoption is not built for them).
+func defaultStop(backend string) executor.StopPolicy {
+	switch backend {
+	case "docker":
+		return executor.StopKeep
+	case "local":
+		return executor.StopHibernate
+	}
+	return executor.StopClose
+}
+
+// prepare settles the policy and makes the state directory, before the workspace
+// and backend are built; it tells the docker backend its state file.
+func (k *keepFlags) prepare(f *engineFlags, kind backend, log *slog.Logger) error {
+	if k == nil {
+		return nil
+	}
+	k.backend, k.stop = kind.name, defaultStop(kind.name)
+	if k.onStop != "" {
+		p, err := executor.ParseStopPolicy(k.onStop)
+		if err != nil {
+			return exitCode{2, "--on-stop: " + err.Error()}
+		}
+		k.stop = p
+	}
+	root, err := filepath.Abs(f.workspace)
+	if err != nil {
+		return err
+	}
+	k.stateDir = filepath.Join(root, "state")
+	if err := os.MkdirAll(k.stateDir, 0o700); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	if err := os.Chmod(k.stateDir, 0o700); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	if kind.name == "docker" {
+		f.backends.stateFile = filepath.Join(k.stateDir, "docker.json")
+	}
+	log.Debug("sessions are kept across restarts", "state_dir", k.stateDir, "on_stop", string(k.stop))
+	return nil
+}
+
+// dir is the state directory, or "".
+func (k *keepFlags) dir() string {
+	if k == nil {
+		return ""
+	}
+	return k.stateDir
+}
+
+// policy is the stop policy (close without keepFlags).
+func (k *keepFlags) policy() executor.StopPolicy {
+	if k == nil {
+		return executor.StopClose
+	}
+	return k.stop
+}
+
+// journal is the calls journal's path, or "".
+func (k *keepFlags) journal() string {
+	if k == nil || k.stateDir == "" {
+		return ""
+	}
+	return filepath.Join(k.stateDir, "calls.json")
+}
+
+// mounted lists the sessions whose disks stay mounted for their adoption: those
+// the last serve of a docker backend left running.
+func (k *keepFlags) mounted() []string {
+	if k == nil || k.backend != "docker" || k.stateDir == "" {
+		return nil
+	}
+	return executor.KeptSessions(k.stateDir)
+}

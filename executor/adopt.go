@@ -1,0 +1,242 @@
+package executor
+
+// Adoption (issue 34 item 1): an executor made with the StateDir of one that ended
+// (SIGKILL, or Close with StopKeep or StopHibernate) takes its sessions back. The
+// state file (keepstate.go) says which session ran which kernel with which
+// template; a Reattacher backend gives back the placements that still run. A
+// session whose placement is back keeps its id, template, kernel and variables;
+// one whose placement is not (its container removed by hand meanwhile, a backend
+// whose kernels end with kernelbox) is retired with the reason, which its next
+// call reports as state_lost; a hibernated one is listed hibernated again.
+// Placements nobody claims are closed.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/kernelbox/kernelbox/api"
+	"github.com/kernelbox/kernelbox/jupyter"
+)
+
+// adoptBusyWait bounds how long an adopted kernel that still runs a call of the
+// old process is given to stop after its interrupt.
+const adoptBusyWait = 10 * time.Second
+
+// adopt reads the state file and takes back what it lists (see the file comment),
+// then starts the state writer. A state file that cannot be read adopts nothing
+// (it is set aside as sessions.json.bad, and logged), and what the backend kept
+// is closed as leftovers.
+func (e *Executor) adopt() error {
+	if e.opts.StateDir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(e.opts.StateDir, 0o700); err != nil {
+		return fmt.Errorf("executor: state dir: %w", err)
+	}
+	if err := os.Chmod(e.opts.StateDir, 0o700); err != nil {
+		return fmt.Errorf("executor: state dir: %w", err)
+	}
+	e.keep = &keeper{path: filepath.Join(e.opts.StateDir, stateFileName), dirty: make(chan struct{}, 1)}
+	recs, err := readState(e.keep.path)
+	if err != nil {
+		e.log.Error("the sessions' state cannot be used: no session is adopted, and what they left is removed", "err", err)
+		_ = os.Rename(e.keep.path, e.keep.path+".bad")
+		recs = nil
+	}
+	byID := make(map[string]keptSession, len(recs))
+	for _, r := range recs {
+		if ValidSessionID(r.ID) {
+			byID[r.ID] = r
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), e.opts.StartTimeout)
+	defer cancel()
+	placed := e.reattach(ctx, byID)
+	adopted, hibernated, lost := 0, 0, 0
+	for id, rec := range byID {
+		t := e.templates[rec.Template]
+		r := placed[id]
+		switch {
+		case t == nil:
+			e.retire(id, fmt.Sprintf("kernelbox restarted and the session's template %q is no longer configured: its variables are gone, its files are kept", rec.Template))
+		case rec.Lost != "":
+			e.retire(id, rec.Lost)
+		case r.Placement != nil:
+			e.adoptLive(rec, t, r.Placement)
+			adopted++
+			continue
+		case r.Lost != "":
+			e.retire(id, "kernelbox restarted and the session's kernel could not be taken back: "+r.Lost+"; its variables are gone, its files are kept")
+		case rec.Snapshot != nil && rec.KernelID == "":
+			e.adoptHibernated(rec, t)
+			hibernated++
+			continue
+		default:
+			e.retire(id, fmt.Sprintf("kernelbox restarted and the session's kernel did not outlive it (the %s backend kept none): its variables are gone, its files are kept", e.Backend()))
+		}
+		lost++
+	}
+	if len(byID) > 0 {
+		e.log.Info("sessions taken back after a restart", "adopted", adopted, "hibernated", hibernated, "lost", lost)
+	}
+	e.wg.Add(1)
+	go e.keepLoop()
+	e.stateChanged()
+	return nil
+}
+
+// reattach asks a Reattacher backend for its kept placements and returns those of
+// sessions in byID, by session; it closes the others.
+func (e *Executor) reattach(ctx context.Context, byID map[string]keptSession) map[string]Reattached {
+	placed := map[string]Reattached{}
+	ra, ok := e.opts.Backend.(Reattacher)
+	if !ok || e.disabled != nil {
+		return placed
+	}
+	list, err := ra.Reattach(ctx)
+	if err != nil {
+		e.log.Error("the backend kept no session", "err", err)
+	}
+	for _, r := range list {
+		rec, ok := byID[r.Session]
+		if r.Placement != nil && (!ok || rec.KernelID == "" || e.templates[rec.Template] == nil) {
+			e.log.Info("closing a kept placement no session claims", "session", r.Session)
+			if err := r.Placement.Close(ctx); err != nil {
+				e.log.Warn("closing an unclaimed placement", "session", r.Session, "err", err)
+			}
+			continue
+		}
+		placed[r.Session] = r
+	}
+	return placed
+}
+
+// retire records that session id's state is gone, and why: its next call says so.
+func (e *Executor) retire(id, why string) {
+	e.log.Warn("session not taken back after a restart", "session", id, "reason", why)
+	e.mu.Lock()
+	e.retireLocked(id, why)
+	e.mu.Unlock()
+}
+
+// startAdopted registers s and starts its worker, with first as its first job.
+func (e *Executor) startAdopted(s *session, first func(*session) error) {
+	if first != nil {
+		j := newJob(context.Background(), jobFunc, Request{SessionID: s.id}, nil, nil, time.Now())
+		j.fn = first
+		_ = s.enqueue(j) // the queue is empty: it has room
+	}
+	e.mu.Lock()
+	e.sessions[s.id] = s
+	e.mu.Unlock()
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		s.run()
+	}()
+}
+
+// adoptLive takes back a session whose placement p the backend gave back: its
+// worker's first job reconnects to the kernel (takeBack); calls queue behind it.
+func (e *Executor) adoptLive(rec keptSession, t *Template, p Placement) {
+	s := newSession(e, rec.ID, t)
+	s.state.Created, s.state.Calls, s.state.ExecutionCount = rec.Created, rec.Calls, rec.ExecutionCount
+	s.state.State = api.StateStarting
+	k := &kernel{placement: p, id: rec.KernelID}
+	if lr, ok := p.(LossReporter); ok {
+		k.lost = lr.Lost()
+	}
+	tc := *t
+	k.tmpl = &tc
+	if len(t.Env) > 0 {
+		sa, ok := e.opts.Backend.(SpecApplier)
+		k.envByCode = !ok || !sa.Applies().Env
+	}
+	e.startAdopted(s, func(s *session) error {
+		s.takeBack(k)
+		return nil
+	})
+}
+
+// adoptHibernated lists a session hibernated at the last stop as hibernated: its
+// next call (or a resume) restores its snapshot as after any hibernation.
+func (e *Executor) adoptHibernated(rec keptSession, t *Template) {
+	s := newSession(e, rec.ID, t)
+	info := *rec.Snapshot
+	s.sleep = &sleepState{info: info, from: "hibernation"}
+	s.asleep.Store(true)
+	snapObserver(e.opts.Observer).Hibernated(1)
+	s.state.Created, s.state.Calls, s.state.ExecutionCount = rec.Created, rec.Calls, rec.ExecutionCount
+	s.state.State, s.state.Snapshot, s.state.Hibernated = api.StateHibernated, &info, info.Taken
+	e.startAdopted(s, nil)
+}
+
+// takeBack connects the session to its adopted kernel k, on the session's worker. A
+// kernel still running a call of the old process is interrupted first (that call's
+// answer is lost with the process; the calls registry says so). When the kernel
+// cannot be reached, it and its placement are shut down and the next call starts a
+// fresh kernel, reporting state_lost with the reason.
+func (s *session) takeBack(k *kernel) {
+	ctx, cancel := context.WithTimeout(s.ctx, s.e.opts.StartTimeout)
+	defer cancel()
+	fail := func(why string) {
+		s.log.Warn("adopted kernel cannot be reached; the next call starts a fresh one", "reason", why)
+		s.markLost("kernelbox restarted and the session's kernel could not be reached again (" + why + "): its variables are gone, its files are kept")
+		_ = k.shutdown(ctx, s.e.opts.ShutdownTimeout)
+		s.setState(api.StateDead)
+	}
+	c, err := jupyter.NewClient(k.placement.Server().Endpoint, &jupyter.ClientOptions{Logger: s.e.log})
+	if err != nil {
+		fail(err.Error())
+		return
+	}
+	k.client = c
+	if err := k.stopOldCall(ctx, s); err != nil {
+		fail(err.Error())
+		return
+	}
+	if err := k.connect(ctx, s.e); err != nil {
+		fail(err.Error())
+		return
+	}
+	s.everAlive = true // the directory is this kernel's: not "from an earlier kernel"
+	if err := s.openWorkspace(); err != nil {
+		fail(err.Error())
+		return
+	}
+	s.setKernel(k)
+	s.setState(api.StateIdle)
+	s.log.Info("session adopted", "kernel_id", k.id)
+}
+
+// stopOldCall finds the adopted kernel on its server and interrupts it, whatever
+// its server says of it: a call of the old process may still run there (the
+// server's execution_state was seen "idle" for a kernel in the middle of a
+// time.sleep), and an interrupt of an idle Python kernel does nothing. It then
+// waits, up to adoptBusyWait, while the server says the kernel is busy; the
+// connection's kernel_info probe waits for the rest.
+func (k *kernel) stopOldCall(ctx context.Context, s *session) error {
+	km, err := k.client.Kernel(ctx, k.id)
+	if err != nil {
+		return fmt.Errorf("kernel %s: %w", k.id, err)
+	}
+	if err := k.client.Interrupt(ctx, k.id); err != nil {
+		return fmt.Errorf("interrupt kernel %s: %w", k.id, err)
+	}
+	s.log.Debug("adopted kernel interrupted, in case a call of the previous process still ran", "kernel_id", k.id, "execution_state", km.ExecutionState)
+	deadline := time.Now().Add(adoptBusyWait)
+	for km.ExecutionState == "busy" && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if km, err = k.client.Kernel(ctx, k.id); err != nil {
+			return fmt.Errorf("kernel %s: %w", k.id, err)
+		}
+	}
+	return nil
+}

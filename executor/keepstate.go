@@ -1,0 +1,319 @@
+package executor
+
+// The executor's kept state (Options.StateDir, issue 34 item 1): sessions.json
+// lists each session's id, template, kernel id and created time, and the snapshot
+// of a hibernated one. It is rewritten whole, through a temporary file that is
+// fsynced and renamed (0600), by one writer goroutine each time a session gets or
+// loses a kernel, hibernates or ends, so that a SIGKILL at any moment leaves the old
+// list or the new one. adopt.go reads it back.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/kernelbox/kernelbox/api"
+)
+
+// StopPolicy is what Executor.Close does with the live sessions.
+type StopPolicy string
+
+// The stop policies.
+const (
+	// StopClose stops every kernel (and container); the sessions' files stay.
+	StopClose StopPolicy = "close"
+	// StopKeep leaves the kernels running, listed in Options.StateDir, for the
+	// next executor with the same StateDir to adopt; it needs a Reattacher
+	// backend (else it is StopClose).
+	StopKeep StopPolicy = "keep"
+	// StopHibernate hibernates each session that can be (its snapshot kept in
+	// its directory, listed in StateDir), then stops every kernel; the next
+	// executor with the same StateDir lists them hibernated.
+	StopHibernate StopPolicy = "hibernate"
+)
+
+// ParseStopPolicy returns the policy named s, or an error naming the choices.
+func ParseStopPolicy(s string) (StopPolicy, error) {
+	switch p := StopPolicy(s); p {
+	case StopClose, StopKeep, StopHibernate:
+		return p, nil
+	}
+	return "", fmt.Errorf("stop policy %q: want keep, hibernate or close", s)
+}
+
+// stateFileName is the executor's state file in Options.StateDir.
+const stateFileName = "sessions.json"
+
+// stateVersion is the state file's format version; another is refused.
+const stateVersion = 1
+
+// maxStateBytes bounds the state file read back.
+const maxStateBytes = 16 << 20
+
+// keptSessions is the state file.
+type keptSessions struct {
+	Version  int           `json:"version"`
+	Sessions []keptSession `json:"sessions"`
+}
+
+// keptSession is one session in the state file.
+type keptSession struct {
+	ID             string            `json:"id"`
+	Template       string            `json:"template"`
+	KernelID       string            `json:"kernel_id,omitempty"`
+	Created        time.Time         `json:"created"`
+	Calls          int               `json:"calls,omitempty"`
+	ExecutionCount int               `json:"execution_count,omitempty"`
+	Snapshot       *api.SnapshotInfo `json:"snapshot,omitempty"`
+	// Lost says why a session's state did not survive the stop (it could not
+	// hibernate): the next executor tells its next call so.
+	Lost string `json:"lost,omitempty"`
+}
+
+// keeper writes the state file: stateChanged asks, one goroutine writes.
+type keeper struct {
+	path   string
+	dirty  chan struct{}
+	mu     sync.Mutex // held while writing; guards frozen
+	frozen bool       // Close wrote the last list
+}
+
+// stateChanged tells the state writer to write the sessions again. It never
+// blocks.
+func (e *Executor) stateChanged() {
+	if e.keep == nil {
+		return
+	}
+	select {
+	case e.keep.dirty <- struct{}{}:
+	default:
+	}
+}
+
+// keepLoop is the state writer goroutine; it ends with e.stop.
+func (e *Executor) keepLoop() {
+	defer e.wg.Done()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-e.keep.dirty:
+			e.writeState(e.liveRecords(), false)
+		}
+	}
+}
+
+// liveRecords returns the state file's records of the registered sessions.
+func (e *Executor) liveRecords() []keptSession {
+	e.mu.Lock()
+	list := make([]*session, 0, len(e.sessions))
+	for _, s := range e.sessions {
+		list = append(list, s)
+	}
+	e.mu.Unlock()
+	out := make([]keptSession, 0, len(list))
+	for _, s := range list {
+		if r, ok := s.record(); ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// record returns the session as the state file lists it: one with a kernel, or
+// hibernated.
+func (s *session) record() (keptSession, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := keptSession{ID: s.id, Template: s.tmpl.Name, Created: s.state.Created, Calls: s.state.Calls,
+		ExecutionCount: s.state.ExecutionCount, Snapshot: s.state.Snapshot}
+	if s.kref != nil {
+		r.KernelID = s.kref.id
+	}
+	return r, r.KernelID != "" || r.Snapshot != nil
+}
+
+// writeState writes recs as the state file; final freezes it (Close's last
+// list: later changes, sessions being torn down, are not written).
+func (e *Executor) writeState(recs []keptSession, final bool) {
+	k := e.keep
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.frozen {
+		return
+	}
+	k.frozen = final
+	data, err := json.Marshal(keptSessions{Version: stateVersion, Sessions: recs})
+	if err == nil {
+		err = writeAtomic(k.path, data)
+	}
+	if err != nil {
+		e.log.Error("write the sessions' state: the next start cannot adopt them", "file", k.path, "err", err)
+	}
+}
+
+// readState reads the state file at path. A missing file is an empty list.
+func readState(path string) ([]keptSession, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read state file: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read state file: %w", err)
+	}
+	if !fi.Mode().IsRegular() || fi.Size() > maxStateBytes {
+		return nil, fmt.Errorf("state file %s is not a regular file of at most %d bytes", path, maxStateBytes)
+	}
+	data := make([]byte, fi.Size())
+	if _, err := f.ReadAt(data, 0); err != nil {
+		return nil, fmt.Errorf("read state file: %w", err)
+	}
+	var st keptSessions
+	if err := json.Unmarshal(data, &st); err != nil {
+		return nil, fmt.Errorf("state file %s is corrupt: %w", path, err)
+	}
+	if st.Version != stateVersion {
+		return nil, fmt.Errorf("state file %s has format %d, this kernelbox reads %d", path, st.Version, stateVersion)
+	}
+	return st.Sessions, nil
+}
+
+// writeAtomic writes data to path through a fsynced temporary file renamed over
+// it, mode 0600.
+func writeAtomic(path string, data []byte) (err error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = os.Remove(f.Name())
+		}
+	}()
+	if err = f.Chmod(0o600); err == nil {
+		if _, err = f.Write(data); err == nil {
+			err = f.Sync()
+		}
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
+
+// prepareStop applies Options.OnClose before Close stops the sessions in list,
+// and writes the state file's last list. With StopKeep the sessions let go of
+// their kernels without stopping them; with StopHibernate each is hibernated
+// first (bounded by ctx), and one that cannot be is recorded as lost with why.
+// It reports whether the backend is to be detached rather than closed.
+func (e *Executor) prepareStop(ctx context.Context, list []*session) (detach bool) {
+	policy := e.opts.OnClose
+	_, reattaches := e.opts.Backend.(Reattacher)
+	if policy == StopKeep && !reattaches {
+		e.log.Warn("stop policy keep needs a backend whose kernels outlive kernelbox; closing the sessions", "backend", e.Backend())
+		policy = StopClose
+	}
+	if e.keep == nil {
+		return false
+	}
+	var recs []keptSession
+	switch policy {
+	case StopKeep:
+		for _, s := range list {
+			if r, ok := s.record(); ok && r.KernelID != "" {
+				recs = append(recs, r)
+				s.detached.Store(true)
+				e.opts.Workspace.KeepMounted(s.id)
+			}
+		}
+	case StopHibernate:
+		recs = e.hibernateAll(ctx, list)
+	}
+	e.writeState(recs, true)
+	e.log.Info("sessions kept for the next start", "policy", string(policy), "sessions", len(recs))
+	return policy == StopKeep
+}
+
+// hibernateAll interrupts and hibernates every session in list, at once,
+// bounded by ctx, and returns their records: hibernated, or lost with why.
+func (e *Executor) hibernateAll(ctx context.Context, list []*session) []keptSession {
+	var (
+		mu   sync.Mutex
+		recs []keptSession
+		wg   sync.WaitGroup
+	)
+	for _, s := range list {
+		wg.Go(func() {
+			_ = s.interrupt(ctx)
+			err := s.runFunc(ctx, func(s *session, _ *job) error {
+				if s.k == nil && s.sleep == nil {
+					return errNoKernel
+				}
+				_, err := s.hibernate(ctx)
+				return err
+			})
+			r, ok := s.record()
+			if errors.Is(err, errNoKernel) {
+				return
+			}
+			if err != nil || !ok || r.Snapshot == nil {
+				r = keptSession{ID: s.id, Template: s.tmpl.Name, Created: r.Created,
+					Lost: fmt.Sprintf("kernelbox was stopped and the session could not hibernate (%v): its variables are gone, its files are kept", err)}
+			}
+			mu.Lock()
+			recs = append(recs, r)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return recs
+}
+
+// errNoKernel: a session that never started a kernel has nothing to keep.
+var errNoKernel = errors.New("no kernel")
+
+// detach lets go of the session's kernel without stopping it (StopKeep): the
+// connection is closed, the kernel and its placement keep running, and the
+// session directory stays open (its disk mounted) for the next executor.
+func (s *session) detach() {
+	if s.k != nil {
+		s.k.dropConn()
+		if s.k.client != nil {
+			s.k.client.CloseIdle()
+		}
+	}
+	s.log.Info("session kept for the next start", "kernel_id", s.snapshot().KernelID)
+}
+
+// KeptSessions returns the ids of the sessions whose kernels the state file in dir
+// (an earlier executor's Options.StateDir) lists as running, so that the workspace
+// keeps their disks mounted for their adoption (workspace.Options.KeepMounted). A
+// missing or unreadable file lists none.
+func KeptSessions(dir string) []string {
+	recs, err := readState(filepath.Join(dir, stateFileName))
+	if err != nil {
+		return nil
+	}
+	var ids []string
+	for _, r := range recs {
+		if r.KernelID != "" && ValidSessionID(r.ID) {
+			ids = append(ids, r.ID)
+		}
+	}
+	return ids
+}
