@@ -19,11 +19,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/kernelbox/kernelbox/api"
+	"github.com/kernelbox/kernelbox/internal/statefile"
 )
 
 // journalVersion is the journal's format version; another is refused.
@@ -105,7 +105,7 @@ func (r *Registry) rewriteJournalLocked(stopped bool) {
 		r.jFile = nil
 	}
 	r.jOps, r.jFrozen = 0, stopped
-	err := writeAtomic(r.o.Journal, buf.Bytes())
+	err := statefile.Write(r.o.Journal, buf.Bytes(), false)
 	if err == nil && !stopped {
 		r.jFile, err = os.OpenFile(r.o.Journal, os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW, 0)
 	}
@@ -168,7 +168,7 @@ func (r *Registry) loadJournal() {
 // readJournal reads the journal at path and returns the calls it leaves open, in
 // the order they were registered; a missing journal has none.
 func readJournal(path string) ([]journalEntry, error) {
-	data, err := readSmall(path, maxJournalBytes)
+	data, err := statefile.Read(path, maxJournalBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -220,46 +220,4 @@ func readJournal(path string) ([]journalEntry, error) {
 		}
 	}
 	return out, nil
-}
-
-// readSmall reads a regular file of at most limit bytes, refusing links.
-func readSmall(path string, limit int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() || fi.Size() > limit {
-		return nil, fmt.Errorf("calls journal %s is not a regular file of at most %d bytes", path, limit)
-	}
-	data := make([]byte, fi.Size())
-	_, err = f.ReadAt(data, 0)
-	return data, err
-}
-
-// writeAtomic writes data to path through a temporary file renamed over it, mode
-// 0600. It does not fsync: the journal guards against the process's end, not the
-// machine's.
-func writeAtomic(path string, data []byte) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
-	if err != nil {
-		return err
-	}
-	if err = f.Chmod(0o600); err == nil {
-		_, err = f.Write(data)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		_ = os.Remove(f.Name())
-	}
-	return err
 }

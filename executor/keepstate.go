@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/kernelbox/kernelbox/api"
+	"github.com/kernelbox/kernelbox/internal/statefile"
 )
 
 // StopPolicy is what Executor.Close does with the live sessions.
@@ -152,7 +153,7 @@ func (e *Executor) writeState(recs []keptSession, final bool) {
 	k.frozen = final
 	data, err := json.Marshal(keptSessions{Version: stateVersion, Sessions: recs})
 	if err == nil {
-		err = writeAtomic(k.path, data)
+		err = statefile.Write(k.path, data, true)
 	}
 	if err != nil {
 		e.log.Error("write the sessions' state: the next start cannot adopt them", "file", k.path, "err", err)
@@ -188,32 +189,6 @@ func readState(path string) ([]keptSession, error) {
 		return nil, fmt.Errorf("state file %s has format %d, this kernelbox reads %d", path, st.Version, stateVersion)
 	}
 	return st.Sessions, nil
-}
-
-// writeAtomic writes data to path through a fsynced temporary file renamed over
-// it, mode 0600.
-func writeAtomic(path string, data []byte) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_ = os.Remove(f.Name())
-		}
-	}()
-	if err = f.Chmod(0o600); err == nil {
-		if _, err = f.Write(data); err == nil {
-			err = f.Sync()
-		}
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }
 
 // prepareStop applies Options.OnClose before Close stops the sessions in list,

@@ -17,14 +17,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/kernelbox/kernelbox/api"
+	"github.com/kernelbox/kernelbox/internal/statefile"
 )
 
 // keptVersion is the state file's format version; another version is refused.
@@ -109,7 +108,7 @@ func readKept(path, socketRoot string, self owner) (kept map[string]keptContaine
 	if path == "" {
 		return nil, nil, nil
 	}
-	b, err := readSmall(path, maxKeptBytes)
+	b, err := statefile.Read(path, maxKeptBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, nil
 	}
@@ -139,52 +138,6 @@ func readKept(path, socketRoot string, self owner) (kept map[string]keptContaine
 		kept[k.ID] = k
 	}
 	return kept, skipped, nil
-}
-
-// readSmall reads a regular file of at most limit bytes, refusing links and
-// anything else.
-func readSmall(path string, limit int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() || fi.Size() > limit {
-		return nil, fmt.Errorf("%s is not a regular file of at most %d bytes", path, limit)
-	}
-	b := make([]byte, fi.Size())
-	_, err = f.ReadAt(b, 0)
-	return b, err
-}
-
-// writeFileAtomic writes data to path through a temporary file in its directory,
-// fsynced and renamed, mode 0600.
-func writeFileAtomic(path string, data []byte) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_ = os.Remove(f.Name())
-		}
-	}()
-	if err = f.Chmod(0o600); err == nil {
-		if _, err = f.Write(data); err == nil {
-			err = f.Sync()
-		}
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }
 
 // record returns p as the state file lists it, or false for a placement that is
@@ -229,7 +182,7 @@ func (b *Backend) writeKeptLocked() {
 	b.mu.Unlock()
 	data, err := json.Marshal(st)
 	if err == nil {
-		err = writeFileAtomic(b.cfg.stateFile, data)
+		err = statefile.Write(b.cfg.stateFile, data, true)
 	}
 	if err != nil {
 		b.cfg.log.Error("write the state file: the next start cannot adopt these sessions", "file", b.cfg.stateFile, "err", err)
@@ -241,7 +194,7 @@ func markRoot(root, stateFile string) error {
 	if stateFile == "" {
 		return nil
 	}
-	return writeFileAtomic(filepath.Join(root, keptMarker), []byte(stateFile))
+	return statefile.Write(filepath.Join(root, keptMarker), []byte(stateFile), true)
 }
 
 // keptElsewhere reports whether container id, whose state directory is sockDir, is
@@ -252,7 +205,7 @@ func keptElsewhere(id, sockDir string, files map[string]map[string]bool) bool {
 	if sockDir == "" {
 		return false
 	}
-	b, err := readSmall(filepath.Join(filepath.Dir(sockDir), keptMarker), 4096)
+	b, err := statefile.Read(filepath.Join(filepath.Dir(sockDir), keptMarker), 4096)
 	if err != nil {
 		return false
 	}
@@ -260,7 +213,7 @@ func keptElsewhere(id, sockDir string, files map[string]map[string]bool) bool {
 	ids, ok := files[path]
 	if !ok {
 		ids = map[string]bool{}
-		if data, err := readSmall(path, maxKeptBytes); err == nil {
+		if data, err := statefile.Read(path, maxKeptBytes); err == nil {
 			var st keptState
 			if json.Unmarshal(data, &st) == nil && st.Version == keptVersion {
 				for _, k := range st.Containers {

@@ -13,6 +13,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/internal/statefile"
 	"github.com/kernelbox/kernelbox/jupyter"
 )
 
@@ -36,7 +37,7 @@ func TestReadKept(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := writeFileAtomic(p, b); err != nil {
+		if err := statefile.Write(p, b, true); err != nil {
 			t.Fatal(err)
 		}
 		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o600 {
