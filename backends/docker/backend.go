@@ -177,17 +177,9 @@ func (b *Backend) MountsData() bool { return true }
 // counts the containers to remove from the daemon (by LabelInstance), not only from
 // its own records. Closing twice is a no-op.
 func (b *Backend) Close(ctx context.Context) error {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	if !b.shutOnce() {
 		return nil
 	}
-	b.closed = true
-	b.mu.Unlock()
-
-	b.stop()
-	b.opening.Wait()
-
 	ctx, cancel := teardownContext(ctx)
 	defer cancel()
 	b.mu.Lock()
@@ -319,4 +311,20 @@ func isContainerKey(s string) bool {
 	}
 	_, err := hex.DecodeString(s)
 	return err == nil
+}
+
+// shutOnce marks the backend closed, stops its background work and waits for the
+// opens under way; it reports false when the backend was closed already (Close and
+// Detach then do nothing).
+func (b *Backend) shutOnce() bool {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return false
+	}
+	b.closed = true
+	b.mu.Unlock()
+	b.stop()
+	b.opening.Wait()
+	return true
 }

@@ -137,16 +137,9 @@ func (b *Backend) Detach(ctx context.Context) error {
 	if b.cfg.stateFile == "" {
 		return b.Close(ctx)
 	}
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	if !b.shutOnce() {
 		return nil
 	}
-	b.closed = true
-	b.mu.Unlock()
-	b.stop()
-	b.opening.Wait()
-
 	ctx, cancel := teardownContext(ctx)
 	defer cancel()
 	var keep, drop []*Placement
