@@ -71,7 +71,8 @@ func startDockerServe(t *testing.T) (*kbclient.Client, string) {
 	require.NoError(t, os.MkdirAll(in, 0o755))
 	sock := filepath.Join(dir, "api.sock")
 	cmd := exec.Command(lab.bin, "serve", "--backend", "docker", "--listen", "unix:"+sock,
-		"--workspace", filepath.Join(dir, "ws"), "--workdir", in, "--memory", "512m", "--max-sessions", "32")
+		"--workspace", filepath.Join(dir, "ws"), "--workdir", in, "--memory", "512m", "--max-sessions", "32",
+		"--on-stop", "close") // nothing outlives the test (the default keeps docker sessions)
 	cmd.Env = append(os.Environ(), "HOME="+dir)
 	logf, err := os.Create(filepath.Join(dir, "serve.log"))
 	require.NoError(t, err)

@@ -72,7 +72,10 @@ class Lab:
         env = dict(os.environ, TMPDIR=self.tmp)
         args = [binary(), "serve", "--backend", backend, "--listen", self.url, "--workspace",
                 os.path.join(root, "ws"), "--workdir", self.project, "--templates",
-                os.path.join(root, "templates.json"), "--no-dashboard", "--log-level", "warn"]
+                os.path.join(root, "templates.json"), "--no-dashboard", "--log-level", "warn",
+                # A one-shot demo: its sessions end with it (serve's default on a stop
+                # is to keep docker sessions for the next start).
+                "--on-stop", "close"]
         if backend == "local":
             args += ["--python", "/usr/bin/python3"]
         self.log = open(os.path.join(root, "serve.log"), "wb")

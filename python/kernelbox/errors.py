@@ -106,6 +106,11 @@ class CallExpired(APIError):
     """The call existed but the server's retention dropped it (410)."""
 
 
+class CallLost(APIError):
+    """The call ran in a kernelbox process that ended (SIGKILL, a crash, a stop): its
+    answer is gone (410). The restarted server says so instead of "not found"."""
+
+
 class CallFinished(APIError):
     """The call already ended, so it cannot be cancelled."""
 
@@ -174,6 +179,7 @@ ERRORS: Dict[str, Tuple[int, Type[APIError]]] = {
     "cross_origin": (403, CrossOrigin),
     "internal": (500, InternalError),
     "call_expired": (410, CallExpired),
+    "call_lost": (410, CallLost),
     "call_finished": (409, CallFinished),
     "forbidden_host": (403, ForbiddenHost),
     "too_large": (413, TooLarge),

@@ -108,7 +108,9 @@ class Serve:
         """Start serve and wait until /healthz answers."""
         listen = f"127.0.0.1:{self.port}" if self.tcp else self.url
         args = [binary(), "serve", "--backend", self.backend, "--listen", listen, "--workspace", self.workspace,
-                "--no-dashboard", "--idle-timeout", "0", "--log-level", "warn"]
+                "--no-dashboard", "--idle-timeout", "0", "--log-level", "warn",
+                # Nothing outlives the test's serve (the default keeps docker sessions).
+                "--on-stop", "close"]
         if self.backend == "local":
             args += ["--python", JUPYTER_PYTHON]
         if "--disk-quota" not in self.extra:
