@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/kernelbox/kernelbox/httpapi"
-	"github.com/kernelbox/kernelbox/jupyterapi"
 	"github.com/kernelbox/kernelbox/internal/runtimefile"
+	"github.com/kernelbox/kernelbox/jupyterapi"
 	"github.com/kernelbox/kernelbox/permissions"
 )
 
