@@ -118,7 +118,7 @@ func TestChannelsExecute(t *testing.T) {
 	require.NoError(t, b.c.WriteJSON(map[string]any{
 		"channel": "shell", "header": map[string]any{"msg_id": x, "msg_type": "execute_request"},
 		"parent_header": map[string]any{"msg_id": x, "msg_type": "execute_request"},
-		"metadata": map[string]any{}, "content": map[string]any{"code": "print('from b')"},
+		"metadata":      map[string]any{}, "content": map[string]any{"code": "print('from b')"},
 	}))
 	rep, io = b.until(x, "execute_reply")
 	assert.Equal(t, "ok", rep.text("status"))
