@@ -15,6 +15,7 @@ import (
 // the client's content, and answers with the client's header as the parent.
 func (c *client) handle(m *inMsg) {
 	t := m.head.MsgType
+	c.g.log.Debug("gateway: message", "kernel_id", c.k.id, "channel", m.Channel, "msg_type", t)
 	switch {
 	case m.Channel == jupyter.ChannelStdin:
 		// kernelbox runs every call with allow_stdin false, so no kernel ever

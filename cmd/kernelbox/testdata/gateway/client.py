@@ -51,12 +51,27 @@ class Kernel:
         }))
         return mid
 
-    def collect(self, mid, reply_type, deadline=120):
+    def wait_for_ready(self):
+        """Sends kernel_info_request until one is answered, as jupyter_client's
+        wait_for_ready does: Jupyter Server 1.23's gateway proxy drops what a
+        client sends before its own connection to the gateway is open."""
+        for _ in range(60):
+            reply, _ = self.collect(self.send("kernel_info_request", {}), "kernel_info_reply", deadline=1, must=False)
+            if reply:
+                return reply
+        fail("no kernel_info_reply")
+
+    def collect(self, mid, reply_type, deadline=120, must=True):
         """Reads until reply_type and status idle for mid; returns (reply, iopub)."""
         reply, iopub, idle = None, [], reply_type != "execute_reply"
         end = time.time() + deadline
         while time.time() < end and not (reply and idle):
-            m = json.loads(self.ws.recv())
+            self.ws.settimeout(max(0.05, end - time.time()))
+            try:
+                raw = self.ws.recv()
+            except websocket.WebSocketTimeoutException:
+                break
+            m = json.loads(raw)
             if m.get("parent_header", {}).get("msg_id") != mid:
                 continue
             t = m["header"]["msg_type"]
@@ -67,7 +82,7 @@ class Kernel:
                     idle = True
                 elif t != "status":
                     iopub.append(m)
-        if not reply:
+        if not reply and must:
             fail("no %s for %s" % (reply_type, mid))
         return reply, iopub
 
@@ -92,8 +107,12 @@ def main():
     kid = k["id"]
     step("started", id=kid, status=status, name=k["name"])
     kern = Kernel(kid)
-    reply, _ = kern.collect(kern.send("kernel_info_request", {}), "kernel_info_reply")
+    reply = kern.wait_for_ready()
     step("kernel_info", language=reply["content"]["language_info"]["name"])
+    if name == "analyst":
+        _, io = kern.execute("print(preset)")
+        if stdout_of(io).strip() != "7":
+            fail("the template's preload did not run: %r" % stdout_of(io))
     reply, _ = kern.execute("x = 21")
     reply, io = kern.execute("print(x * 2)")
     out = stdout_of(io)
