@@ -27,8 +27,20 @@ import (
 // time.sleep(60), a restart, a shutdown; each kernel is a kernelbox session
 // (GET /v1/sessions) while it lives.
 func TestJupyterServerGateway(t *testing.T) {
+	testJupyterGateway(t, "jupyter_server", "jupyter_server.gateway.managers")
+}
+
+// TestNotebookGateway is TestJupyterServerGateway with Notebook 6.4
+// (Debian's jupyter-notebook, `jupyter notebook --gateway-url`).
+func TestNotebookGateway(t *testing.T) {
+	testJupyterGateway(t, "notebook", "notebook.gateway.managers")
+}
+
+// testJupyterGateway runs the gateway client test with `python -m module`
+// as the Jupyter server; gateway is its gateway client's module.
+func testJupyterGateway(t *testing.T, module, gateway string) {
 	py := testenv.Jupyter(t)
-	testenv.Imports(t, py, "jupyter_server.gateway.managers", "websocket")
+	testenv.Imports(t, py, gateway, "websocket")
 	const tok = "gw-test-token"
 	t.Setenv("KERNELBOX_TOKEN", tok) // serve reads it: no token in a command line
 	ws, data := testDirs(t)
@@ -37,7 +49,7 @@ func TestJupyterServerGateway(t *testing.T) {
 		{"name": "analyst", "description": "x preset", "preload": ["preset = 7"]}]}`), 0o600))
 	_, url, log := rawServe(t, "--backend", "local", "--python", py, "--workspace", ws, "--workdir", data, "--templates", tmpl)
 
-	jurl := startJupyterServer(t, py, url, tok)
+	jurl := startJupyterServer(t, py, module, url, tok)
 	for _, template := range []string{"default", "analyst"} {
 		t.Run(template, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -79,17 +91,22 @@ func TestJupyterServerGateway(t *testing.T) {
 	require.JSONEq(t, `{"sessions":[]}`, getJSON(t, url+"/v1/sessions", tok), "every kernel was shut down")
 }
 
-// startJupyterServer starts Jupyter Server with --gateway-url at kernelbox
-// (its token in the environment) and returns its URL; its own token is "jtok".
-func startJupyterServer(t *testing.T, py, gateway, tok string) string {
+// startJupyterServer starts Jupyter Server (module jupyter_server) or
+// Notebook (module notebook) with --gateway-url at kernelbox (its token in the
+// environment) and returns its URL; its own token is "jtok".
+func startJupyterServer(t *testing.T, py, module, gateway, tok string) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	port := ln.Addr().(*net.TCPAddr).Port
 	require.NoError(t, ln.Close())
 	dir := t.TempDir()
-	args := []string{"-m", "jupyter_server", "--no-browser", "--ip=127.0.0.1", "--port=" + strconv.Itoa(port),
-		"--gateway-url=" + gateway, "--ServerApp.root_dir=" + dir}
+	root := "--ServerApp.root_dir="
+	if module == "notebook" {
+		root = "--notebook-dir="
+	}
+	args := []string{"-m", module, "--no-browser", "--ip=127.0.0.1", "--port=" + strconv.Itoa(port),
+		"--gateway-url=" + gateway, root + dir}
 	if os.Geteuid() == 0 {
 		args = append(args, "--allow-root")
 	}
