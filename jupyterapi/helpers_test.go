@@ -2,6 +2,7 @@ package jupyterapi_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -38,7 +39,14 @@ func newGW(t *testing.T, o jupyterapi.Options, mod func(*executor.Options)) *gw 
 	srv := httptest.NewServer(httpapi.New(te.Exec, httpapi.Options{
 		Token: token, Hosts: httpapi.Hosts{Loopback: true}, Workspace: te.WS, Gateway: g,
 	}))
-	t.Cleanup(srv.Close)
+	t.Cleanup(func() {
+		srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := g.Close(ctx); err != nil {
+			t.Errorf("close gateway: %v", err)
+		}
+	})
 	return &gw{t: t, srv: srv, e: te.Exec, g: g}
 }
 
