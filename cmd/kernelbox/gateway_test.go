@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/backends/docker"
 	"github.com/kernelbox/kernelbox/internal/testenv"
 )
 
@@ -27,18 +28,31 @@ import (
 // time.sleep(60), a restart, a shutdown; each kernel is a kernelbox session
 // (GET /v1/sessions) while it lives.
 func TestJupyterServerGateway(t *testing.T) {
-	testJupyterGateway(t, "jupyter_server", "jupyter_server.gateway.managers")
+	py := testenv.Jupyter(t)
+	testJupyterGateway(t, "jupyter_server", "jupyter_server.gateway.managers", []string{"--backend", "local", "--python", py}, nil)
 }
 
 // TestNotebookGateway is TestJupyterServerGateway with Notebook 6.4
 // (Debian's jupyter-notebook, `jupyter notebook --gateway-url`).
 func TestNotebookGateway(t *testing.T) {
-	testJupyterGateway(t, "notebook", "notebook.gateway.managers")
+	py := testenv.Jupyter(t)
+	testJupyterGateway(t, "notebook", "notebook.gateway.managers", []string{"--backend", "local", "--python", py}, nil)
+}
+
+// TestJupyterServerGatewayDocker is TestJupyterServerGateway on the docker
+// backend: each kernel Jupyter starts is a hardened container of serve's, and
+// none is left after its shutdown.
+func TestJupyterServerGatewayDocker(t *testing.T) {
+	testenv.Image(t, docker.DefaultImage)
+	testJupyterGateway(t, "jupyter_server", "jupyter_server.gateway.managers", []string{"--backend", "docker"},
+		func(t *testing.T, serve int) { require.Len(t, testenv.Containers(t, serve), 1, "the kernel's container") })
 }
 
 // testJupyterGateway runs the gateway client test with `python -m module`
-// as the Jupyter server; gateway is its gateway client's module.
-func testJupyterGateway(t *testing.T, module, gateway string) {
+// as the Jupyter server (gateway is its gateway client's module) and serve
+// started with backend's flags; live, if set, checks the serve process (its
+// pid) while a kernel lives.
+func testJupyterGateway(t *testing.T, module, gateway string, backend []string, live func(t *testing.T, serve int)) {
 	py := testenv.Jupyter(t)
 	testenv.Imports(t, py, gateway, "websocket")
 	const tok = "gw-test-token"
@@ -47,7 +61,7 @@ func testJupyterGateway(t *testing.T, module, gateway string) {
 	tmpl := filepath.Join(t.TempDir(), "templates.json")
 	require.NoError(t, os.WriteFile(tmpl, []byte(`{"templates": [
 		{"name": "analyst", "description": "x preset", "preload": ["preset = 7"]}]}`), 0o600))
-	_, url, log := rawServe(t, "--backend", "local", "--python", py, "--workspace", ws, "--workdir", data, "--templates", tmpl)
+	serve, url, log := rawServe(t, append(backend, "--workspace", ws, "--workdir", data, "--templates", tmpl)...)
 
 	jurl := startJupyterServer(t, py, module, url, tok)
 	for _, template := range []string{"default", "analyst"} {
@@ -79,6 +93,9 @@ func testJupyterGateway(t *testing.T, module, gateway string) {
 					sessions := getJSON(t, url+"/v1/sessions", tok)
 					require.Contains(t, sessions, `"id":"`+kid+`"`)
 					require.Contains(t, sessions, `"template":"`+template+`"`)
+					if live != nil {
+						live(t, serve.Process.Pid)
+					}
 					_, err := io.WriteString(stdin, "\n")
 					require.NoError(t, err)
 				}
@@ -89,6 +106,10 @@ func testJupyterGateway(t *testing.T, module, gateway string) {
 		})
 	}
 	require.JSONEq(t, `{"sessions":[]}`, getJSON(t, url+"/v1/sessions", tok), "every kernel was shut down")
+	if live != nil {
+		require.Eventually(t, func() bool { return len(testenv.Containers(t, serve.Process.Pid)) == 0 }, 30*time.Second, 200*time.Millisecond,
+			"a container outlived its kernel's shutdown")
+	}
 }
 
 // startJupyterServer starts Jupyter Server (module jupyter_server) or
