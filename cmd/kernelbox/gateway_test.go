@@ -45,7 +45,9 @@ func TestNotebookGateway(t *testing.T) {
 func TestJupyterServerGatewayDocker(t *testing.T) {
 	testenv.Image(t, docker.DefaultImage)
 	testJupyterGateway(t, "jupyter_server", "jupyter_server.gateway.managers", []string{"--backend", "docker"},
-		func(t *testing.T, serve int) { require.Len(t, testenv.Containers(t, serve), 1, "the kernel's container") })
+		func(t *testing.T, serve int) {
+			require.Len(t, testenv.Containers(t, serve), 1, "the kernel's container")
+		})
 }
 
 // testJupyterGateway runs the gateway client test with `python -m module`
