@@ -130,8 +130,28 @@ func (c *client) writeLoop() {
 				return
 			}
 		case <-c.quit:
+			if c.code == closeNormal || c.code == closeGoingAway {
+				c.flush() // what was queued before an orderly close (a last reply)
+			}
 			msg := websocket.FormatCloseMessage(c.code, clipReason(c.reason))
 			_ = c.ws.WriteControl(websocket.CloseMessage, msg, time.Now().Add(time.Second))
+			return
+		}
+	}
+}
+
+// flush writes the frames queued now, each within WriteTimeout, and stops at
+// the first that fails.
+func (c *client) flush() {
+	for {
+		select {
+		case f := <-c.out:
+			c.queued.Add(-int64(len(f)))
+			_ = c.ws.SetWriteDeadline(time.Now().Add(c.g.o.WriteTimeout))
+			if c.ws.WriteMessage(websocket.TextMessage, f) != nil {
+				return
+			}
+		default:
 			return
 		}
 	}

@@ -147,3 +147,34 @@ func connections(t *testing.T, s *gw, id string) int {
 	require.NoError(t, json.Unmarshal(b, &k))
 	return k.Connections
 }
+
+// TestKernelClosedUnderClient: a kernel shut down (DELETE /api/kernels) while
+// a client is connected closes the client's socket with a reason; a session
+// closed through /v1 under a client answers its next execute_request with an
+// error and closes the socket, instead of making a new session of that id.
+func TestKernelClosedUnderClient(t *testing.T) {
+	s := newGW(t, jupyterapi.Options{}, nil)
+	id := s.start("default")
+	c := s.mustDial(id)
+	st, _ := s.do("DELETE", "/api/kernels/"+id, "")
+	require.Equal(t, http.StatusNoContent, st)
+	code, reason := c.closeCode(30 * time.Second)
+	assert.Equal(t, 1000, code)
+	assert.Contains(t, reason, "shut down")
+
+	id = s.start("default")
+	c = s.mustDial(id)
+	st, _ = s.do("DELETE", "/v1/sessions/"+id, "")
+	require.Equal(t, http.StatusNoContent, st)
+	x := c.execute("print(1)")
+	m, err := c.read(30 * time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, x, m.parent())
+	assert.Equal(t, "execute_reply", m.MsgType)
+	assert.Equal(t, "error", m.text("status"))
+	assert.Contains(t, m.text("evalue"), "closed")
+	code, _ = c.closeCode(30 * time.Second)
+	assert.Equal(t, 1001, code)
+	_, err = s.e.Session(id)
+	assert.Error(t, err, "no session was made again")
+}

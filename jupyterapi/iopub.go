@@ -29,9 +29,16 @@ func (c *client) execute(m *inMsg) {
 		return
 	}
 	k, parent := c.k, m.Header
+	info, err := c.g.e.Session(k.id)
+	if err != nil {
+		// The session was closed (DELETE, an idle timeout): a call would make
+		// a new session of that id, behind the client's back.
+		c.errorReply(m, "KernelboxError", "the kernel's session was closed ("+err.Error()+"); start a new kernel")
+		c.drop(closeGoingAway, "the kernel's session was closed")
+		return
+	}
 	k.broadcast(statusFrame(k, parent, "busy"))
 	defer k.broadcast(statusFrame(k, parent, "idle"))
-	info, _ := c.g.e.Session(k.id)
 	if strings.TrimSpace(req.Code) == "" {
 		c.queue(frame(k, parent, m.Channel, "execute_reply", okReply(info.ExecutionCount)))
 		return
@@ -39,7 +46,7 @@ func (c *client) execute(m *inMsg) {
 	k.broadcast(frame(k, parent, jupyter.ChannelIOPub, "execute_input",
 		map[string]any{"code": req.Code, "execution_count": info.ExecutionCount + 1}))
 	sawError := false
-	res, err := c.g.e.ExecuteStream(context.Background(), executor.Request{SessionID: k.id, Code: req.Code}, func(ev executor.Event) {
+	res, err := c.g.e.ExecuteStream(context.Background(), executor.Request{SessionID: k.id, Template: info.Template, Code: req.Code}, func(ev executor.Event) {
 		if t, content := iopubOf(ev); t != "" {
 			sawError = sawError || t == "error"
 			k.broadcast(frame(k, parent, jupyter.ChannelIOPub, t, content))
