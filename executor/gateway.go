@@ -85,13 +85,17 @@ func (e *Executor) KernelRequest(ctx context.Context, id, channel, msgType strin
 }
 
 // KernelSend sends a message that has no reply (comm_open, comm_msg, comm_close)
-// to the session's kernel, starting the kernel when it has none.
-func (e *Executor) KernelSend(ctx context.Context, id, channel, msgType string, content json.RawMessage) error {
+// to the session's kernel with msg_id msgID (the caller's UUID), starting the
+// kernel when it has none. The kernel's messages that answer it (and any other
+// message of the kernel's connection that answers no call) go to onMessage, on
+// the connection's reader goroutine: it must not block.
+func (e *Executor) KernelSend(ctx context.Context, id, msgID, channel, msgType string, content json.RawMessage, onMessage func(*jupyter.Message)) error {
 	conn, err := e.liveConn(ctx, id)
 	if err != nil {
 		return err
 	}
-	if err := conn.Send(ctx, channel, msgType, content); err != nil {
+	conn.SetUnclaimed(onMessage)
+	if err := conn.Send(ctx, msgID, channel, msgType, content); err != nil {
 		return fmt.Errorf("%s: %w", msgType, err)
 	}
 	return nil

@@ -19,6 +19,8 @@ type kernel struct {
 
 	mu      sync.Mutex
 	clients map[*client]bool
+	routes  map[string]route // answers to route, by kernelbox's msg_id (route.go)
+	order   []string         // the routes' ids, oldest first, at most maxRoutes
 }
 
 func newKernel(id string) *kernel {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/google/uuid"
 	"github.com/kernelbox/kernelbox/jupyter"
 )
 
@@ -74,11 +75,14 @@ func (c *client) request(m *inMsg) {
 	c.queue(relay(reply, m.Header))
 }
 
-// send passes a comm message to the kernel.
+// send passes a comm message to the kernel; the kernel's messages that
+// answer it are routed back (kernel.answer).
 func (c *client) send(m *inMsg) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.g.o.RequestTimeout)
 	defer cancel()
-	if err := c.g.e.KernelSend(ctx, c.k.id, m.Channel, m.head.MsgType, m.Content); err != nil {
+	msgID := uuid.NewString()
+	c.k.route(msgID, c, m.Header)
+	if err := c.g.e.KernelSend(ctx, c.k.id, msgID, m.Channel, m.head.MsgType, m.Content, c.k.answer); err != nil {
 		c.g.log.Debug("gateway: comm message not sent", "kernel_id", c.k.id, "err", err)
 	}
 }
