@@ -16,7 +16,7 @@ import (
 type StartBody struct {
 	// Name is the kernelspec, that is the template; "" is the default one.
 	Name string `json:"name"`
-	// Env is refused but for KERNEL_* variables (see checkStart).
+	// Env is read and ignored: see checkStart.
 	Env map[string]string `json:"env"`
 	// Path is refused unless empty: a kernel's working directory is its session
 	// directory.
@@ -24,32 +24,28 @@ type StartBody struct {
 }
 
 // maxEnv bounds the variables of a start request.
-const maxEnv = 256
+const maxEnv = 1024
 
-// checkStart says what of a start request kernelbox refuses. A client's
-// environment never reaches the sandbox: the kernel's environment is its
-// template's. Jupyter's gateway clients send KERNEL_* variables with every start
-// (KERNEL_LAUNCH_TIMEOUT, KERNEL_WORKING_DIR, KERNEL_USERNAME: hints to the
-// gateway); those are accepted and ignored. Any other variable
-// (LD_PRELOAD, PYTHONPATH, ...) is refused, as is a path.
-func checkStart(b StartBody) error {
+// checkStart says what of a start request kernelbox refuses, and returns the
+// names of the env variables it ignores. A client's environment never reaches
+// the sandbox: a kernel's environment is its template's. It is ignored rather
+// than refused because Jupyter's own clients send one with every start:
+// KERNEL_* gateway hints (KERNEL_LAUNCH_TIMEOUT, KERNEL_WORKING_DIR), and,
+// from Jupyter Server 1.23's sessions API (every notebook opened), the
+// server's whole process environment, its tokens included. A path is refused.
+func checkStart(b StartBody) ([]string, error) {
 	if b.Path != "" {
-		return fmt.Errorf("path %s: a kernelbox kernel's working directory is its own session directory; send no path", quote(b.Path))
+		return nil, fmt.Errorf("path %s: a kernelbox kernel's working directory is its own session directory; send no path", quote(b.Path))
 	}
 	if len(b.Env) > maxEnv {
-		return fmt.Errorf("env has %d variables (at most %d)", len(b.Env), maxEnv)
+		return nil, fmt.Errorf("env has %d variables (at most %d)", len(b.Env), maxEnv)
 	}
-	var refused []string
+	names := make([]string, 0, len(b.Env))
 	for k := range b.Env {
-		if !strings.HasPrefix(k, "KERNEL_") {
-			refused = append(refused, quote(k))
-		}
+		names = append(names, quote(k))
 	}
-	if len(refused) > 0 {
-		sort.Strings(refused)
-		return fmt.Errorf("env %s: kernelbox does not pass a client's environment into the sandbox (only KERNEL_* gateway hints are accepted, and ignored); set a kernel's variables in its template (docs/templates.md)", strings.Join(refused, ", "))
-	}
-	return nil
+	sort.Strings(names)
+	return names, nil
 }
 
 func (g *Gateway) startKernel(w http.ResponseWriter, r *http.Request) {
@@ -63,7 +59,8 @@ func (g *Gateway) startKernel(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "start request: "+err.Error())
 		return
 	}
-	if err := checkStart(b); err != nil {
+	ignored, err := checkStart(b)
+	if err != nil {
 		writeError(w, http.StatusBadRequest, "start request: "+err.Error())
 		return
 	}
@@ -87,6 +84,15 @@ func (g *Gateway) startKernel(w http.ResponseWriter, r *http.Request) {
 		_ = g.e.CloseSession(r.Context(), id)
 		writeExecError(w, fmt.Errorf("start kernel %q: %w", b.Name, err))
 		return
+	}
+	if len(ignored) > 0 {
+		// Names only: the values may be secrets (Jupyter Server sends its own
+		// environment).
+		if len(ignored) > 20 {
+			ignored = append(ignored[:20], fmt.Sprintf("and %d more", len(ignored)-20))
+		}
+		g.log.Info("gateway kernel start: the request's env is ignored (a kernel's environment is its template's)",
+			"session", id, "vars", strings.Join(ignored, ", "))
 	}
 	g.log.Info("gateway kernel started", "session", id, "template", info.Template)
 	writeJSON(w, http.StatusCreated, modelOf(k, info))

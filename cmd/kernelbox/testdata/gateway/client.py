@@ -151,6 +151,22 @@ def main():
     _, lst = rest("GET", "/api/kernels")
     if any(m["id"] == kid for m in lst):
         fail("kernel still listed after shutdown")
+    # A notebook opens its kernel through Jupyter's sessions API, whose start
+    # request carries KERNEL_WORKING_DIR in env (accepted, not passed on).
+    status, sess = rest("POST", "/api/sessions", {"path": "t.ipynb", "type": "notebook", "name": "t.ipynb",
+                                                  "kernel": {"name": name}})
+    step("session", status=status, kernel_name=sess["kernel"]["name"])
+    sk = Kernel(sess["kernel"]["id"])
+    sk.wait_for_ready()
+    # Jupyter Server 1.23 sends its whole environment (JUPYTER_TOKEN among it).
+    _, io = sk.execute("import os; print([k for k in ('KERNEL_WORKING_DIR', 'JPY_SESSION_NAME', 'JUPYTER_TOKEN') if k in os.environ])")
+    if stdout_of(io).strip() != "[]":
+        fail("a client's env reached the kernel: %r" % stdout_of(io))
+    sk.ws.close()
+    rest("DELETE", "/api/sessions/%s" % sess["id"])
+    _, lst = rest("GET", "/api/kernels")
+    if lst:
+        fail("kernels left after the session's deletion: %r" % lst)
     print(json.dumps({"ok": True}), flush=True)
 
 
