@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -33,7 +34,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 //  2. the Host, against Options.Hosts (DNS rebinding): 403 forbidden_host;
 //  3. the token, unless the route is exempt: 401 unauthorized;
 //  4. a cross-site request that changes state (http.CrossOriginProtection:
-//     Sec-Fetch-Site, else Origin against Host): 403 cross_origin;
+//     Sec-Fetch-Site, else Origin against Host), or a WebSocket upgrade from
+//     another origin: 403 cross_origin;
 //  5. the content type of a body of a JSON route: 415;
 //
 // and then limits the body to the route's MaxBody.
@@ -64,6 +66,12 @@ func (h *handler) admit(w http.ResponseWriter, r *http.Request, rt *row) bool {
 		writeError(w, http.StatusForbidden, api.CodeCrossOrigin, "cross-origin browser requests are refused: "+err.Error())
 		return false
 	}
+	if isUpgrade(r) && !sameOriginUpgrade(r) {
+		// A WebSocket upgrade is a GET, which CrossOriginProtection lets
+		// through; a page of another origin must not open one.
+		writeError(w, http.StatusForbidden, api.CodeCrossOrigin, "cross-origin WebSocket upgrades are refused: the Origin must be this server's")
+		return false
+	}
 	if rt.JSON && r.ContentLength != 0 && !isJSON(r.Header.Get("Content-Type")) {
 		writeError(w, http.StatusUnsupportedMediaType, api.CodeInvalidRequest, "send the body as Content-Type: application/json")
 		return false
@@ -77,9 +85,15 @@ func (h *handler) admit(w http.ResponseWriter, r *http.Request, rt *row) bool {
 	return true
 }
 
-// bearer reports whether r carries token as "Authorization: Bearer <token>".
+// bearer reports whether r carries token as "Authorization: Bearer <token>",
+// or as "Authorization: token <token>", the form Jupyter's clients send (its
+// gateway client, a notebook's).
 func bearer(r *http.Request, token string) bool {
-	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	auth := r.Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(auth, "Bearer ")
+	if !ok {
+		tok, ok = strings.CutPrefix(auth, "token ")
+	}
 	return ok && subtle.ConstantTimeCompare([]byte(tok), []byte(token)) == 1
 }
 
@@ -131,4 +145,26 @@ func quoteHost(h string) string {
 		h = h[:200]
 	}
 	return "\"" + strings.ToValidUTF8(h, "?") + "\""
+}
+
+// isUpgrade reports whether r asks for a WebSocket.
+func isUpgrade(r *http.Request) bool {
+	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
+}
+
+// sameOriginUpgrade admits an upgrade without an Origin (not a browser) or one
+// whose Origin names the Host it was sent to; never a browser's cross-site one.
+func sameOriginUpgrade(r *http.Request) bool {
+	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		return false
+	}
+	origin := r.Header.Values("Origin")
+	if len(origin) == 0 {
+		return true
+	}
+	u, err := url.Parse(origin[0])
+	if err != nil || len(origin) > 1 || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
+	}
+	return strings.EqualFold(u.Host, r.Host)
 }

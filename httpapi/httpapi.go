@@ -67,6 +67,7 @@ type handler struct {
 //	POST   /v1/sessions/{id}/files:batch  several uploads and downloads, a result each
 //	POST, GET, DELETE /mcp               MCP over streamable HTTP (with Options.MCP)
 //	GET    /metrics                      Prometheus metrics (with Options.Metrics)
+//	/api, /api/kernelspecs, /api/kernels...  the Jupyter kernel gateway API (with Options.Gateway)
 //	GET    /  and  GET /ui/{asset...}    the dashboard's page and assets (with Options.Dashboard; no token)
 //
 // Request bodies must be Content-Type application/json (uploads aside), and

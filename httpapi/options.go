@@ -6,13 +6,15 @@ import (
 	"time"
 
 	"github.com/kernelbox/kernelbox/calls"
+	"github.com/kernelbox/kernelbox/jupyterapi"
 	"github.com/kernelbox/kernelbox/workspace"
 )
 
 // Options configures the handler. The zero value works: no token, any Host, no
 // connection reserve, the API routes only.
 type Options struct {
-	// Token, when set, is required as "Authorization: Bearer <Token>" on every
+	// Token, when set, is required as "Authorization: Bearer <Token>" (or
+	// Jupyter's "Authorization: token <Token>") on every
 	// route but the exemptions of the route table (Access other than NeedsToken:
 	// /healthz and the dashboard's page and assets).
 	Token string
@@ -32,6 +34,11 @@ type Options struct {
 	// Metrics, when set, is served at GET /metrics, behind the token. Defaults to
 	// no /metrics route.
 	Metrics http.Handler
+
+	// Gateway, when set, serves the Jupyter kernel gateway API (/api,
+	// /api/kernelspecs, /api/kernels and their WebSocket; see
+	// docs/jupyter-gateway.md), every route behind the token. Defaults to none.
+	Gateway *jupyterapi.Gateway
 
 	// Dashboard, when set, is served at GET / (exactly) and under
 	// dashboard.AssetPrefix, without the token: the page and its assets carry

@@ -136,7 +136,7 @@ func (h *handler) fileRoutes() []row {
 }
 
 // mountedRoutes are the handlers served next to the API (Options.MCP,
-// Metrics, Dashboard), each behind the same guard.
+// Metrics, Gateway, Dashboard), each behind the same guard.
 func (h *handler) mountedRoutes() []row {
 	var rows []row
 	if m := h.o.MCP; m != nil {
@@ -147,6 +147,11 @@ func (h *handler) mountedRoutes() []row {
 	}
 	if m := h.o.Metrics; m != nil {
 		rows = append(rows, row{Route{Pattern: "GET /metrics"}, m.ServeHTTP})
+	}
+	if g := h.o.Gateway; g != nil {
+		for _, r := range g.Routes() {
+			rows = append(rows, row{Route{Pattern: r.Pattern, JSON: r.JSON}, r.Serve})
+		}
 	}
 	if d := h.o.Dashboard; d != nil {
 		rows = append(rows,

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kernelbox/kernelbox/httpapi"
+	"github.com/kernelbox/kernelbox/jupyterapi"
 )
 
 // allReserved is a connection reserve on which every request arrived.
@@ -61,7 +62,8 @@ var guardCodes = []string{"forbidden_host", "unauthorized", "cross_origin", "too
 func TestRouteTableGuarded(t *testing.T) {
 	e, ws := noneExecutor(t)
 	var mounted, page counter // the handlers of MCP and metrics; of the dashboard
-	o := httpapi.Options{Token: "tok", Hosts: httpapi.Hosts{Loopback: true}, Workspace: ws, MCP: &mounted, Metrics: &mounted, Dashboard: &page}
+	o := httpapi.Options{Token: "tok", Hosts: httpapi.Hosts{Loopback: true}, Workspace: ws, MCP: &mounted, Metrics: &mounted, Dashboard: &page,
+		Gateway: jupyterapi.New(e, jupyterapi.Options{})}
 	h := httpapi.New(e, o)
 	var reserve allReserved
 	ro := o
@@ -207,7 +209,8 @@ func pinTable(t *testing.T, routes []httpapi.Route) {
 		"GET /ui/{asset...}": httpapi.Public,
 	}, exempt, "the exemptions from the token")
 	require.Equal(t, []string{"PUT /v1/sessions/{id}/files/{path...}"}, unlimited, "the routes without a body limit")
-	for _, p := range []string{"POST /mcp", "GET /mcp", "DELETE /mcp", "GET /metrics", "POST /v1/sessions/{id}/execute"} {
+	for _, p := range []string{"POST /mcp", "GET /mcp", "DELETE /mcp", "GET /metrics", "POST /v1/sessions/{id}/execute",
+		"POST /api/kernels", "GET /api/kernels/{id}/channels"} {
 		require.True(t, seen[p], "%s is not in the table", p)
 	}
 }

@@ -65,6 +65,8 @@ type Conn struct {
 	pending map[string]*call
 	err     error // terminal error, set once
 
+	unclaimed atomic.Pointer[func(*Message)] // see SetUnclaimed
+
 	strayMsgs  atomic.Int64 // output messages for calls already ended (see TakeStray)
 	strayBytes atomic.Int64
 

@@ -20,6 +20,9 @@ func (c *Conn) dispatch(m *Message) {
 	cl := c.pending[parent]
 	c.mu.Unlock()
 	if cl == nil {
+		if f := c.unclaimed.Load(); f != nil {
+			(*f)(m)
+		}
 		if m.Channel == ChannelIOPub && m.Header.MsgType == "shutdown_reply" {
 			// The kernel answered a shutdown someone else asked for (its server
 			// stopping, a restart over REST): it is going away.

@@ -5,6 +5,7 @@ set -euo pipefail
 
 pkgs=(
   python3-jupyter-server python3-ipykernel python3-jupyter-client
+  jupyter-notebook python3-websocket  # the Jupyter gateway tests: Notebook 6 and Jupyter Server pointed at kernelbox (--gateway-url)
   python3-pandas python3-matplotlib python3-nbclient python3-nbformat python3-dill
   debootstrap
   r-base-core r-cran-irkernel  # R sessions on the local backend (kernelspec "ir")

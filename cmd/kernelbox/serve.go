@@ -14,6 +14,7 @@ import (
 
 	"github.com/kernelbox/kernelbox/httpapi"
 	"github.com/kernelbox/kernelbox/internal/runtimefile"
+	"github.com/kernelbox/kernelbox/jupyterapi"
 	"github.com/kernelbox/kernelbox/permissions"
 )
 
@@ -77,6 +78,8 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	nbo.Token, nbo.Hosts, nbo.Reserve = sv.token, hosts, limited
 	nbo.Workspace, nbo.Logger, nbo.Calls = en.ws, log, en.calls
 	nbo.MCP, nbo.Metrics, nbo.Dashboard = mcpHandler(en, log), en.metrics.Handler(), dashboardHandler(&sv.dashboard, log)
+	nbo.Gateway = jupyterapi.New(en.exec, jupyterapi.Options{Logger: log}) // docs/jupyter-gateway.md
+	defer closeGateway(nbo.Gateway, log)
 	srv := newHTTPServer(httpapi.New(en.exec, nbo), sv.connIdle)
 	fmt.Fprintf(stdout, "kernelbox serving on %s (backend %s, workspace %s, artifacts %s)\n",
 		sv.listen, en.exec.Backend(), en.ws.Root(), en.ws.ArtifactsDir())

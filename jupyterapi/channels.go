@@ -1,0 +1,199 @@
+package jupyterapi
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// WebSocket close codes the API sends.
+const (
+	closeNormal      = websocket.CloseNormalClosure
+	closeGoingAway   = websocket.CloseGoingAway
+	closeUnsupported = websocket.CloseUnsupportedData
+	closeInvalid     = websocket.CloseInvalidFramePayloadData
+	closePolicy      = websocket.ClosePolicyViolation
+)
+
+// client is one WebSocket to a kernel. The handler's goroutine owns it and
+// reads; one writer goroutine drains its bounded queue; drop ends both.
+type client struct {
+	g  *Gateway
+	k  *kernel
+	ws *websocket.Conn
+
+	out    chan []byte  // frames to write, at most Options.ClientQueue
+	queued atomic.Int64 // bytes in out
+
+	quit   chan struct{} // closed by drop
+	once   sync.Once
+	code   int    // the close code, set by drop before quit is closed
+	reason string // and its reason
+
+	inflight chan struct{} // a slot per request running, Options.MaxInFlight
+	done     chan struct{} // closed when the writer has exited
+}
+
+// channels upgrades GET /api/kernels/{id}/channels to the legacy JSON
+// protocol (no subprotocol is chosen, whatever the client offers). The guard
+// has checked the token and the Host; a browser's Origin must be this
+// server's too (DNS rebinding or a foreign page through the upgrade).
+func (g *Gateway) channels(w http.ResponseWriter, r *http.Request) {
+	k, _, ok := g.lookupHTTP(w, r.PathValue("id"))
+	if !ok {
+		return
+	}
+	up := websocket.Upgrader{CheckOrigin: sameOrigin, ReadBufferSize: 16 << 10, WriteBufferSize: 16 << 10}
+	up.Error = func(w http.ResponseWriter, r *http.Request, status int, reason error) {
+		writeError(w, status, "websocket: "+reason.Error())
+	}
+	ws, err := up.Upgrade(w, r, nil)
+	if err != nil {
+		return // the upgrader answered
+	}
+	c := &client{
+		g: g, k: k, ws: ws,
+		out:      make(chan []byte, g.o.ClientQueue),
+		quit:     make(chan struct{}),
+		inflight: make(chan struct{}, g.o.MaxInFlight),
+		done:     make(chan struct{}),
+	}
+	g.mu.Lock()
+	closed := g.closed
+	g.mu.Unlock()
+	if closed {
+		c.drop(closeGoingAway, "the server is shutting down")
+	}
+	k.add(c)
+	go c.writeLoop()
+	c.readLoop()
+	k.remove(c)
+	c.drop(closeNormal, "")
+	<-c.done
+}
+
+// sameOrigin admits a request without an Origin (not a browser) or one whose
+// Origin names the Host it was sent to, and never a browser's cross-site
+// request.
+func sameOrigin(r *http.Request) bool {
+	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		return false
+	}
+	origin := r.Header.Values("Origin")
+	if len(origin) == 0 {
+		return true
+	}
+	u, err := url.Parse(origin[0])
+	if err != nil || len(origin) > 1 || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
+	}
+	return strings.EqualFold(u.Host, r.Host)
+}
+
+// readLoop reads the client's frames until the connection ends.
+func (c *client) readLoop() {
+	c.ws.SetReadLimit(c.g.o.MaxFrameBytes)
+	for {
+		typ, data, err := c.ws.ReadMessage()
+		if err != nil {
+			return
+		}
+		if typ != websocket.TextMessage {
+			c.drop(closeUnsupported, "binary frames are not supported: this server speaks the legacy JSON protocol")
+			return
+		}
+		m, err := parseMsg(data)
+		if err != nil {
+			c.drop(closeInvalid, err.Error())
+			return
+		}
+		c.handle(m)
+	}
+}
+
+// writeLoop writes the queued frames until drop.
+func (c *client) writeLoop() {
+	defer close(c.done)
+	defer c.ws.Close()
+	for {
+		select {
+		case f := <-c.out:
+			c.queued.Add(-int64(len(f)))
+			_ = c.ws.SetWriteDeadline(time.Now().Add(c.g.o.WriteTimeout))
+			if err := c.ws.WriteMessage(websocket.TextMessage, f); err != nil {
+				c.drop(closeGoingAway, "write failed")
+				return
+			}
+		case <-c.quit:
+			if c.code == closeNormal || c.code == closeGoingAway {
+				c.flush() // what was queued before an orderly close (a last reply)
+			}
+			msg := websocket.FormatCloseMessage(c.code, clipReason(c.reason))
+			_ = c.ws.WriteControl(websocket.CloseMessage, msg, time.Now().Add(time.Second))
+			return
+		}
+	}
+}
+
+// flush writes the frames queued now, each within WriteTimeout, and stops at
+// the first that fails.
+func (c *client) flush() {
+	for {
+		select {
+		case f := <-c.out:
+			c.queued.Add(-int64(len(f)))
+			_ = c.ws.SetWriteDeadline(time.Now().Add(c.g.o.WriteTimeout))
+			if c.ws.WriteMessage(websocket.TextMessage, f) != nil {
+				return
+			}
+		default:
+			return
+		}
+	}
+}
+
+// queue queues a frame for the client without blocking. A client that has not
+// read Options.ClientQueue frames or ClientQueueBytes is dropped, with the
+// reason as its close reason: it must not hold up the kernel or other clients.
+func (c *client) queue(f []byte) {
+	select {
+	case <-c.quit:
+		return
+	default:
+	}
+	if n := c.queued.Add(int64(len(f))); n > c.g.o.ClientQueueBytes {
+		c.queued.Add(-int64(len(f)))
+		c.drop(closePolicy, "client too slow: over the queue's byte limit unread")
+		return
+	}
+	select {
+	case c.out <- f:
+	default:
+		c.queued.Add(-int64(len(f)))
+		c.drop(closePolicy, "client too slow: over the queue's message limit unread")
+	}
+}
+
+// drop ends the connection with a close code and reason (the first drop's).
+func (c *client) drop(code int, reason string) {
+	c.once.Do(func() {
+		c.code, c.reason = code, reason
+		if code != closeNormal && code != closeGoingAway {
+			c.g.log.Info("gateway client dropped", "kernel_id", c.k.id, "code", code, "reason", reason)
+		}
+		close(c.quit)
+	})
+}
+
+// clipReason fits a close reason in a control frame (123 bytes).
+func clipReason(s string) string {
+	if len(s) <= 120 {
+		return s
+	}
+	return strings.ToValidUTF8(s[:120], "")
+}

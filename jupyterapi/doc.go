@@ -1,0 +1,17 @@
+// Package jupyterapi serves kernelbox's sessions as Jupyter kernels: the kernel
+// gateway API that Jupyter Server's and Notebook's --gateway-url client speaks
+// (GET /api, /api/kernelspecs, /api/kernels, and the legacy JSON WebSocket
+// /api/kernels/{id}/channels).
+//
+// Start reading at [New] and [Gateway.Routes]: the routes are mounted as rows of
+// httpapi's route table, behind its one guard (token, Host, cross-site
+// requests, body limits), so this package never checks a token itself. A kernel
+// is a kernelbox session whose id is the kernel id; rest.go answers the REST
+// routes, start.go decides what a start request may ask, channels.go owns a
+// WebSocket (one reader, one writer, a bounded queue), shell.go turns a client's
+// messages into executor calls and kernel requests, and iopub.go turns a call's
+// events back into Jupyter messages.
+//
+// Only kernels started through this API are served (a session an agent made
+// through /v1 is not reachable here).
+package jupyterapi

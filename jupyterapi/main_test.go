@@ -1,0 +1,12 @@
+package jupyterapi_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/kernelbox/kernelbox/internal/leakcheck"
+)
+
+// TestMain fails the package when a goroutine outlives its tests: a client's
+// reader and writer, a call or request a client started.
+func TestMain(m *testing.M) { leakcheck.Main(m, 10*time.Second) }

@@ -1,0 +1,234 @@
+package jupyterapi
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/kernelbox/kernelbox/api"
+	"github.com/kernelbox/kernelbox/executor"
+)
+
+// APIVersion is what GET /api answers as the version: the Jupyter Server whose
+// gateway client this API is tested with.
+const APIVersion = "1.23.3"
+
+func (g *Gateway) version(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"version": APIVersion, "server": "kernelbox"})
+}
+
+// KernelSpec is one template as a Jupyter kernelspec (GET /api/kernelspecs/{name}).
+type KernelSpec struct {
+	Name      string            `json:"name"`
+	Spec      Spec              `json:"spec"`
+	Resources map[string]string `json:"resources"`
+}
+
+// Spec is a kernelspec's "spec" object.
+type Spec struct {
+	DisplayName   string         `json:"display_name"`
+	Language      string         `json:"language"`
+	Argv          []string       `json:"argv"`
+	Env           map[string]any `json:"env"`
+	InterruptMode string         `json:"interrupt_mode"`
+	Metadata      map[string]any `json:"metadata"`
+}
+
+// KernelSpecs is the answer of GET /api/kernelspecs.
+type KernelSpecs struct {
+	Default     string                `json:"default"`
+	KernelSpecs map[string]KernelSpec `json:"kernelspecs"`
+}
+
+// specOf returns a template's kernelspec: its name, a display name from its
+// description, the language of its kernel.
+func specOf(t api.TemplateInfo) KernelSpec {
+	display := t.Name
+	if t.Description != "" {
+		display = t.Name + " — " + t.Description
+	}
+	return KernelSpec{
+		Name: t.Name,
+		Spec: Spec{
+			DisplayName: "kernelbox: " + display, Language: languageOf(t.Kernel),
+			Argv: []string{}, Env: map[string]any{}, InterruptMode: "signal",
+			Metadata: map[string]any{"kernelbox": map[string]any{"template": t.Name, "kernel": t.Kernel, "warm": t.Warm}},
+		},
+		Resources: map[string]string{},
+	}
+}
+
+// languageOf names the language of a kernelspec name, as Jupyter's own
+// kernelspecs do ("python3" is python, "ir" is R).
+func languageOf(kernel string) string {
+	switch k := strings.ToLower(kernel); {
+	case k == "" || strings.HasPrefix(k, "python"):
+		return "python"
+	case k == "ir":
+		return "R"
+	default:
+		return kernel
+	}
+}
+
+func (g *Gateway) kernelspecs(w http.ResponseWriter, r *http.Request) {
+	out := KernelSpecs{Default: executor.DefaultTemplate, KernelSpecs: map[string]KernelSpec{}}
+	for _, t := range g.e.TemplateInfos() {
+		out.KernelSpecs[t.Name] = specOf(t)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (g *Gateway) kernelspec(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	for _, t := range g.e.TemplateInfos() {
+		if t.Name == name {
+			writeJSON(w, http.StatusOK, specOf(t))
+			return
+		}
+	}
+	writeError(w, http.StatusNotFound, "kernelspec "+quote(name)+" not found: the kernelspecs are this server's templates (GET /api/kernelspecs)")
+}
+
+// Kernel is a kernel as the API shows it (Jupyter's kernel model).
+type Kernel struct {
+	ID             string `json:"id"`
+	Name           string `json:"name"`
+	LastActivity   string `json:"last_activity"`
+	ExecutionState string `json:"execution_state"`
+	Connections    int    `json:"connections"`
+}
+
+// lastActivityLayout is the form Jupyter Server's gateway client parses
+// ("%Y-%m-%dT%H:%M:%S.%fZ").
+const lastActivityLayout = "2006-01-02T15:04:05.000000Z"
+
+func modelOf(k *kernel, s executor.SessionInfo) Kernel {
+	state := string(s.State)
+	switch s.State {
+	case api.StateNew, api.StateStarting, api.StateRestoring:
+		state = "starting"
+	case api.StateHibernated:
+		state = "idle"
+	}
+	return Kernel{ID: s.ID, Name: s.Template, LastActivity: s.LastActivity.UTC().Format(lastActivityLayout),
+		ExecutionState: state, Connections: k.connections()}
+}
+
+func (g *Gateway) listKernels(w http.ResponseWriter, r *http.Request) {
+	g.prune()
+	g.mu.Lock()
+	ks := make(map[string]*kernel, len(g.kernels))
+	for id, k := range g.kernels {
+		ks[id] = k
+	}
+	g.mu.Unlock()
+	out := []Kernel{}
+	for _, s := range g.e.Sessions() {
+		if k := ks[s.ID]; k != nil {
+			out = append(out, modelOf(k, s))
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (g *Gateway) getKernel(w http.ResponseWriter, r *http.Request) {
+	if k, s, ok := g.lookupHTTP(w, r.PathValue("id")); ok {
+		writeJSON(w, http.StatusOK, modelOf(k, s))
+	}
+}
+
+func (g *Gateway) deleteKernel(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	k, _, ok := g.lookupHTTP(w, id)
+	if !ok {
+		return
+	}
+	if err := g.e.CloseSession(r.Context(), id); err != nil {
+		writeExecError(w, err)
+		return
+	}
+	g.mu.Lock()
+	delete(g.kernels, id)
+	g.mu.Unlock()
+	for _, c := range k.clientList() {
+		c.drop(closeNormal, "the kernel was shut down")
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (g *Gateway) interrupt(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, _, ok := g.lookupHTTP(w, id); !ok {
+		return
+	}
+	if err := g.e.Interrupt(r.Context(), id); err != nil {
+		writeExecError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// restart gives the kernel a fresh interpreter, as Jupyter's restart does: a
+// running call is interrupted first (a restart does not wait for it), then
+// the session is reset (its files stay).
+func (g *Gateway) restart(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	k, _, ok := g.lookupHTTP(w, id)
+	if !ok {
+		return
+	}
+	if err := g.e.Interrupt(r.Context(), id); err != nil {
+		writeExecError(w, err)
+		return
+	}
+	k.broadcast(statusFrame(k, nil, "restarting"))
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Minute)
+	defer cancel()
+	if err := g.e.ResetSession(ctx, id); err != nil {
+		writeExecError(w, err)
+		return
+	}
+	if _, err := g.e.StartKernel(ctx, id, ""); err != nil {
+		writeExecError(w, err)
+		return
+	}
+	k.broadcast(statusFrame(k, nil, "starting"))
+	k.broadcast(statusFrame(k, nil, "idle"))
+	_, s, ok := g.lookupHTTP(w, id)
+	if ok {
+		writeJSON(w, http.StatusOK, modelOf(k, s))
+	}
+}
+
+// errorBody is an error answer in the shape Jupyter's clients read.
+type errorBody struct {
+	Message string `json:"message"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, errorBody{Message: msg, Reason: http.StatusText(status)})
+}
+
+// writeExecError answers an executor error with its status (api.CodeOf).
+func writeExecError(w http.ResponseWriter, err error) {
+	code, status := api.CodeOf(err)
+	writeJSON(w, status, errorBody{Message: err.Error(), Reason: string(code)})
+}
+
+// quote quotes a client's string for a message, clipped.
+func quote(s string) string {
+	if len(s) > 100 {
+		s = s[:100] + "..."
+	}
+	return `"` + strings.ToValidUTF8(s, "?") + `"`
+}
