@@ -43,6 +43,14 @@ type backend struct {
 	// containers says each session is a Docker container on this host, whose
 	// memory `docker stats` reports (the benchmark's memory rows).
 	containers bool
+	// onStop is serve's stop policy when --on-stop is not given (stop.go): keep
+	// for docker (a person upgrading kernelbox wants their sessions there),
+	// hibernate for local (its kernels are kernelbox's children and cannot
+	// outlive it); "" closes them (adoption is not built for the others).
+	onStop executor.StopPolicy
+	// keeps says the backend keeps its sessions' containers across a restart of
+	// serve, in a state file of its own (stop.go).
+	keeps bool
 }
 
 // backendFlags is a group of backend flags under its heading of -h.
@@ -79,9 +87,10 @@ func backends() []backend {
 	return []backend{
 		{name: "none", about: "none", open: openNone},
 		{name: "local", about: "local (UNSANDBOXED)", flags: []backendFlags{local}, open: openLocal,
-			doctor: doctorPython, runsCode: true, bench: true},
+			doctor: doctorPython, runsCode: true, bench: true, onStop: executor.StopHibernate},
 		{name: "docker", about: "docker", flags: []backendFlags{container}, open: openDocker,
-			limits: dockerLimits, plan: dockerPlan, doctor: doctorDocker, runsCode: true, bench: true, containers: true},
+			limits: dockerLimits, plan: dockerPlan, doctor: doctorDocker, runsCode: true, bench: true, containers: true,
+			onStop: executor.StopKeep, keeps: true},
 		{name: "remote", about: "remote (existing Jupyter servers, --gateway)", flags: []backendFlags{remote},
 			open: openRemote, runsCode: true},
 		{name: "swarm", about: "swarm (a service per session on Docker Swarm, --swarm-*)", flags: []backendFlags{container, swarm},

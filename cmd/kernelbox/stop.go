@@ -19,21 +19,7 @@ type keepFlags struct {
 
 	stateDir string
 	stop     executor.StopPolicy
-	backend  string
-}
-
-// defaultStop is the stop policy of a backend when --on-stop is not given: keep
-// for docker (a person upgrading kernelbox wants their sessions there),
-// hibernate for local (its kernels are kernelbox's children, they cannot outlive
-// it), close for the others (adoption is not built for them).
-func defaultStop(backend string) executor.StopPolicy {
-	switch backend {
-	case "docker":
-		return executor.StopKeep
-	case "local":
-		return executor.StopHibernate
-	}
-	return executor.StopClose
+	keeps    bool // the backend keeps its containers across a restart (its row's keeps)
 }
 
 // prepare settles the policy and makes the state directory, before the workspace
@@ -42,7 +28,10 @@ func (k *keepFlags) prepare(f *engineFlags, kind backend, log *slog.Logger) erro
 	if k == nil {
 		return nil
 	}
-	k.backend, k.stop = kind.name, defaultStop(kind.name)
+	k.keeps, k.stop = kind.keeps, kind.onStop
+	if k.stop == "" {
+		k.stop = executor.StopClose
+	}
 	if k.onStop != "" {
 		p, err := executor.ParseStopPolicy(k.onStop)
 		if err != nil {
@@ -61,7 +50,7 @@ func (k *keepFlags) prepare(f *engineFlags, kind backend, log *slog.Logger) erro
 	if err := os.Chmod(k.stateDir, 0o700); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
-	if kind.name == "docker" {
+	if kind.keeps {
 		f.backends.stateFile = filepath.Join(k.stateDir, "docker.json")
 	}
 	log.Debug("sessions are kept across restarts", "state_dir", k.stateDir, "on_stop", string(k.stop))
@@ -95,7 +84,7 @@ func (k *keepFlags) journal() string {
 // mounted lists the sessions whose disks stay mounted for their adoption: those
 // the last serve of a docker backend left running.
 func (k *keepFlags) mounted() []string {
-	if k == nil || k.backend != "docker" || k.stateDir == "" {
+	if k == nil || !k.keeps || k.stateDir == "" {
 		return nil
 	}
 	return executor.KeptSessions(k.stateDir)
