@@ -7,9 +7,11 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/kernelbox/kernelbox/api"
+	"github.com/kernelbox/kernelbox/jupyter"
 )
 
 // CheckpointAfterCall is the Template.Checkpoint value that saves a session's
@@ -84,9 +86,7 @@ func (s *session) afterCall(r *Result) {
 		s.ckpt.note = "checkpoints are off for this session: " + err.Error()
 		return
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, s.e.opts.CheckpointTimeout)
-	defer cancel()
-	info, err := s.saveSnapshotTo(ctx, CheckpointFile)
+	info, err := s.saveSnapshotTo(s.ctx, CheckpointFile, s.e.opts.CheckpointTimeout, "the checkpoint timeout")
 	switch {
 	case err == nil:
 		s.ckpt.last = &checkpoint{afterCall: call, info: *info}
@@ -95,14 +95,11 @@ func (s *session) afterCall(r *Result) {
 		s.state.Checkpoint = &api.CheckpointInfo{AfterCall: call, SnapshotInfo: *info}
 		s.mu.Unlock()
 	default:
-		if ctx.Err() != nil && s.ctx.Err() == nil {
-			// The save still runs in the kernel: stop it, or the next call waits
-			// behind it. The kernel removes its partial file.
-			ictx, icancel := context.WithTimeout(s.ctx, interruptBound)
-			_ = s.k.client.Interrupt(ictx, s.k.id)
-			icancel()
+		if errors.Is(err, context.DeadlineExceeded) && s.ctx.Err() == nil {
+			s.stopSave()
 		}
-		s.ckpt.note = fmt.Sprintf("the checkpoint after call %d was not taken (%v)", call, err)
+		why := strings.TrimPrefix(err.Error(), ErrCannotHibernate.Error()+": ")
+		s.ckpt.note = fmt.Sprintf("the checkpoint after call %d was not taken (%s)", call, why)
 		if s.ckpt.last != nil {
 			s.ckpt.note += fmt.Sprintf("; a kernel death would restore the one taken after call %d", s.ckpt.last.afterCall)
 		}
@@ -174,4 +171,30 @@ func (s *session) dropCheckpoint(dir string) {
 	if err := os.Remove(filepath.Join(dir, CheckpointFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		s.log.Warn("removing the session's checkpoint", "err", err)
 	}
+}
+
+// stopSave interrupts a checkpoint's save that outlived its time in the kernel (the
+// kernel removes its partial file), waits for the kernel to be done with it (a
+// silent no-op queued behind it, bounded), and drops what the save printed, so that
+// the next call neither waits behind it nor reports its output as stray.
+func (s *session) stopSave() {
+	ictx, icancel := context.WithTimeout(s.ctx, interruptBound)
+	err := s.k.client.Interrupt(ictx, s.k.id)
+	icancel()
+	if err != nil {
+		return
+	}
+	wctx, wcancel := context.WithTimeout(s.ctx, 10*time.Second)
+	defer wcancel()
+	ex, err := s.k.conn.Execute(wctx, jupyter.ExecuteRequest{Code: "pass", Silent: true})
+	if err != nil {
+		return
+	}
+	defer ex.Close()
+	for {
+		if _, err := ex.Next(wctx); err != nil {
+			break
+		}
+	}
+	s.k.conn.TakeStray()
 }

@@ -172,3 +172,28 @@ func TestDockerCheckpointAfterOOM(t *testing.T) {
 	require.Equal(t, "42 499500 False\n", r.Stdout)
 	t.Logf("after the OOM kill: notes %q", r.Notes)
 }
+
+// A checkpoint past its time is interrupted in the kernel and skipped: the next
+// call runs, says so, and no partial checkpoint file is left.
+func TestLocalCheckpointTimeout(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
+	testenv.Imports(t, testenv.Jupyter(t), "dill")
+	e := newEnv(t, func(o *executor.Options) {
+		o.Checkpoint = executor.CheckpointAfterCall
+		o.CheckpointTimeout = 200 * time.Millisecond
+	})
+	const id = "ck-slow"
+	// Millions of small objects: far more than 200 ms to pickle.
+	r := e.run(t, id, "big = [str(i) * 3 for i in range(4_000_000)]\nx = 1")
+	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	r = e.run(t, id, "x + 1")
+	require.Equal(t, executor.StatusOK, r.Status, "%+v %q", r.Error, r.Notes)
+	require.Equal(t, "2", r.Result)
+	notes := strings.Join(r.Notes, "\n")
+	require.Contains(t, notes, "the checkpoint after call 1 was not taken (saving the namespace took over 200ms (the checkpoint timeout)")
+	require.NotContains(t, notes, "arrived after earlier calls had ended", "the interrupted save's output is not this call's")
+	left, err := filepath.Glob(checkpointPath(e, id) + "*")
+	require.NoError(t, err)
+	require.Empty(t, left, "no checkpoint, whole or partial, is on disk")
+	t.Logf("notes: %q", r.Notes)
+}

@@ -36,12 +36,13 @@ func (e *Executor) snapshotLimit() int64 {
 // The kernel keeps running. On any error no snapshot is kept under the final name
 // beyond one written earlier.
 func (s *session) saveSnapshot(ctx context.Context) (*api.SnapshotInfo, error) {
-	return s.saveSnapshotTo(ctx, SnapshotFile)
+	return s.saveSnapshotTo(ctx, SnapshotFile, s.e.opts.SnapshotTimeout, "the snapshot timeout")
 }
 
 // saveSnapshotTo writes the session's namespace to the file name in its directory
-// (SnapshotFile, CheckpointFile), as saveSnapshot does.
-func (s *session) saveSnapshotTo(ctx context.Context, name string) (*api.SnapshotInfo, error) {
+// (SnapshotFile, CheckpointFile), as saveSnapshot does, within timeout (bound names
+// it in the error).
+func (s *session) saveSnapshotTo(ctx context.Context, name string, timeout time.Duration, bound string) (*api.SnapshotInfo, error) {
 	p, err := s.kernelFilePath(name)
 	if err != nil {
 		return nil, err
@@ -49,7 +50,7 @@ func (s *session) saveSnapshotTo(ctx context.Context, name string) (*api.Snapsho
 	if !s.k.alive() {
 		return nil, fmt.Errorf("%w: session %q's kernel is not alive", ErrCannotHibernate, s.id)
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.e.opts.SnapshotTimeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	t0 := time.Now()
 	limit := s.e.snapshotLimit()
@@ -57,7 +58,7 @@ func (s *session) saveSnapshotTo(ctx context.Context, name string) (*api.Snapsho
 	took := time.Since(t0)
 	switch {
 	case err != nil && ctx.Err() != nil:
-		return nil, fmt.Errorf("%w: saving the namespace took over %s (the snapshot timeout): %w", ErrCannotHibernate, s.e.opts.SnapshotTimeout, err)
+		return nil, fmt.Errorf("%w: saving the namespace took over %s (%s): %w", ErrCannotHibernate, timeout, bound, err)
 	case err != nil:
 		return nil, fmt.Errorf("%w: %w", ErrCannotHibernate, err)
 	case r.TooBig:

@@ -133,6 +133,12 @@ def _kb_save(path, limit):
             pass
         _kb_report({"error": "writing the snapshot: " + _kb_why(e), "nospace": e.errno in (28, 122)})
         return
+    except BaseException:  # an interrupt (a checkpoint past its time): no partial file is left
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
     _kb_report({"ok": True, "bytes": size, "names": names, "modules": modules, "skipped": skipped})
 
 
