@@ -4,11 +4,11 @@ import (
 	"crypto/subtle"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/kernelbox/kernelbox/api"
+	"github.com/kernelbox/kernelbox/internal/origin"
 )
 
 // ServeHTTP is the one guard: every request, whatever its route (one of the
@@ -66,7 +66,7 @@ func (h *handler) admit(w http.ResponseWriter, r *http.Request, rt *row) bool {
 		writeError(w, http.StatusForbidden, api.CodeCrossOrigin, "cross-origin browser requests are refused: "+err.Error())
 		return false
 	}
-	if isUpgrade(r) && !sameOriginUpgrade(r) {
+	if isUpgrade(r) && !origin.Same(r) {
 		// A WebSocket upgrade is a GET, which CrossOriginProtection lets
 		// through; a page of another origin must not open one.
 		writeError(w, http.StatusForbidden, api.CodeCrossOrigin, "cross-origin WebSocket upgrades are refused: the Origin must be this server's")
@@ -150,21 +150,4 @@ func quoteHost(h string) string {
 // isUpgrade reports whether r asks for a WebSocket.
 func isUpgrade(r *http.Request) bool {
 	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
-}
-
-// sameOriginUpgrade admits an upgrade without an Origin (not a browser) or one
-// whose Origin names the Host it was sent to; never a browser's cross-site one.
-func sameOriginUpgrade(r *http.Request) bool {
-	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
-		return false
-	}
-	origin := r.Header.Values("Origin")
-	if len(origin) == 0 {
-		return true
-	}
-	u, err := url.Parse(origin[0])
-	if err != nil || len(origin) > 1 || (u.Scheme != "http" && u.Scheme != "https") {
-		return false
-	}
-	return strings.EqualFold(u.Host, r.Host)
 }

@@ -2,13 +2,14 @@ package jupyterapi
 
 import (
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/kernelbox/kernelbox/internal/origin"
 )
 
 // WebSocket close codes the API sends.
@@ -48,7 +49,7 @@ func (g *Gateway) channels(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	up := websocket.Upgrader{CheckOrigin: sameOrigin, ReadBufferSize: 16 << 10, WriteBufferSize: 16 << 10}
+	up := websocket.Upgrader{CheckOrigin: origin.Same, ReadBufferSize: 16 << 10, WriteBufferSize: 16 << 10}
 	up.Error = func(w http.ResponseWriter, r *http.Request, status int, reason error) {
 		writeError(w, status, "websocket: "+reason.Error())
 	}
@@ -75,24 +76,6 @@ func (g *Gateway) channels(w http.ResponseWriter, r *http.Request) {
 	k.remove(c)
 	c.drop(closeNormal, "")
 	<-c.done
-}
-
-// sameOrigin admits a request without an Origin (not a browser) or one whose
-// Origin names the Host it was sent to, and never a browser's cross-site
-// request.
-func sameOrigin(r *http.Request) bool {
-	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
-		return false
-	}
-	origin := r.Header.Values("Origin")
-	if len(origin) == 0 {
-		return true
-	}
-	u, err := url.Parse(origin[0])
-	if err != nil || len(origin) > 1 || (u.Scheme != "http" && u.Scheme != "https") {
-		return false
-	}
-	return strings.EqualFold(u.Host, r.Host)
 }
 
 // readLoop reads the client's frames until the connection ends.
