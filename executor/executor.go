@@ -336,12 +336,7 @@ func (e *Executor) lookup(id string) (*session, error) {
 
 // Sessions returns the live sessions, sorted by id.
 func (e *Executor) Sessions() []SessionInfo {
-	e.mu.Lock()
-	list := make([]*session, 0, len(e.sessions))
-	for _, s := range e.sessions {
-		list = append(list, s)
-	}
-	e.mu.Unlock()
+	list := e.sessionList()
 	infos := make([]SessionInfo, 0, len(list))
 	for _, s := range list {
 		infos = append(infos, s.info())
@@ -421,10 +416,7 @@ func (e *Executor) Close() error {
 		return nil
 	}
 	e.closed = true
-	list := make([]*session, 0, len(e.sessions))
-	for _, s := range e.sessions {
-		list = append(list, s)
-	}
+	list := e.sessionListLocked()
 	e.sessions = map[string]*session{}
 	e.mu.Unlock()
 	close(e.stop)
@@ -480,4 +472,20 @@ func (e *Executor) CreateSession(ctx context.Context, id, template string) (Sess
 		return SessionInfo{}, err
 	}
 	return s.info(), nil
+}
+
+// sessionList returns the registered sessions, in no order.
+func (e *Executor) sessionList() []*session {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.sessionListLocked()
+}
+
+// sessionListLocked is sessionList with e.mu held.
+func (e *Executor) sessionListLocked() []*session {
+	list := make([]*session, 0, len(e.sessions))
+	for _, s := range e.sessions {
+		list = append(list, s)
+	}
+	return list
 }

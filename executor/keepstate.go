@@ -113,12 +113,7 @@ func (e *Executor) keepLoop() {
 
 // liveRecords returns the state file's records of the registered sessions.
 func (e *Executor) liveRecords() []keptSession {
-	e.mu.Lock()
-	list := make([]*session, 0, len(e.sessions))
-	for _, s := range e.sessions {
-		list = append(list, s)
-	}
-	e.mu.Unlock()
+	list := e.sessionList()
 	out := make([]keptSession, 0, len(list))
 	for _, s := range list {
 		if r, ok := s.record(); ok {
