@@ -28,6 +28,7 @@ import (
 // time.sleep(60), a restart, a shutdown; each kernel is a kernelbox session
 // (GET /v1/sessions) while it lives.
 func TestJupyterServerGateway(t *testing.T) {
+	t.Parallel() // each counts only its own serve's sessions and containers (by pid)
 	py := testenv.Jupyter(t)
 	testJupyterGateway(t, "jupyter_server", "jupyter_server.gateway.managers", []string{"--backend", "local", "--python", py}, nil)
 }
@@ -35,6 +36,7 @@ func TestJupyterServerGateway(t *testing.T) {
 // TestNotebookGateway is TestJupyterServerGateway with Notebook 6.4
 // (Debian's jupyter-notebook, `jupyter notebook --gateway-url`).
 func TestNotebookGateway(t *testing.T) {
+	t.Parallel() // each counts only its own serve's sessions and containers (by pid)
 	py := testenv.Jupyter(t)
 	testJupyterGateway(t, "notebook", "notebook.gateway.managers", []string{"--backend", "local", "--python", py}, nil)
 }
@@ -43,6 +45,8 @@ func TestNotebookGateway(t *testing.T) {
 // backend: each kernel Jupyter starts is a hardened container of serve's, and
 // none is left after its shutdown.
 func TestJupyterServerGatewayDocker(t *testing.T) {
+	// Not parallel: beside the docker adoption tests' twenty container starts on
+	// the loaded 2-core machine, Jupyter's gateway client gave up on a start (599).
 	testenv.Image(t, docker.DefaultImage)
 	testJupyterGateway(t, "jupyter_server", "jupyter_server.gateway.managers", []string{"--backend", "docker"},
 		func(t *testing.T, serve int) {
@@ -58,12 +62,12 @@ func testJupyterGateway(t *testing.T, module, gateway string, backend []string, 
 	py := testenv.Jupyter(t)
 	testenv.Imports(t, py, gateway, "websocket")
 	const tok = "gw-test-token"
-	t.Setenv("KERNELBOX_TOKEN", tok) // serve reads it: no token in a command line
 	ws, data := testDirs(t)
 	tmpl := filepath.Join(t.TempDir(), "templates.json")
 	require.NoError(t, os.WriteFile(tmpl, []byte(`{"templates": [
 		{"name": "analyst", "description": "x preset", "preload": ["preset = 7"]}]}`), 0o600))
-	serve, url, log := rawServe(t, append(backend, "--workspace", ws, "--workdir", data, "--templates", tmpl)...)
+	// serve reads its token from the environment: no token in a command line
+	serve, url, log := rawServeEnv(t, []string{"KERNELBOX_TOKEN=" + tok}, append(backend, "--workspace", ws, "--workdir", data, "--templates", tmpl)...)
 
 	jurl := startJupyterServer(t, py, module, url, tok)
 	for _, template := range []string{"default", "analyst"} {

@@ -28,6 +28,13 @@ import (
 // sessions (--on-stop close) unless args say otherwise.
 func rawServe(t *testing.T, args ...string) (*exec.Cmd, string, *lockedBuffer) {
 	t.Helper()
+	return rawServeEnv(t, nil, args...)
+}
+
+// rawServeEnv is rawServe with env added to serve's environment (a parallel
+// test cannot use t.Setenv).
+func rawServeEnv(t *testing.T, env []string, args ...string) (*exec.Cmd, string, *lockedBuffer) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := ln.Addr().String()
@@ -35,6 +42,9 @@ func rawServe(t *testing.T, args ...string) (*exec.Cmd, string, *lockedBuffer) {
 	log := &lockedBuffer{}
 	cmd := exec.Command(kernelboxBin(t), append([]string{"serve", "--listen", addr, "--on-stop", "close"}, args...)...)
 	cmd.Stdout, cmd.Stderr = log, log
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	c, err := client.New("http://"+addr, nil)
