@@ -26,13 +26,14 @@ import (
 // that resolves to a private address fail fast with the proxy's reason in the
 // output and in the Result's network notes; the kernel still has only lo and no
 // route (read from its own /sys and /proc, never by probing an outside address),
-// and a raw socket to the test host's own address fails at once. The image has no
-// pip, so `pip install` is not tried here.
+// and a raw socket to the test host's own address fails at once. pip installs a
+// wheel from the allowed host's package index, and the kernel imports it.
 func TestDockerEgressAllowlist(t *testing.T) {
 	testnet.Require(t)
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "data.csv"), []byte("city,n\nOslo,3\nLima,4\n"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "big.bin"), make([]byte, 16<<20), 0o644))
+	writePackageIndex(t, dir)
 	web := testnet.New(t, "web", dir)
 	priv := testnet.New(t, "priv", dir)
 	ca := testnet.NewCA(t)
@@ -44,7 +45,7 @@ func TestDockerEgressAllowlist(t *testing.T) {
 	// The test CA reaches the kernel as an input named by SSL_CERT_FILE (not *.pem,
 	// which the default policy keeps from a session as a possible private key).
 	ts := loadTemplates(t, `{"templates": [{"name": "offline"}, {"name": "fetch",
-	  "env": {"SSL_CERT_FILE": "/workspace/inputs/ca-bundle.txt"},
+	  "env": {"SSL_CERT_FILE": "/workspace/inputs/ca-bundle.txt", "PIP_CERT": "/workspace/inputs/ca-bundle.txt"},
 	  "network": {"allow": ["files.test:`+port+`", "rebind.test:`+port+`", "secure.test:8443"],
 	              "cidrs": ["`+web.Prefix.String()+`", "`+secure.Prefix.String()+`"]}}]}`, dockerCaps)
 	e := newDockerEnv(t, testexec.Real{EgressTestHosts: map[string][]netip.Addr{
@@ -79,6 +80,11 @@ func TestDockerEgressAllowlist(t *testing.T) {
 	require.Equal(t, "7", r.Result)
 	require.True(t, hasNote(r.Notes, "network: allow files.test:"+port+" via "+web.Addr.String()), "%q", r.Notes)
 
+	before := counted.allowed()
+	pipInstall(t, exec, secure)
+	pip := counted.allowed() - before
+	require.Positive(t, pip, "pip's connections are recorded")
+
 	overHTTPS(t, exec, secure)
 
 	refused(t, exec, "private.test", port, "default deny")
@@ -98,7 +104,7 @@ print(os.path.exists("/tmp/.kernelbox-egress.sock"), "HTTPS_PROXY" in os.environ
 
 	require.True(t, listed(e, "fetch", "files.test:"+port), "GET /v1/templates shows the allowlist")
 	counted.mu.Lock()
-	require.Equal(t, 3+3*51, counted.rep.Allowed, "urllib, pandas over HTTP and HTTPS, the measurement")
+	require.Equal(t, 3+3*51+pip, counted.rep.Allowed, "urllib, pandas over HTTP and HTTPS, pip, the measurement")
 	require.Equal(t, 3, counted.rep.Refused)
 	require.Positive(t, counted.rep.Down)
 	counted.mu.Unlock()
@@ -191,6 +197,13 @@ func hasNote(notes []string, prefix string) bool {
 type netCounter struct {
 	mu  sync.Mutex
 	rep executor.NetworkReport
+}
+
+// allowed is how many connections the proxy has allowed so far.
+func (c *netCounter) allowed() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rep.Allowed
 }
 
 func (c *netCounter) CallFinished(executor.Status, time.Duration) {}

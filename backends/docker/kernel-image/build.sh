@@ -9,7 +9,7 @@
 # The Debian mirror is read from this machine's apt sources (KERNELBOX_DEBIAN_MIRROR overrides).
 set -euo pipefail
 
-RECIPE=2
+RECIPE=3
 image="kernelbox/kernel:latest"
 force=0
 for a in "$@"; do
@@ -70,14 +70,25 @@ echo "debootstrap bookworm (minbase) ..."
 debootstrap --variant=minbase bookworm "$rootfs" "$mirror_url" >"$work/debootstrap.log" 2>&1 ||
   { tail -n 30 "$work/debootstrap.log" >&2; exit 1; }
 
-echo "apt-get install python3-jupyter-server python3-ipykernel python3-pandas python3-matplotlib ..."
+echo "apt-get install python3-jupyter-server python3-ipykernel python3-pandas python3-matplotlib python3-pip ..."
+# The image's sitecustomize.py (also in the Dockerfile): the user site, where pip
+# installs, exists from the interpreter's start.
+SITECUSTOMIZE='import os, site, sys
+try:
+    _d = site.getusersitepackages()
+    if site.ENABLE_USER_SITE and not os.path.isdir(_d):
+        os.makedirs(_d, exist_ok=True)
+        site.addsitedir(_d)
+except OSError:
+    pass'
+export SITECUSTOMIZE
 mount -t proc proc "$rootfs/proc"
-chroot "$rootfs" /usr/bin/env DEBIAN_FRONTEND=noninteractive bash -c '
+chroot "$rootfs" /usr/bin/env DEBIAN_FRONTEND=noninteractive SITECUSTOMIZE="$SITECUSTOMIZE" bash -c '
   set -e
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends \
     python3-ipykernel python3-jupyter-server python3-pandas python3-matplotlib \
-    python3-numpy python3-pil python3-dill fonts-dejavu-core tini ca-certificates >/dev/null
+    python3-numpy python3-pil python3-dill python3-pip fonts-dejavu-core tini ca-certificates >/dev/null
   apt-get clean
   rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
   # The mirror this image was built from is not part of the image.
@@ -85,13 +96,17 @@ chroot "$rootfs" /usr/bin/env DEBIAN_FRONTEND=noninteractive bash -c '
   python3 -m compileall -q /usr/lib/python3/dist-packages >/dev/null 2>&1 || true
   useradd -u 1000 -m -d /home/kernel -s /bin/sh kernel
   mkdir -p /workspace && chmod 0777 /workspace
+  # pip installs into the user site (the root is read-only in a session); it is
+  # made and put on sys.path at every start, so a package pip installs imports in
+  # the same kernel without a restart.
+  for f in /etc/python3.*/sitecustomize.py; do printf "%s\n" "$SITECUSTOMIZE" >> "$f"; done
 ' >"$work/apt.log" 2>&1 || { tail -n 30 "$work/apt.log" >&2; exit 1; }
 umount "$rootfs/proc"
 
 echo "docker import -> $image ..."
 tar -C "$rootfs" -c . | docker import \
   --change "LABEL io.kernelbox.recipe=$RECIPE" \
-  --change 'ENV HOME=/tmp LANG=C.UTF-8 PYTHONUNBUFFERED=1' \
+  --change 'ENV HOME=/tmp LANG=C.UTF-8 PYTHONUNBUFFERED=1 PIP_BREAK_SYSTEM_PACKAGES=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1' \
   --change 'WORKDIR /workspace' \
   --change 'CMD ["python3", "-m", "jupyter_server", "--help"]' \
   - "$image" >/dev/null
