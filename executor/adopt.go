@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/kernelbox/kernelbox/api"
@@ -59,24 +60,32 @@ func (e *Executor) adopt() error {
 	for id, rec := range byID {
 		t := e.templates[rec.Template]
 		r := placed[id]
+		var why string
 		switch {
 		case t == nil:
 			e.retire(id, fmt.Sprintf("kernelbox restarted and the session's template %q is no longer configured: its variables are gone, its files are kept", rec.Template))
+			lost++
+			continue
 		case rec.Lost != "":
-			e.retire(id, rec.Lost)
+			why = rec.Lost
 		case r.Placement != nil:
 			e.adoptLive(rec, t, r.Placement)
 			adopted++
 			continue
 		case r.Lost != "":
-			e.retire(id, "kernelbox restarted and the session's kernel could not be taken back: "+r.Lost+"; its variables are gone, its files are kept")
+			why = "kernelbox restarted and the session's kernel could not be taken back: " + r.Lost + "; its variables are gone, its files are kept"
 		case rec.Snapshot != nil && rec.KernelID == "":
 			e.adoptHibernated(rec, t)
 			hibernated++
 			continue
 		default:
-			e.retire(id, fmt.Sprintf("kernelbox restarted and the session's kernel did not outlive it (the %s backend kept none): its variables are gone, its files are kept", e.Backend()))
+			why = fmt.Sprintf("kernelbox restarted and the session's kernel did not outlive it (the %s backend kept none): its variables are gone, its files are kept", e.Backend())
 		}
+		if e.adoptCheckpointed(rec, t, why) {
+			adopted++
+			continue
+		}
+		e.retire(id, why)
 		lost++
 	}
 	if len(byID) > 0 {
@@ -145,6 +154,7 @@ func (e *Executor) adoptLive(rec keptSession, t *Template, p Placement) {
 	s := newSession(e, rec.ID, t)
 	s.state.Created, s.state.Calls, s.state.ExecutionCount = rec.Created, rec.Calls, rec.ExecutionCount
 	s.state.State = api.StateStarting
+	s.keepCheckpoint(rec)
 	k := &kernel{placement: p, id: rec.KernelID}
 	if lr, ok := p.(LossReporter); ok {
 		k.lost = lr.Lost()
@@ -171,7 +181,40 @@ func (e *Executor) adoptHibernated(rec keptSession, t *Template) {
 	snapObserver(e.opts.Observer).Hibernated(1)
 	s.state.Created, s.state.Calls, s.state.ExecutionCount = rec.Created, rec.Calls, rec.ExecutionCount
 	s.state.State, s.state.Snapshot, s.state.Hibernated = api.StateHibernated, &info, info.Taken
+	s.keepCheckpoint(rec)
 	e.startAdopted(s, nil)
+}
+
+// adoptCheckpointed takes back a session whose kernel did not survive the restart
+// but whose template checkpoints and whose record names a checkpoint: its next
+// call starts a kernel and restores the checkpoint (restoreCheckpoint), saying
+// why the kernel was replaced. It reports false, doing nothing, otherwise.
+func (e *Executor) adoptCheckpointed(rec keptSession, t *Template, why string) bool {
+	if rec.Checkpoint == nil || t.Checkpoint != CheckpointAfterCall {
+		return false
+	}
+	s := newSession(e, rec.ID, t)
+	s.state.Created, s.state.Calls, s.state.ExecutionCount = rec.Created, rec.Calls, rec.ExecutionCount
+	s.state.State = api.StateDead
+	s.keepCheckpoint(rec)
+	s.markLost(strings.TrimSuffix(strings.TrimSuffix(why, ": its variables are gone, its files are kept"), "; its variables are gone, its files are kept"))
+	e.startAdopted(s, nil)
+	return true
+}
+
+// keepCheckpoint gives an adopted session the checkpoint its record names, when
+// its template still checkpoints, so that a kernel lost across the restart (or
+// later) is restored from it. The calls after it count as changed: a restore
+// says they are lost unless the checkpoint is of the last one. Run before the
+// session's worker starts.
+func (s *session) keepCheckpoint(rec keptSession) {
+	c := rec.Checkpoint
+	if c == nil || s.tmpl.Checkpoint != CheckpointAfterCall {
+		return
+	}
+	s.ckpt.last = &checkpoint{afterCall: c.AfterCall, info: c.SnapshotInfo}
+	s.ckpt.lastWhole = rec.Calls
+	s.state.Checkpoint = c
 }
 
 // takeBack connects the session to its adopted kernel k, on the session's worker. A

@@ -94,6 +94,7 @@ func (s *session) afterCall(r *Result) {
 		s.mu.Lock()
 		s.state.Checkpoint = &api.CheckpointInfo{AfterCall: call, SnapshotInfo: *info}
 		s.mu.Unlock()
+		s.e.stateChanged() // a restart of kernelbox keeps it (keepstate.go)
 	default:
 		if errors.Is(err, context.DeadlineExceeded) && s.ctx.Err() == nil {
 			s.stopSave()

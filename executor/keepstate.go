@@ -73,6 +73,10 @@ type keptSession struct {
 	Calls          int               `json:"calls,omitempty"`
 	ExecutionCount int               `json:"execution_count,omitempty"`
 	Snapshot       *api.SnapshotInfo `json:"snapshot,omitempty"`
+	// Checkpoint is the session's last after-call checkpoint (its file is in the
+	// session directory): a kernel that does not survive the restart is restored
+	// from it.
+	Checkpoint *api.CheckpointInfo `json:"checkpoint,omitempty"`
 	// Lost says why a session's state did not survive the stop (it could not
 	// hibernate): the next executor tells its next call so.
 	Lost string `json:"lost,omitempty"`
@@ -129,11 +133,11 @@ func (s *session) record() (keptSession, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := keptSession{ID: s.id, Template: s.tmpl.Name, Created: s.state.Created, Calls: s.state.Calls,
-		ExecutionCount: s.state.ExecutionCount, Snapshot: s.state.Snapshot}
+		ExecutionCount: s.state.ExecutionCount, Snapshot: s.state.Snapshot, Checkpoint: s.state.Checkpoint}
 	if s.kref != nil {
 		r.KernelID = s.kref.id
 	}
-	return r, r.KernelID != "" || r.Snapshot != nil
+	return r, r.KernelID != "" || r.Snapshot != nil || r.Checkpoint != nil
 }
 
 // writeState writes recs as the state file; final freezes it (Close's last
@@ -242,8 +246,8 @@ func (e *Executor) hibernateAll(ctx context.Context, list []*session) []keptSess
 				return
 			}
 			if err != nil || !ok || r.Snapshot == nil {
-				r = keptSession{ID: s.id, Template: s.tmpl.Name, Created: r.Created,
-					Lost: fmt.Sprintf("kernelbox was stopped and the session could not hibernate (%v): its variables are gone, its files are kept", err)}
+				r = keptSession{ID: s.id, Template: s.tmpl.Name, Created: r.Created, Calls: r.Calls,
+					Checkpoint: r.Checkpoint, Lost: fmt.Sprintf("kernelbox was stopped and the session could not hibernate (%v): its variables are gone, its files are kept", err)}
 			}
 			mu.Lock()
 			recs = append(recs, r)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -173,20 +174,29 @@ func TestServeDockerAdopt(t *testing.T) {
 
 // TestServeDockerAdoptFaults: a graceful stop with keep, then a container removed
 // by hand, then a corrupt state file, between starts of serve on one workspace.
+// Session af4's template checkpoints after each call: where the others lose their
+// state, af4 is restored from its last checkpoint.
 func TestServeDockerAdoptFaults(t *testing.T) {
 	testenv.Docker(t)
 	t.Parallel()
 	ws, data := testDirs(t)
 	ids := []string{"af1", "af2", "af3"}
-	cmd, url, _ := rawServe(t, adoptArgs(ws, data)...)
+	tmpl := filepath.Join(t.TempDir(), "templates.json")
+	require.NoError(t, os.WriteFile(tmpl, []byte(`{"templates": [{"name": "ckpt", "checkpoint": "after_call"}]}`), 0o600))
+	args := append(adoptArgs(ws, data), "--templates", tmpl)
+	cmd, url, _ := rawServe(t, args...)
 	owner1 := ownerLabel(t, cmd.Process.Pid)
 	wsRoot := serveWorkspace(t, cmd.Process.Pid)
 	c := adoptClient(t, url)
 	eachSession(ids, func(i int, id string) { adoptRun(t, c, id, fmt.Sprintf("x = %d", i+1)) })
+	ctx := context.Background()
+	r4, err := c.Execute(ctx, api.Request{SessionID: "af4", Template: "ckpt", Code: "y = 4"})
+	require.NoError(t, err)
+	require.Equal(t, api.StatusOK, r4.Status, "%+v", r4.Error)
+	checkpointKept(t, ws, "af4", 1)
 
 	// A graceful stop with keep: the containers stay, the next start takes them;
 	// a call running then answers as lost, stopped.
-	ctx := context.Background()
 	d, err := c.Start(ctx, api.Request{SessionID: "af1", Code: "import time\ntime.sleep(120)"})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
@@ -195,30 +205,38 @@ func TestServeDockerAdoptFaults(t *testing.T) {
 	}, 30*time.Second, 50*time.Millisecond)
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, cmd.Wait())
-	require.Equal(t, 3, soakCount(t, "docker", 0, owner1, wsRoot).kernels, "kept on SIGTERM")
-	cmd, url, _ = rawServe(t, adoptArgs(ws, data)...)
+	require.Equal(t, 4, soakCount(t, "docker", 0, owner1, wsRoot).kernels, "kept on SIGTERM")
+	cmd, url, _ = rawServe(t, args...)
 	c = adoptClient(t, url)
 	eachSession(ids, func(i int, id string) {
 		r := adoptRun(t, c, id, "x")
 		assert.Equal(t, strconv.Itoa(i+1), r.Result, "%s after a graceful stop: %v", id, r.Notes)
 	})
+	r4 = adoptRun(t, c, "af4", "y")
+	assert.Equal(t, "4", r4.Result, "af4 after a graceful stop: %v", r4.Notes)
+	assert.Nil(t, r4.StateRestored, "its kernel was taken back, not restored")
+	checkpointKept(t, ws, "af4", 2)
 	info, err := c.Call(ctx, d.CallID)
 	require.NoError(t, err)
 	assert.Equal(t, api.CallLost, info.Status)
 	require.NotNil(t, info.Error)
 	assert.Contains(t, info.Error.Message, "was stopped")
 
-	// A container removed by hand while serve is down: that session is told.
+	// A container removed by hand while serve is down: that session is told;
+	// af4's, removed too, is restored from its checkpoint.
 	kill9(t, cmd)
-	gone := containersNamed(t, "af3")
-	require.Len(t, gone, 1)
-	require.NoError(t, exec.Command("docker", "rm", "-f", gone[0]).Run())
-	cmd, url, log := rawServe(t, adoptArgs(ws, data)...)
+	for _, id := range []string{"af3", "af4"} {
+		gone := containersNamed(t, id)
+		require.Len(t, gone, 1)
+		require.NoError(t, exec.Command("docker", "rm", "-f", gone[0]).Run())
+	}
+	cmd, url, log := rawServe(t, args...)
 	c = adoptClient(t, url)
 	r := adoptRun(t, c, "af3", "'x' in dir()")
 	assert.Equal(t, "False", r.Result)
 	assert.True(t, r.StateLost)
 	assert.Contains(t, strings.Join(r.Notes, "\n"), "was removed while kernelbox was not running", "%v\n%s", r.Notes, log)
+	checkpointRestored(t, c, "af4", "was removed while kernelbox was not running")
 	for i, id := range ids[:2] {
 		assert.Equal(t, strconv.Itoa(i+1), adoptRun(t, c, id, "x").Result, id)
 	}
@@ -228,7 +246,7 @@ func TestServeDockerAdoptFaults(t *testing.T) {
 	// and the sessions are told their state is gone.
 	kill9(t, cmd)
 	require.NoError(t, os.WriteFile(filepath.Join(ws, "state", "docker.json"), []byte(`{"version": 1, "containers": [`), 0o600))
-	cmd, url, log = rawServe(t, adoptArgs(ws, data)...)
+	cmd, url, log = rawServe(t, args...)
 	assert.Contains(t, log.String(), "docker.json is corrupt")
 	assert.Zero(t, soakCount(t, "docker", 0, owner1, wsRoot).kernels, "the leftovers are reaped:\n%s", log)
 	assert.Zero(t, soakCount(t, "docker", 0, owner3, wsRoot).kernels, "the leftovers are reaped:\n%s", log)
@@ -238,13 +256,53 @@ func TestServeDockerAdoptFaults(t *testing.T) {
 		assert.Equal(t, "False", r.Result, id)
 		assert.True(t, r.StateLost, id)
 	})
+	checkpointRestored(t, c, "af4", "did not outlive it")
 	owner4 := ownerLabel(t, cmd.Process.Pid)
-	eachSession(ids, func(_ int, id string) { assert.NoError(t, c.CloseSession(context.Background(), id)) })
+	eachSession(append(ids, "af4"), func(_ int, id string) { assert.NoError(t, c.CloseSession(context.Background(), id)) })
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, cmd.Wait())
 	for _, o := range []string{owner1, owner3, owner4} {
 		assert.Equal(t, soakLeft{}, soakCount(t, "docker", 0, o, wsRoot), "nothing left (owner %s)", o)
 	}
+}
+
+// checkpointKept waits until serve's kept state (WORKSPACE/state/sessions.json)
+// records session's checkpoint after call n: a checkpoint is taken after the
+// call's result is delivered, and a stop before it is taken keeps the one before.
+func checkpointKept(t *testing.T, ws, session string, n int) {
+	t.Helper()
+	want := fmt.Sprintf(`"checkpoint":{"after_call":%d,`, n)
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(filepath.Join(ws, "state", "sessions.json"))
+		if err != nil {
+			return false
+		}
+		var st struct {
+			Sessions []json.RawMessage `json:"sessions"`
+		}
+		if json.Unmarshal(b, &st) != nil {
+			return false
+		}
+		for _, r := range st.Sessions {
+			if strings.Contains(string(r), `"id":"`+session+`"`) && strings.Contains(string(r), want) {
+				return true
+			}
+		}
+		return false
+	}, time.Minute, 50*time.Millisecond, "session %s's checkpoint after call %d is not in the kept state", session, n)
+}
+
+// checkpointRestored checks that session's first call after a restart found y
+// restored from its checkpoint, its kernel's loss explained (why).
+func checkpointRestored(t *testing.T, c *client.Client, session, why string) {
+	t.Helper()
+	r := adoptRun(t, c, session, "y")
+	assert.Equal(t, "4", r.Result, "%s: %v", session, r.Notes)
+	assert.False(t, r.StateLost, "%s: %v", session, r.Notes)
+	if assert.NotNil(t, r.StateRestored, "%s: %v", session, r.Notes) {
+		assert.Equal(t, "checkpoint", r.StateRestored.From)
+	}
+	assert.Contains(t, strings.Join(r.Notes, "\n"), why, session)
 }
 
 // TestServeLocalOnStop: on the local backend, whose kernels end with kernelbox, a
