@@ -176,7 +176,7 @@ func each(n, par int, f func(i int) error) error {
 }
 
 // adoptID names the adoption measurement's session i.
-func adoptID(i int) string { return fmt.Sprintf("ad%02d", i) }
+func adoptID(i int) string { return fmt.Sprintf("adopt%02d", i) }
 
 // callX runs code on session i through c, within 3 minutes, and checks that it
 // answers want without losing its state.
