@@ -116,6 +116,8 @@ func Run(ctx context.Context, c Config) ([]Row, error) {
 		got, err := r.run(ctx)
 		rows = append(rows, got...)
 		if err != nil {
+			// What was measured is printed still: a run can take 25 minutes.
+			print(c.Out, rows)
 			return rows, fmt.Errorf("%s: %w", b.Name, err)
 		}
 	}
