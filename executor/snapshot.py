@@ -4,28 +4,41 @@
 # globals dict, so nothing here lands in the user's namespace; the call prints one
 # line "\x1ekernelbox-snapshot <json>" that the executor reads.
 #
-# File format (version 1), all integers big-endian:
-#   b"KBSNAP1\n"                     magic and format version
-#   u64 header length, header JSON   {"format":1,"dill":..,"python":..,"names":[..],
-#                                     "modules":{name:module},"skipped":{name:why}}
-#   per name in header["names"]: u64 length, one kind byte (b"p": the C pickle,
-#   b"d": dill), the pickle
-#   b"KBEND" + u32 CRC-32 of every byte before it + u64 that length
+# File format (version 2), all integers big-endian, written front to back in one pass:
+#   b"KBSNAP2\n"                     magic and format version
+#   per saved name, in the index's order: its pickle, then the bytes of each buffer
+#     the pickle took out of band (protocol 5: a NumPy array's or a DataFrame block's
+#     data is written straight from the array, never copied into the pickle)
+#   the index, JSON: {"format":2,"dill":..,"python":..,"names":[..],"records":
+#     [{"name","kind","len","sum","bufs":[[len,sum],..]}],"modules":{name:module},
+#     "skipped":{name:why}}; kind "p" is the C pickle, "d" dill; sum is Adler-32
+#   b"KBEND" + u32 Adler-32 of the index + u64 the index's offset + u64 its length
+# Every byte between the magic and the index belongs to exactly one checked region,
+# so a flipped byte anywhere is found, and the whole file is read and checked before
+# anything in it is unpickled. Version 1 files (one CRC-32 over the file, pickles
+# only in band) are still read, so a session hibernated by an older kernelbox
+# resumes after an upgrade.
 # A value is pickled by the C pickler when it can be (fast: a NumPy array or a
 # DataFrame); one that needs anything defined in the session itself (a function,
 # a lambda, a class, an instance of such a class) or that the C pickler refuses
 # goes to dill, which pickles those by value.
 # It is written to a temporary name beside the final one, fsynced and renamed, so a
-# crash never leaves a half file under the final name; the trailer's hash catches a
-# truncated or corrupted file before anything in it is unpickled (it is no defence
+# crash never leaves a half file under the final name; the checksums catch a
+# truncated or corrupted file before anything in it is unpickled (they are no defence
 # against a deliberate edit: the session's own code can write the file, and a
 # snapshot is only ever loaded in that session's kernel).
+# Speed: nothing is pickled into memory first (a large namespace would need twice
+# its size), the arrays' data goes from the arrays to the file, and on load each
+# buffer is read once into the memory the restored array then uses.
 import io, json, os, pickle, struct, sys, types, zlib
 
-_KB_MAGIC = b"KBSNAP1\n"
+_KB_MAGIC = b"KBSNAP2\n"
+_KB_MAGIC_V1 = b"KBSNAP1\n"
 _KB_END = b"KBEND"
-_KB_FORMAT = 1
-_KB_TRAILER = 5 + 4 + 8
+_KB_FORMAT = 2
+_KB_TRAILER = 5 + 4 + 8 + 8
+_KB_TRAILER_V1 = 5 + 4 + 8
+_KB_MAX_INDEX = 64 << 20
 
 
 class _KbNeedsDill(Exception):
@@ -41,14 +54,51 @@ class _KbPickler(pickle.Pickler):
         return NotImplemented
 
 
-def _kb_dumps(v, dill):
+class _KbOut:
+    """The snapshot file as a pickler sees it: counts and sums what is written."""
+
+    def __init__(self, f):
+        self.f, self.n, self.sum = f, 0, 1
+
+    def reset(self):
+        self.n, self.sum = 0, 1
+
+    def write(self, b):
+        self.sum = zlib.adler32(b, self.sum)
+        self.n += len(b)
+        return self.f.write(b)
+
+
+def _kb_dump(out, v, dill):
+    """Pickles v into out; returns (kind, out-of-band buffers). On an exception the
+    file is back where it was."""
+    f, start = out.f, out.f.tell()
+
+    def rewind():
+        f.seek(start)
+        f.truncate()
+        out.reset()
+
+    out.reset()
+    bufs = []
     try:
-        f = io.BytesIO()
-        f.write(b"p")
-        _KbPickler(f, protocol=5).dump(v)
-        return f.getvalue()
+        _KbPickler(out, protocol=5, buffer_callback=bufs.append).dump(v)
+        return "p", bufs
     except Exception:  # _KbNeedsDill, or a type the C pickler cannot save
-        return b"d" + dill.dumps(v)  # functions keep the namespace as their globals
+        rewind()
+    try:
+        dill.dump(v, out)  # functions keep the namespace as their globals
+        return "d", []
+    except BaseException:
+        rewind()
+        raise
+
+
+def _kb_raw(pb):
+    try:
+        return pb.raw()
+    except BufferError:  # not contiguous: one copy
+        return memoryview(bytes(pb))
 
 
 def _kb_report(obj):
@@ -83,45 +133,15 @@ def _kb_save(path, limit):
     except ImportError as e:
         _kb_report({"error": "python3-dill is not installed in the kernel (%s); rebuild the kernel image (kernelbox image build)" % e})
         return
-    ip = get_ipython()
-    ns = ip.user_ns
-    names, modules, skipped, blobs, total = [], {}, {}, [], 0
-    for name in _kb_user_names(ip):
-        v = ns[name]
-        if isinstance(v, types.ModuleType):
-            modules[name] = v.__name__
-            continue
-        try:
-            b = _kb_dumps(v, dill)
-        except Exception as e:  # one object that cannot be pickled does not sink the rest
-            skipped[name] = _kb_why(e)
-            continue
-        total += len(b) + 8
-        if limit > 0 and total > limit:
-            big = sorted(((len(x), n) for n, x in zip(names, blobs)), reverse=True)[:5]
-            _kb_report({"too_big": True, "bytes": total, "limit": limit, "name": name,
-                        "largest": [[n, s] for s, n in big] + [[name, len(b)]]})
-            return
-        names.append(name)
-        blobs.append(b)
-    header = json.dumps({"format": _KB_FORMAT, "dill": dill.__version__, "python": sys.version.split()[0],
-                         "names": names, "modules": modules, "skipped": skipped}).encode()
     tmp = "%s.tmp-%d" % (path, os.getpid())
-    crc, n = 0, 0
     try:
         with open(tmp, "wb") as f:
-            def put(b):
-                nonlocal crc, n
-                crc = zlib.crc32(b, crc)
-                n += len(b)
-                f.write(b)
-            put(_KB_MAGIC)
-            put(struct.pack(">Q", len(header)))
-            put(header)
-            for b in blobs:
-                put(struct.pack(">Q", len(b)))
-                put(b)
-            f.write(_KB_END + struct.pack(">IQ", crc, n))
+            r, index = _kb_write(f, get_ipython(), dill, limit)
+            if r is not None:  # too big
+                f.close()
+                os.unlink(tmp)
+                _kb_report(r)
+                return
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -139,39 +159,126 @@ def _kb_save(path, limit):
         except OSError:
             pass
         raise
-    _kb_report({"ok": True, "bytes": size, "names": names, "modules": modules, "skipped": skipped})
+    _kb_report({"ok": True, "bytes": size, "names": index["names"], "modules": index["modules"],
+                "skipped": index["skipped"]})
+
+
+def _kb_write(f, ip, dill, limit):
+    """Writes the namespace to f (format 2). Returns (a too_big report, None) or
+    (None, the index written)."""
+    ns = ip.user_ns
+    names, records, modules, skipped, total = [], [], {}, {}, 0
+    f.write(_KB_MAGIC)
+    out = _KbOut(f)
+    for name in _kb_user_names(ip):
+        v = ns[name]
+        if isinstance(v, types.ModuleType):
+            modules[name] = v.__name__
+            continue
+        try:
+            kind, bufs = _kb_dump(out, v, dill)
+        except Exception as e:  # one object that cannot be pickled does not sink the rest
+            skipped[name] = _kb_why(e)
+            continue
+        raws = [_kb_raw(b) for b in bufs]
+        size = out.n + sum(r.nbytes for r in raws)
+        total += size
+        if limit > 0 and total > limit:
+            big = sorted(((_kb_size(r), r["name"]) for r in records), reverse=True)[:5]
+            return {"too_big": True, "bytes": total, "limit": limit, "name": name,
+                    "largest": [[n, s] for s, n in big] + [[name, size]]}, None
+        rec = {"name": name, "kind": kind, "len": out.n, "sum": out.sum, "bufs": []}
+        for r in raws:
+            rec["bufs"].append([r.nbytes, zlib.adler32(r)])
+            f.write(r)
+        names.append(name)
+        records.append(rec)
+    index = {"format": _KB_FORMAT, "dill": dill.__version__, "python": sys.version.split()[0],
+             "names": names, "records": records, "modules": modules, "skipped": skipped}
+    b = json.dumps(index).encode()
+    off = f.tell()
+    f.write(b)
+    f.write(_KB_END + struct.pack(">IQQ", zlib.adler32(b), off, len(b)))
+    return None, index
+
+
+def _kb_size(rec):
+    return rec["len"] + sum(n for n, _ in rec["bufs"])
 
 
 def _kb_read(path):
-    """Returns (header, blobs) of a whole, checked snapshot, or raises ValueError."""
+    """Returns (header, [(kind, pickle, buffers)]) of a whole, checked snapshot, or
+    raises ValueError."""
     with open(path, "rb") as f:
-        data = f.read()
-    if not data.startswith(_KB_MAGIC):
-        if data.startswith(b"KBSNAP"):
-            raise ValueError("the snapshot was written by another kernelbox snapshot format (%r); this one reads %r" % (data[:8], _KB_MAGIC))
-        raise ValueError("the file is not a kernelbox snapshot (bad magic)")
-    if len(data) < len(_KB_MAGIC) + 8 + _KB_TRAILER or data[-_KB_TRAILER:-12] != _KB_END:
+        magic = f.read(len(_KB_MAGIC))
+        if magic == _KB_MAGIC_V1:
+            f.seek(0)
+            return _kb_read_v1(f.read())
+        if magic != _KB_MAGIC:
+            if magic.startswith(b"KBSNAP"):
+                raise ValueError("the snapshot was written by another kernelbox snapshot format (%r); this one reads %r" % (magic, _KB_MAGIC))
+            raise ValueError("the file is not a kernelbox snapshot (bad magic)")
+        size = os.fstat(f.fileno()).st_size
+        if size < len(_KB_MAGIC) + _KB_TRAILER:
+            raise ValueError("the snapshot is truncated (%d bytes; no end marker)" % size)
+        f.seek(size - _KB_TRAILER)
+        tr = f.read(_KB_TRAILER)
+        if tr[:5] != _KB_END:
+            raise ValueError("the snapshot is truncated (%d bytes; no end marker)" % size)
+        isum, ioff, ilen = struct.unpack(">IQQ", tr[5:])
+        if ioff + ilen + _KB_TRAILER != size or ilen > _KB_MAX_INDEX or ioff < len(_KB_MAGIC):
+            raise ValueError("the snapshot is corrupted (its end marker does not fit its size)")
+        f.seek(ioff)
+        raw = f.read(ilen)
+        if zlib.adler32(raw) != isum:
+            raise ValueError("the snapshot is corrupted (its index's checksum does not match)")
+        header = json.loads(raw)
+        if header.get("format") != _KB_FORMAT:
+            raise ValueError("the snapshot has format %r; this kernelbox reads %r" % (header.get("format"), _KB_FORMAT))
+        records = header["records"]
+        if len(_KB_MAGIC) + sum(_kb_size(r) for r in records) != ioff:
+            raise ValueError("the snapshot is corrupted (its records do not fill it)")
+        f.seek(len(_KB_MAGIC))
+        out = []
+        for r in records:
+            p = f.read(r["len"])
+            if len(p) != r["len"] or zlib.adler32(p) != r["sum"]:
+                raise ValueError("the snapshot is corrupted (the checksum of %r does not match)" % r["name"])
+            bufs = []
+            for n, want in r["bufs"]:
+                b = bytearray(n)  # the restored array's own memory
+                if f.readinto(b) != n or zlib.adler32(b) != want:
+                    raise ValueError("the snapshot is corrupted (the checksum of %r does not match)" % r["name"])
+                bufs.append(b)
+            out.append((r["kind"], p, bufs))
+        return header, out
+
+
+def _kb_read_v1(data):
+    """Reads format 1: one CRC-32 over the file, every pickle in band."""
+    if len(data) < len(_KB_MAGIC_V1) + 8 + _KB_TRAILER_V1 or data[-_KB_TRAILER_V1:-12] != _KB_END:
         raise ValueError("the snapshot is truncated (%d bytes; no end marker)" % len(data))
-    body = memoryview(data)[:-_KB_TRAILER]  # slices of a memoryview copy nothing
+    body = memoryview(data)[:-_KB_TRAILER_V1]  # slices of a memoryview copy nothing
     crc, n = struct.unpack(">IQ", data[-12:])
     if n != len(body) or zlib.crc32(body) != crc:
         raise ValueError("the snapshot is corrupted (its checksum does not match)")
-    pos = len(_KB_MAGIC)
+    pos = len(_KB_MAGIC_V1)
     (n,) = struct.unpack_from(">Q", body, pos)
     pos += 8
     header = json.loads(bytes(body[pos:pos + n]))
     pos += n
-    if header.get("format") != _KB_FORMAT:
-        raise ValueError("the snapshot has format %r; this kernelbox reads %r" % (header.get("format"), _KB_FORMAT))
-    blobs = []
+    if header.get("format") != 1:
+        raise ValueError("the snapshot has format %r; this kernelbox reads 1 and %r" % (header.get("format"), _KB_FORMAT))
+    out = []
     for _ in header["names"]:
         (m,) = struct.unpack_from(">Q", body, pos)
         pos += 8
-        blobs.append(body[pos:pos + m])
+        b = body[pos:pos + m]
+        out.append((bytes(b[:1]).decode(), b[1:], []))
         pos += m
     if pos != len(body):
         raise ValueError("the snapshot's records do not fill it")
-    return header, blobs
+    return header, out
 
 
 def _kb_load(path):
@@ -181,7 +288,7 @@ def _kb_load(path):
         _kb_report({"lost": "python3-dill is not installed in the kernel (%s); rebuild the kernel image (kernelbox image build)" % e})
         return
     try:
-        header, blobs = _kb_read(path)
+        header, records = _kb_read(path)
     except FileNotFoundError:
         _kb_report({"lost": "the session's snapshot file is missing"})
         return
@@ -197,9 +304,9 @@ def _kb_load(path):
             restored.append(name)
         except Exception as e:
             failed[name] = "re-import of module %s failed: %s" % (mod, _kb_why(e))
-    for name, b in zip(header["names"], blobs):
+    for name, (kind, p, bufs) in zip(header["names"], records):
         try:
-            ns[name] = pickle.loads(b[1:]) if b[:1] == b"p" else dill.loads(b[1:])
+            ns[name] = pickle.loads(p, buffers=bufs) if kind == "p" else dill.loads(p)
             restored.append(name)
         except Exception as e:
             failed[name] = "could not be loaded: " + _kb_why(e)
