@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -24,7 +25,9 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	density := fs.Bool("density", false, "also measure memory at 1, 10 and 50 idle sessions")
 	python := fs.String("python", "", "Python with jupyter_client (default: KERNELBOX_PYTHON, /usr/bin/python3, python3)")
 	ref := fs.String("reference", "bench/reference.py", "path of the reference script")
-	only := fs.String("scenarios", "", "comma-separated scenarios to run: cold, trivial, http, stream, lines, stage, restage, artifacts, warm, analyst (default all)")
+	only := fs.String("scenarios", "", "comma-separated scenarios to run: cold, trivial, http, stream, lines, stage, restage, artifacts, warm, analyst, durable (default all but durable, which runs only when named: 15 to 25 minutes)")
+	durableSessions := fs.Int("durable-sessions", 0, "sessions the durable scenario holds open, at most 20 live (default 500, 30 with --short)")
+	adoptSessions := fs.Int("adopt-sessions", 0, "docker sessions the durable scenario keeps across a SIGKILL of serve (default 20, 5 with --short)")
 	placement := fs.Int("placement", 0, "instead: place N sessions over --gateways local Jupyter Servers through the remote backend, then on one, then kill a gateway (200 in the README)")
 	gateways := fs.Int("gateways", 4, "gateways for --placement")
 	if err := parse(fs, args); err != nil {
@@ -42,15 +45,21 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return exitCode{2, err.Error()}
 	}
+	// The durable scenario runs this binary's serve to measure adoption; without
+	// it that row says it was not measured.
+	self, _ := os.Executable()
 	_, err = bench.Run(ctx, bench.Config{
-		Python:    py,
-		Reference: *ref,
-		Backends:  measured,
-		Short:     *short,
-		Density:   *density,
-		Scenarios: splitList(*only),
-		Serve:     benchServe,
-		Out:       stdout,
+		Python:          py,
+		Reference:       *ref,
+		Backends:        measured,
+		Short:           *short,
+		Density:         *density,
+		Scenarios:       splitList(*only),
+		DurableSessions: *durableSessions,
+		AdoptSessions:   *adoptSessions,
+		Self:            self,
+		Serve:           benchServe,
+		Out:             stdout,
 	})
 	return err
 }

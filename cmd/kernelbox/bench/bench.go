@@ -41,8 +41,18 @@ type Config struct {
 	// Density also measures memory at 1, 10 and 50 sessions.
 	Density bool
 	// Scenarios limits the run to these (cold, trivial, http, stream, lines,
-	// stage, restage, artifacts, warm, analyst). Empty means all.
+	// stage, restage, artifacts, warm, analyst, durable). Empty means all but
+	// durable, which runs only when named (it takes 15 to 25 minutes).
 	Scenarios []string
+	// DurableSessions is how many sessions the durable scenario holds open at
+	// once, at most 20 of them live. Defaults to 500 (30 with Short).
+	DurableSessions int
+	// AdoptSessions is how many docker sessions the durable scenario's adoption
+	// measurement keeps across a SIGKILL of serve. Defaults to 20 (5 with Short).
+	AdoptSessions int
+	// Self is the kernelbox binary: the durable scenario runs its `serve` to
+	// measure adoption after a SIGKILL. Without it that row says so.
+	Self string
 	// Serve serves the HTTP API for the http scenario (`kernelbox bench` passes
 	// serve's own server). The http scenario fails without it.
 	Serve ServeFunc
@@ -106,6 +116,8 @@ func Run(ctx context.Context, c Config) ([]Row, error) {
 		got, err := r.run(ctx)
 		rows = append(rows, got...)
 		if err != nil {
+			// What was measured is printed still: a run can take 25 minutes.
+			print(c.Out, rows)
 			return rows, fmt.Errorf("%s: %w", b.Name, err)
 		}
 	}
@@ -134,11 +146,17 @@ func (r *runner) iters(short, long int) int {
 // kernels of the default template, and templates. Each gets a workspace of its own,
 // as a scenario's executor may run beside the runner's.
 func (r *runner) newExecutor(ctx context.Context, warm int, templates ...executor.Template) (*executor.Executor, *workspace.Manager, error) {
+	return r.newExecutorWith(ctx, func(o *executor.Options) { o.Warm, o.Templates = warm, templates })
+}
+
+// newExecutorWith builds an executor on the runner's backend with the benchmark's
+// options (64 sessions, no warm pool), changed by set.
+func (r *runner) newExecutorWith(ctx context.Context, set func(*executor.Options)) (*executor.Executor, *workspace.Manager, error) {
 	r.data = filepath.Join(r.dir, "data")
 	if err := os.MkdirAll(r.data, 0o755); err != nil {
 		return nil, nil, err
 	}
-	root, err := os.MkdirTemp(r.dir, fmt.Sprintf("ws%d-", warm))
+	root, err := os.MkdirTemp(r.dir, "ws-")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -151,7 +169,7 @@ func (r *runner) newExecutor(ctx context.Context, warm int, templates ...executo
 		ws.Close()
 		return nil, nil, err
 	}
-	e, err := executor.New(executor.Options{
+	o := executor.Options{
 		Backend:   b,
 		Workspace: ws,
 		Permissions: &permissions.Engine{
@@ -160,10 +178,10 @@ func (r *runner) newExecutor(ctx context.Context, warm int, templates ...executo
 		},
 		MaxStreamBytes: 16 << 20,
 		MaxSessions:    64,
-		Warm:           warm,
-		Templates:      templates,
 		Logger:         r.c.Logger,
-	})
+	}
+	set(&o)
+	e, err := executor.New(o)
 	if err != nil {
 		_ = b.Close(ctx)
 		ws.Close()
@@ -197,8 +215,9 @@ func (r *runner) run(ctx context.Context) ([]Row, error) {
 		{"stage", one(r.stage)}, {"restage", one(r.restage)}, {"artifacts", one(r.artifacts)},
 		{"warm", one(func(ctx context.Context, _ *executor.Executor) (Row, error) { return r.warmStart(ctx) })},
 		{"analyst", func(ctx context.Context, _ *executor.Executor) ([]Row, error) { return r.analyst(ctx) }},
+		{"durable", func(ctx context.Context, _ *executor.Executor) ([]Row, error) { return r.durable(ctx) }},
 	} {
-		if len(r.c.Scenarios) > 0 && !slices.Contains(r.c.Scenarios, sc.name) {
+		if !selected(r.c.Scenarios, sc.name) {
 			continue
 		}
 		got, err := sc.run(ctx, e)
@@ -217,6 +236,15 @@ func (r *runner) run(ctx context.Context) ([]Row, error) {
 		}
 	}
 	return rows, nil
+}
+
+// selected says whether the scenario name runs when scenarios are asked for: all
+// of them when none are, but durable only when named (it takes 15 to 25 minutes).
+func selected(scenarios []string, name string) bool {
+	if len(scenarios) == 0 {
+		return name != "durable"
+	}
+	return slices.Contains(scenarios, name)
 }
 
 func (r *runner) exec(ctx context.Context, e *executor.Executor, req executor.Request) (*executor.Result, time.Duration, error) {
