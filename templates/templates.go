@@ -243,21 +243,8 @@ func (e entry) template(baseDir string, caps Caps) (executor.Template, error) {
 			return t, fmt.Errorf("env %q: kernelbox sets this variable itself", k)
 		}
 	}
-	if e.Memory != "" {
-		n, err := capacity.ParseBytes(e.Memory)
-		if err != nil || n <= 0 {
-			return t, fmt.Errorf("memory %q: want a size such as 512m or 2g", clip(e.Memory))
-		}
-		if caps.Memory > 0 && n > caps.Memory {
-			return t, fmt.Errorf("memory: asks %s, over the server's cap of %s (--memory)", capacity.FormatBytes(n), capacity.FormatBytes(caps.Memory))
-		}
-		t.Memory = n
-	}
-	if caps.CPUs > 0 && e.CPUs > caps.CPUs {
-		return t, fmt.Errorf("cpus: asks %g, over the server's cap of %g", e.CPUs, caps.CPUs)
-	}
-	if caps.Pids > 0 && e.Pids > caps.Pids {
-		return t, fmt.Errorf("pids: asks %d, over the server's cap of %d", e.Pids, caps.Pids)
+	if err := e.limits(&t, caps); err != nil {
+		return t, err
 	}
 	var err error
 	if t.IdleTimeout, err = duration("idle_timeout", e.IdleTimeout, caps.IdleTimeout, "--idle-timeout"); err != nil {
@@ -279,22 +266,54 @@ func (e entry) template(baseDir string, caps Caps) (executor.Template, error) {
 	if t.Network, err = network(e.Network); err != nil {
 		return t, err
 	}
-	names := make([]string, 0, len(e.Data))
-	for n := range e.Data {
+	if t.Data, err = dataMounts(e.Data, baseDir); err != nil {
+		return t, err
+	}
+	return t, nil
+}
+
+// limits checks the entry's memory, CPUs and pids against the server's caps and
+// sets t's memory.
+func (e entry) limits(t *executor.Template, caps Caps) error {
+	if e.Memory != "" {
+		n, err := capacity.ParseBytes(e.Memory)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("memory %q: want a size such as 512m or 2g", clip(e.Memory))
+		}
+		if caps.Memory > 0 && n > caps.Memory {
+			return fmt.Errorf("memory: asks %s, over the server's cap of %s (--memory)", capacity.FormatBytes(n), capacity.FormatBytes(caps.Memory))
+		}
+		t.Memory = n
+	}
+	if caps.CPUs > 0 && e.CPUs > caps.CPUs {
+		return fmt.Errorf("cpus: asks %g, over the server's cap of %g", e.CPUs, caps.CPUs)
+	}
+	if caps.Pids > 0 && e.Pids > caps.Pids {
+		return fmt.Errorf("pids: asks %d, over the server's cap of %d", e.Pids, caps.Pids)
+	}
+	return nil
+}
+
+// dataMounts turns the entry's data map into mounts, in name order; a relative
+// directory is relative to baseDir (the templates file's).
+func dataMounts(data map[string]string, baseDir string) ([]executor.DataMount, error) {
+	var out []executor.DataMount
+	names := make([]string, 0, len(data))
+	for n := range data {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		d := e.Data[n]
+		d := data[n]
 		if d == "" {
-			return t, fmt.Errorf("data %q: empty directory", clip(n))
+			return nil, fmt.Errorf("data %q: empty directory", clip(n))
 		}
 		if !filepath.IsAbs(d) {
 			d = filepath.Join(baseDir, d)
 		}
-		t.Data = append(t.Data, executor.DataMount{Name: n, HostDir: filepath.Clean(d)})
+		out = append(out, executor.DataMount{Name: n, HostDir: filepath.Clean(d)})
 	}
-	return t, nil
+	return out, nil
 }
 
 // duration parses a duration field and holds it to a cap (0: none).
