@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,6 +71,8 @@ type Backend struct {
 	detached atomic.Bool
 	kept     *keptState
 	keptErr  error
+	// stateLock is held while the backend runs (lockState).
+	stateLock *os.File
 	// oldConfigs are a kept instance's configs that New did not use again
 	// (another kernelbox version's): kept services may still use them.
 	oldConfigs []keptConfig
@@ -119,7 +122,7 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 	return b, nil
 }
 
-func newBackend(ctx context.Context, cfg config, api swarmAPI) (*Backend, error) {
+func newBackend(ctx context.Context, cfg config, api swarmAPI) (_ *Backend, err error) {
 	stopCtx, stop := context.WithCancel(context.Background())
 	b := &Backend{
 		api: api, cfg: cfg, instance: uuid.NewString(),
@@ -138,12 +141,21 @@ func newBackend(ctx context.Context, cfg config, api swarmAPI) (*Backend, error)
 		}
 		return nil, fmt.Errorf("inspect own container %q: %w", cfg.self, err)
 	}
+	if b.stateLock, err = lockState(cfg.stateFile); err != nil {
+		stop()
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			b.unlockState()
+		}
+	}()
 	spare := b.readKept()
 	n, err := b.reap(ctx, spare)
 	if err != nil {
 		cfg.log.Warn("reaping a dead instance's services failed", "err", err)
 	}
-	if err := b.probeNodes(ctx); err != nil {
+	if err = b.probeNodes(ctx); err != nil {
 		stop()
 		return nil, err
 	}
@@ -151,7 +163,7 @@ func newBackend(ctx context.Context, cfg config, api swarmAPI) (*Backend, error)
 		cfg.maxStarting = max(4, 2*b.readyNodes(ctx))
 		b.cfg.maxStarting = cfg.maxStarting
 	}
-	if err := b.createConfigs(ctx); err != nil {
+	if err = b.createConfigs(ctx); err != nil {
 		stop()
 		rctx, cancel := context.WithTimeout(context.Background(), teardownTimeout)
 		defer cancel()
@@ -159,7 +171,6 @@ func newBackend(ctx context.Context, cfg config, api swarmAPI) (*Backend, error)
 		_, rerr := b.removeOwned(rctx, func(id string, labels map[string]string) bool { return b.mine(id, labels) && !spare[id] })
 		return nil, errors.Join(err, rerr)
 	}
-	b.saveKept()
 	cfg.log.Info("swarm backend ready", "max_starting", cfg.maxStarting, "image", cfg.Image, "owner", cfg.owner, "instance", b.instance, "self", cfg.self, "reaped", n)
 	return b, nil
 }
@@ -299,6 +310,7 @@ func (b *Backend) closeAll(ctx context.Context) error {
 	wg.Wait()
 	_, err := b.removeOwned(ctx, b.mine)
 	b.saveKept()
+	b.unlockState()
 	errs = append(errs, err, b.api.Close())
 	if err := errors.Join(errs...); err != nil {
 		b.cfg.log.Error("swarm backend closed with errors", "err", err)

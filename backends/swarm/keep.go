@@ -19,7 +19,9 @@ import (
 	"fmt"
 	"io/fs"
 	"net/netip"
+	"os"
 	"regexp"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -28,6 +30,39 @@ import (
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/statefile"
 )
+
+// ErrStateInUse is returned by New when another running kernelbox holds the state
+// file (Options.StateFile): two servers must not share the same sessions.
+var ErrStateInUse = errors.New("state file in use by a running kernelbox")
+
+// lockState takes the lock of the state file at path (path+".lock", flock), which
+// the backend holds until it ends and the kernel drops with its process, however
+// it ends; another process on the same host (another container with the same
+// volume) that holds it makes ErrStateInUse. No path takes no lock.
+func lockState(path string) (*os.File, error) {
+	if path == "" {
+		return nil, nil
+	}
+	f, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock state file: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s", ErrStateInUse, path)
+		}
+		return nil, fmt.Errorf("lock state file: %w", err)
+	}
+	return f, nil
+}
+
+// unlockState lets go of the state file's lock, once the backend has ended.
+func (b *Backend) unlockState() {
+	if b.stateLock != nil {
+		_ = b.stateLock.Close()
+	}
+}
 
 // keptVersion is the state file's format version; another version is refused.
 const keptVersion = 1

@@ -73,3 +73,21 @@ func TestReadKept(t *testing.T) {
 	_, _, err = readKept(path, "o")
 	assert.ErrorContains(t, err, "is corrupt")
 }
+
+// TestLockState: a second holder of the state file is refused while the first
+// runs, and takes it once the first lets go.
+func TestLockState(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "swarm.json")
+	f, err := lockState(path)
+	require.NoError(t, err)
+	_, err = lockState(path)
+	require.ErrorIs(t, err, ErrStateInUse)
+	require.NoError(t, f.Close())
+	f, err = lockState(path)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	f, err = lockState("")
+	require.NoError(t, err)
+	assert.Nil(t, f)
+}

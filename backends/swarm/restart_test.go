@@ -137,6 +137,7 @@ func TestRestartAdopts(t *testing.T) {
 	}, 30*time.Second, 50*time.Millisecond, "the long call runs")
 	time.Sleep(300 * time.Millisecond) // into its time.sleep
 	before := ownerObjects(t)
+	t.Logf("the deployment's objects: %v", before)
 	gone := serviceOf(t, "adopt-gone")
 
 	out, err := node(1, "kill", "--signal", "KILL", adoptName)
