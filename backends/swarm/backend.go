@@ -56,7 +56,7 @@ type Backend struct {
 	stopCtx  context.Context
 	stop     context.CancelFunc
 	opening  sync.WaitGroup
-	watchers sync.WaitGroup // the watch goroutine (watch.go)
+	watchers sync.WaitGroup // the watch goroutine (watch.go) and the state writer (keep.go)
 
 	mu         sync.Mutex
 	closed     bool
@@ -73,6 +73,7 @@ type Backend struct {
 	keptErr  error
 	// stateLock is held while the backend runs (lockState).
 	stateLock *os.File
+	keepDirty chan struct{} // keptChanged -> keepLoop
 	// oldConfigs are a kept instance's configs that New did not use again
 	// (another kernelbox version's): kept services may still use them.
 	oldConfigs []keptConfig
@@ -128,7 +129,7 @@ func newBackend(ctx context.Context, cfg config, api swarmAPI) (_ *Backend, err 
 		api: api, cfg: cfg, instance: uuid.NewString(),
 		stopCtx: stopCtx, stop: stop,
 		placements: make(map[*Placement]struct{}), nodes: make(map[string]string),
-		subnets: make(map[string]netip.Prefix),
+		subnets: make(map[string]netip.Prefix), keepDirty: make(chan struct{}, 1),
 	}
 	if err := b.checkDaemon(ctx); err != nil {
 		stop()
@@ -170,6 +171,9 @@ func newBackend(ctx context.Context, cfg config, api swarmAPI) (_ *Backend, err 
 		// What the state file lists stays for a start that succeeds.
 		_, rerr := b.removeOwned(rctx, func(id string, labels map[string]string) bool { return b.mine(id, labels) && !spare[id] })
 		return nil, errors.Join(err, rerr)
+	}
+	if cfg.stateFile != "" {
+		b.watchers.Go(b.keepLoop)
 	}
 	cfg.log.Info("swarm backend ready", "max_starting", cfg.maxStarting, "image", cfg.Image, "owner", cfg.owner, "instance", b.instance, "self", cfg.self, "reaped", n)
 	return b, nil

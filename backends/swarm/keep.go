@@ -5,9 +5,10 @@ package swarm
 // session's service again takes: the service's id and name, its network and token
 // secret, its task, node and overlay address, its server's token and kernelspec,
 // and the backend's instance and shared configs (the services use them). The file
-// is rewritten whole (temporary file, fsync, rename, 0600) each time a service
-// becomes ready, changes session or is removed, so that a SIGKILL at any moment
-// leaves either the old list or the new one. The next backend with the same
+// is rewritten whole (temporary file, fsync, rename, 0600), by one writer
+// goroutine off the sessions' start path, each time a service becomes ready,
+// changes session or is removed, so that a SIGKILL at any moment leaves either the
+// old list or the new one. The next backend with the same
 // StateFile and Owner reads it in New: it carries on as the same instance (the
 // kept services' LabelInstance), so the reap spares what the file lists and
 // removes the rest; reattach.go takes the services back.
@@ -201,6 +202,31 @@ func (p *Placement) record() (keptService, bool) {
 	}, true
 }
 
+// keptChanged asks the state writer (keepLoop) to write the state file again; it
+// never blocks, so that no Open waits for the file's fsync.
+func (b *Backend) keptChanged() {
+	if b.cfg.stateFile == "" {
+		return
+	}
+	select {
+	case b.keepDirty <- struct{}{}:
+	default:
+	}
+}
+
+// keepLoop is the state writer: it writes the state file each time keptChanged
+// asked, until the backend ends (Close and Detach write the last one themselves).
+func (b *Backend) keepLoop() {
+	for {
+		select {
+		case <-b.stopCtx.Done():
+			return
+		case <-b.keepDirty:
+			b.saveKept()
+		}
+	}
+}
+
 // saveKept writes the state file with the backend's live session services. A
 // failure is logged: the services then cannot be adopted by the next start.
 func (b *Backend) saveKept() {
@@ -248,6 +274,6 @@ func (p *Placement) Adopt(_ context.Context, session string) error {
 	p.mu.Lock()
 	p.obj.session = session
 	p.mu.Unlock()
-	p.b.saveKept()
+	p.b.keptChanged()
 	return nil
 }

@@ -129,7 +129,7 @@ func (b *Backend) open(ctx context.Context, spec executor.SessionSpec) (_ *Place
 		return nil, ErrClosed
 	}
 	l.undo = undo.List{} // the placement owns it all now
-	b.saveKept()
+	b.keptChanged()
 	b.watch()
 	l.log.Info("session task ready", "node", node, "addr", addr, "elapsed", time.Since(l.t0).Round(time.Millisecond),
 		"server", time.Since(tRunning).Round(time.Millisecond))

@@ -90,7 +90,7 @@ func (p *Placement) close(ctx context.Context) error {
 	}))
 	errs = append(errs, b.removeNetwork(ctx, p.obj.network, p.obj.name))
 	if b.forget(p) {
-		b.saveKept() // the state file no longer lists it
+		b.keptChanged() // the state file no longer lists it
 	}
 	err := errors.Join(errs...)
 	p.mu.Lock()

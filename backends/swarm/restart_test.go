@@ -116,7 +116,13 @@ func TestRestartAdopts(t *testing.T) {
 	requireLab(t)
 	srv := filepath.Join(lab.dir, "adopt")
 	require.NoError(t, os.MkdirAll(srv, 0o755))
-	defer func() { _, _ = node(1, "rm", "-f", adoptName) }()
+	t.Cleanup(func() {
+		if t.Failed() {
+			logs, _ := node(1, "logs", "--tail", "60", adoptName)
+			t.Logf("last serve's logs:\n%s", logs)
+		}
+		_, _ = node(1, "rm", "-f", adoptName)
+	})
 	ctx := context.Background()
 	ids := []string{"adopt-0", "adopt-1", "adopt-2", "adopt-gone"}
 
@@ -154,27 +160,7 @@ func TestRestartAdopts(t *testing.T) {
 	})
 	t.Logf("after the SIGKILL: serve answering in %s, then the 3 adopted sessions answering x in %s",
 		took.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
-	info, err := kb.Call(ctx, d.CallID)
-	require.NoError(t, err, "a call cut short by the SIGKILL is never not found")
-	assert.Equal(t, api.CallDone, info.State)
-	assert.Equal(t, api.CallLost, info.Status)
-	if assert.NotNil(t, info.Error) {
-		assert.Equal(t, api.CodeCallLost, info.Error.Code)
-		assert.Contains(t, info.Error.Message, "killed or crashed")
-	}
-	r := adoptRun(t, kb, "adopt-gone", "'x' in dir()")
-	assert.Equal(t, "False", r.Result)
-	assert.True(t, r.StateLost)
-	assert.Contains(t, strings.Join(r.Notes, "\n"), "was removed while kernelbox was not running", "%v", r.Notes)
-	each(ids[:3], func(i int, id string) {
-		r := adoptRun(t, kb, id, "print(open('outputs/f.txt').read(), end=''); y = x + 1; y")
-		assert.Equal(t, fmt.Sprintf("file %d", i), r.Stdout, "%s keeps its files", id)
-		assert.Equal(t, strconv.Itoa(7*i+1), r.Result, "%s runs new calls", id)
-	})
-	assert.Equal(t, "1", adoptRun(t, kb, ids[0], "x_during").Result, "the interrupted call ran up to its sleep")
-	for _, id := range ids {
-		serviceOf(t, id) // one each: none duplicated, the removed one started afresh
-	}
+	checkAdopted(t, kb, ids, d.CallID)
 	assert.Equal(t, before, ownerObjects(t), "the same services, networks, secrets and configs as before the restart")
 
 	// A graceful stop keeps them (swarm's default policy); the same container
@@ -202,8 +188,34 @@ func TestRestartAdopts(t *testing.T) {
 	require.NoError(t, err, out)
 	t.Logf("sessions closed and serve stopped in %s", time.Since(t0).Round(time.Millisecond))
 	assert.Equal(t, map[string]int{"service": 0, "network": 0, "secret": 0, "config": 0}, ownerObjects(t), "nothing left")
-	if t.Failed() {
-		logs, _ := node(1, "logs", "--tail", "60", adoptName)
-		t.Logf("last serve's logs:\n%s", logs)
+}
+
+// checkAdopted checks TestRestartAdopts's sessions after the SIGKILL: the call
+// cut short answers as lost with the reason, the session whose service was
+// removed (the last of ids) is told state_lost with the reason, the others read
+// their files and run new calls, and each session has one service.
+func checkAdopted(t *testing.T, kb *kbclient.Client, ids []string, callID string) {
+	t.Helper()
+	info, err := kb.Call(context.Background(), callID)
+	require.NoError(t, err, "a call cut short by the SIGKILL is never not found")
+	assert.Equal(t, api.CallDone, info.State)
+	assert.Equal(t, api.CallLost, info.Status)
+	if assert.NotNil(t, info.Error) {
+		assert.Equal(t, api.CodeCallLost, info.Error.Code)
+		assert.Contains(t, info.Error.Message, "killed or crashed")
+	}
+	gone := ids[len(ids)-1]
+	r := adoptRun(t, kb, gone, "'x' in dir()")
+	assert.Equal(t, "False", r.Result)
+	assert.True(t, r.StateLost)
+	assert.Contains(t, strings.Join(r.Notes, "\n"), "was removed while kernelbox was not running", "%v", r.Notes)
+	each(ids[:len(ids)-1], func(i int, id string) {
+		r := adoptRun(t, kb, id, "print(open('outputs/f.txt').read(), end=''); y = x + 1; y")
+		assert.Equal(t, fmt.Sprintf("file %d", i), r.Stdout, "%s keeps its files", id)
+		assert.Equal(t, strconv.Itoa(7*i+1), r.Result, "%s runs new calls", id)
+	})
+	assert.Equal(t, "1", adoptRun(t, kb, ids[0], "x_during").Result, "the interrupted call ran up to its sleep")
+	for _, id := range ids {
+		serviceOf(t, id) // one each: none duplicated, the removed one started afresh
 	}
 }
