@@ -3,7 +3,7 @@ package executor
 import "context"
 
 // Reattacher is implemented by backends whose placements can outlive kernelbox's
-// process (docker containers): a server started again on the same workspace and
+// process (docker containers, swarm services): a server started again on the same workspace and
 // owner takes back its sessions, with their kernels and variables (adopt.go). The
 // backend keeps, in its own private state, what reaching its placements again
 // takes; the executor keeps which session ran which kernel (Options.StateDir).

@@ -15,6 +15,7 @@ type swarmAPI interface {
 	ContainerInspect(ctx context.Context, id string, options client.ContainerInspectOptions) (client.ContainerInspectResult, error)
 
 	ServiceCreate(ctx context.Context, options client.ServiceCreateOptions) (client.ServiceCreateResult, error)
+	ServiceInspect(ctx context.Context, id string, options client.ServiceInspectOptions) (client.ServiceInspectResult, error)
 	ServiceList(ctx context.Context, options client.ServiceListOptions) (client.ServiceListResult, error)
 	ServiceRemove(ctx context.Context, id string, options client.ServiceRemoveOptions) (client.ServiceRemoveResult, error)
 	ServiceLogs(ctx context.Context, id string, options client.ServiceLogsOptions) (client.ServiceLogsResult, error)

@@ -3,11 +3,14 @@ package swarm
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -53,7 +56,7 @@ type Backend struct {
 	stopCtx  context.Context
 	stop     context.CancelFunc
 	opening  sync.WaitGroup
-	watchers sync.WaitGroup // the watch goroutine (watch.go)
+	watchers sync.WaitGroup // the watch goroutine (watch.go) and the state writer (keep.go)
 
 	mu         sync.Mutex
 	closed     bool
@@ -61,6 +64,19 @@ type Backend struct {
 	placements map[*Placement]struct{}
 	nodes      map[string]string       // node id -> name, as nodeName found them
 	subnets    map[string]netip.Prefix // session network id -> its subnet (SessionNetwork)
+
+	// What the state file kept from an earlier process (keep.go): read by New,
+	// left for Reattach, and why nothing was when the file was bad.
+	keepMu   sync.Mutex // serializes writes of the state file
+	detached atomic.Bool
+	kept     *keptState
+	keptErr  error
+	// stateLock is held while the backend runs (lockState).
+	stateLock *os.File
+	keepDirty chan struct{} // keptChanged -> keepLoop
+	// oldConfigs are a kept instance's configs that New did not use again
+	// (another kernelbox version's): kept services may still use them.
+	oldConfigs []keptConfig
 }
 
 var (
@@ -107,13 +123,13 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 	return b, nil
 }
 
-func newBackend(ctx context.Context, cfg config, api swarmAPI) (*Backend, error) {
+func newBackend(ctx context.Context, cfg config, api swarmAPI) (_ *Backend, err error) {
 	stopCtx, stop := context.WithCancel(context.Background())
 	b := &Backend{
 		api: api, cfg: cfg, instance: uuid.NewString(),
 		stopCtx: stopCtx, stop: stop,
 		placements: make(map[*Placement]struct{}), nodes: make(map[string]string),
-		subnets: make(map[string]netip.Prefix),
+		subnets: make(map[string]netip.Prefix), keepDirty: make(chan struct{}, 1),
 	}
 	if err := b.checkDaemon(ctx); err != nil {
 		stop()
@@ -126,11 +142,21 @@ func newBackend(ctx context.Context, cfg config, api swarmAPI) (*Backend, error)
 		}
 		return nil, fmt.Errorf("inspect own container %q: %w", cfg.self, err)
 	}
-	n, err := b.reap(ctx)
+	if b.stateLock, err = lockState(cfg.stateFile); err != nil {
+		stop()
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			b.unlockState()
+		}
+	}()
+	spare := b.readKept()
+	n, err := b.reap(ctx, spare)
 	if err != nil {
 		cfg.log.Warn("reaping a dead instance's services failed", "err", err)
 	}
-	if err := b.probeNodes(ctx); err != nil {
+	if err = b.probeNodes(ctx); err != nil {
 		stop()
 		return nil, err
 	}
@@ -138,15 +164,38 @@ func newBackend(ctx context.Context, cfg config, api swarmAPI) (*Backend, error)
 		cfg.maxStarting = max(4, 2*b.readyNodes(ctx))
 		b.cfg.maxStarting = cfg.maxStarting
 	}
-	if err := b.createConfigs(ctx); err != nil {
+	if err = b.createConfigs(ctx); err != nil {
 		stop()
 		rctx, cancel := context.WithTimeout(context.Background(), teardownTimeout)
 		defer cancel()
-		_, rerr := b.removeOwned(rctx, b.mine)
+		// What the state file lists stays for a start that succeeds.
+		_, rerr := b.removeOwned(rctx, func(id string, labels map[string]string) bool { return b.mine(id, labels) && !spare[id] })
 		return nil, errors.Join(err, rerr)
+	}
+	if cfg.stateFile != "" {
+		b.watchers.Go(b.keepLoop)
 	}
 	cfg.log.Info("swarm backend ready", "max_starting", cfg.maxStarting, "image", cfg.Image, "owner", cfg.owner, "instance", b.instance, "self", cfg.self, "reaped", n)
 	return b, nil
+}
+
+// readKept reads the state file (keep.go). When it lists services, the backend
+// carries on as the instance that made them and returns the ids of what it
+// lists, which the reap spares; otherwise none.
+func (b *Backend) readKept() map[string]bool {
+	st, skipped, err := readKept(b.cfg.stateFile, b.cfg.owner)
+	if err != nil {
+		b.cfg.log.Error("the state file cannot be used: no session is adopted, their services are reaped", "err", err)
+	}
+	for _, why := range skipped {
+		b.cfg.log.Error("the state file lists a service it cannot adopt; it is reaped", "reason", why)
+	}
+	b.kept, b.keptErr = st, err
+	if st == nil || len(st.Services) == 0 {
+		return nil
+	}
+	b.instance = st.Instance
+	return st.ids()
 }
 
 // checkDaemon asks the manager's daemon whether it is an active manager. Whether the
@@ -172,8 +221,24 @@ func (b *Backend) createConfigs(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// A kept instance's configs are its services' still: one with the same
+	// contents (its name ends with their digest) is used again; one of an
+	// earlier kernelbox version stays listed until Close.
+	have := map[string]string{}
+	list, err := b.api.ConfigList(ctx, client.ConfigListOptions{Filters: b.filterOwned(b.instance)})
+	if err != nil {
+		return fmt.Errorf("list configs: %w", err)
+	}
+	for _, c := range list.Items {
+		have[c.Spec.Name] = c.ID
+	}
 	mk := func(what string, data []byte) (swarmConfig, error) {
-		name := "kernelbox-" + b.instance[:8] + "-" + what
+		sum := sha256.Sum256(data)
+		name := "kernelbox-" + b.instance[:8] + "-" + what + "-" + hex.EncodeToString(sum[:4])
+		if id, ok := have[name]; ok {
+			delete(have, name)
+			return swarmConfig{id: id, name: name}, nil
+		}
 		r, err := b.api.ConfigCreate(ctx, client.ConfigCreateOptions{Spec: swarm.ConfigSpec{
 			Annotations: swarm.Annotations{Name: name, Labels: b.labels("")}, Data: data,
 		}})
@@ -188,12 +253,19 @@ func (b *Backend) createConfigs(ctx context.Context) error {
 	if b.kernelspec, err = mk("kernelspec", spec); err != nil {
 		return err
 	}
-	b.resolv, err = mk("resolv", []byte(noResolver))
-	return err
+	if b.resolv, err = mk("resolv", []byte(noResolver)); err != nil {
+		return err
+	}
+	for name, id := range have {
+		b.oldConfigs = append(b.oldConfigs, keptConfig{ID: id, Name: name})
+	}
+	return nil
 }
 
 // mine selects this instance's objects.
-func (b *Backend) mine(labels map[string]string) bool { return labels[LabelInstance] == b.instance }
+func (b *Backend) mine(_ string, labels map[string]string) bool {
+	return labels[LabelInstance] == b.instance
+}
 
 // Name returns "swarm".
 func (b *Backend) Name() string { return "swarm" }
@@ -206,20 +278,32 @@ func (b *Backend) Instance() string { return b.instance }
 // and the shared configs, found by LabelInstance on the manager. It runs under its own
 // bounded context. Closing twice is a no-op.
 func (b *Backend) Close(ctx context.Context) error {
+	if !b.shut() {
+		return nil
+	}
+	return b.closeAll(ctx)
+}
+
+// shut marks the backend closed, aborts the Opens in flight and stops the
+// watch, and waits for them; it reports false when the backend was closed
+// already.
+func (b *Backend) shut() bool {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		return nil
+		return false
 	}
 	b.closed = true
-	ps := make([]*Placement, 0, len(b.placements))
-	for p := range b.placements {
-		ps = append(ps, p)
-	}
 	b.mu.Unlock()
 	b.stop()
 	b.opening.Wait()
 	b.watchers.Wait()
+	return true
+}
+
+// closeAll is Close once the backend is shut.
+func (b *Backend) closeAll(ctx context.Context) error {
+	ps := b.placementList()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
 	defer cancel()
 	errs := make([]error, len(ps))
@@ -229,6 +313,8 @@ func (b *Backend) Close(ctx context.Context) error {
 	}
 	wg.Wait()
 	_, err := b.removeOwned(ctx, b.mine)
+	b.saveKept()
+	b.unlockState()
 	errs = append(errs, err, b.api.Close())
 	if err := errors.Join(errs...); err != nil {
 		b.cfg.log.Error("swarm backend closed with errors", "err", err)
@@ -236,6 +322,17 @@ func (b *Backend) Close(ctx context.Context) error {
 	}
 	b.cfg.log.Info("swarm backend closed", "sessions", len(ps))
 	return nil
+}
+
+// placementList returns the tracked placements.
+func (b *Backend) placementList() []*Placement {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ps := make([]*Placement, 0, len(b.placements))
+	for p := range b.placements {
+		ps = append(ps, p)
+	}
+	return ps
 }
 
 // Health reports whether the backend can place sessions: the manager answers, is a
@@ -323,10 +420,13 @@ func (b *Backend) track(p *Placement) bool {
 	return true
 }
 
-func (b *Backend) forget(p *Placement) {
+// forget drops p from the backend's placements; it reports whether p was one.
+func (b *Backend) forget(p *Placement) bool {
 	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, ok := b.placements[p]
 	delete(b.placements, p)
-	b.mu.Unlock()
+	return ok
 }
 
 // randomHex returns n random bytes, hex-encoded.

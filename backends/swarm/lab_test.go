@@ -203,7 +203,8 @@ func startServe() error {
 		"-e", "HOME=/tmp",
 		serveImage, "serve", "--backend", "swarm",
 		"--listen", "unix:/srv/api.sock", "--workspace", "/var/lib/kernelbox", "--workdir", "/srv/in",
-		"--swarm-host", "unix:///var/run/docker.sock", "--memory", "512m", "--log-level", "debug")
+		"--swarm-host", "unix:///var/run/docker.sock", "--memory", "512m", "--log-level", "debug",
+		"--on-stop", "close") // the suite's end checks that nothing is left (swarm keeps by default)
 	if err != nil {
 		return fmt.Errorf("docker run: %v: %s", err, out)
 	}

@@ -108,10 +108,12 @@ func (b *Backend) open(ctx context.Context, spec executor.SessionSpec) (_ *Place
 	}
 	tRunning := time.Now()
 	node := b.nodeName(ctx, task.NodeID)
+	ap := netip.AddrPortFrom(addr, serverPort)
 	p := &Placement{
 		b: b, obj: l.obj, service: svc, task: task.ID, nodeID: task.NodeID, node: node,
+		addr: ap, started: l.t0, workSize: l.cfg.workSize,
 		server: executor.Server{
-			Endpoint: jupyter.Endpoint{URL: "http://" + netip.AddrPortFrom(addr, serverPort).String(), Token: l.token},
+			Endpoint: jupyter.Endpoint{URL: "http://" + ap.String(), Token: l.token},
 			// "ir" and any other name but "python3" must be a kernelspec the
 			// image has (kernelbox/kernel-r has "ir").
 			KernelName: serverflags.SpecName(spec.Template.Kernel),
@@ -127,6 +129,7 @@ func (b *Backend) open(ctx context.Context, spec executor.SessionSpec) (_ *Place
 		return nil, ErrClosed
 	}
 	l.undo = undo.List{} // the placement owns it all now
+	b.keptChanged()
 	b.watch()
 	l.log.Info("session task ready", "node", node, "addr", addr, "elapsed", time.Since(l.t0).Round(time.Millisecond),
 		"server", time.Since(tRunning).Round(time.Millisecond))

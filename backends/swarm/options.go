@@ -102,6 +102,16 @@ type Options struct {
 	// Defaults to "python3".
 	Python string
 
+	// StateFile is a file private to this server (in a 0700 directory) where the
+	// backend keeps what reaching its sessions' services again takes: each
+	// service's id, name, network and secret, its task's overlay address and its
+	// server's token, and the backend's instance and configs (keep.go). A backend
+	// made with the same StateFile and Owner after this one ended (SIGKILL, or
+	// Detach) takes back the services listed there that still run
+	// (executor.Reattacher) instead of reaping them. Empty means none is kept:
+	// Close removes every service and the next start reaps what a SIGKILL left.
+	StateFile string
+
 	// Logger receives the backend's logs. Defaults to discarding them.
 	Logger *slog.Logger
 }
@@ -112,6 +122,7 @@ type Options struct {
 type config struct {
 	sandbox.Spec
 	host, self, owner         string
+	stateFile                 string
 	constraints               []string
 	reserveMemory, reserveCPU int64
 	workSize                  int64
@@ -129,7 +140,7 @@ func (o Options) resolve() (config, error) {
 		host: o.DockerHost, self: o.Self, owner: o.Owner,
 		constraints:  slices.Clone(o.Constraints),
 		readyTimeout: o.ReadyTimeout, log: o.Logger,
-		maxStarting: o.MaxStarting,
+		maxStarting: o.MaxStarting, stateFile: o.StateFile,
 	}
 	if c.self == "" {
 		h, err := os.Hostname()

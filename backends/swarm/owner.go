@@ -44,11 +44,14 @@ func (b *Backend) filterOwned(instance string) client.Filters {
 }
 
 // reap removes the services, networks, secrets and configs of this deployment's
-// other instances: they belong to a kernelbox that is gone (one runs per Owner),
-// whose sessions cannot be adopted (their tokens died with it). It returns how many
-// services it removed.
-func (b *Backend) reap(ctx context.Context) (int, error) {
-	pick := func(labels map[string]string) bool { return labels[LabelInstance] != b.instance }
+// other instances, and those of this instance that the state file does not list
+// (kept): they belong to a kernelbox that is gone (one runs per Owner), whose
+// sessions cannot be adopted (their tokens died with it, or were never kept). It
+// returns how many services it removed.
+func (b *Backend) reap(ctx context.Context, kept map[string]bool) (int, error) {
+	pick := func(id string, labels map[string]string) bool {
+		return labels[LabelInstance] != b.instance || !kept[id]
+	}
 	ctx, cancel := context.WithTimeout(ctx, reapWait)
 	defer cancel()
 	total := 0
@@ -77,14 +80,14 @@ const reapWait = 2 * time.Minute
 
 // owned names the services and networks of this deployment that pick selects, or
 // "" when there are none.
-func (b *Backend) owned(ctx context.Context, pick func(map[string]string) bool) (string, error) {
+func (b *Backend) owned(ctx context.Context, pick func(id string, labels map[string]string) bool) (string, error) {
 	var left []string
 	svcs, err := b.api.ServiceList(ctx, client.ServiceListOptions{Filters: b.filterOwned("")})
 	if err != nil {
 		return "", fmt.Errorf("list services: %w", err)
 	}
 	for _, s := range svcs.Items {
-		if pick(s.Spec.Labels) {
+		if pick(s.ID, s.Spec.Labels) {
 			left = append(left, "service "+s.Spec.Name)
 		}
 	}
@@ -93,7 +96,7 @@ func (b *Backend) owned(ctx context.Context, pick func(map[string]string) bool) 
 		return "", fmt.Errorf("list networks: %w", err)
 	}
 	for _, nw := range nets.Items {
-		if pick(nw.Labels) {
+		if pick(nw.ID, nw.Labels) {
 			left = append(left, "network "+nw.Name)
 		}
 	}
@@ -103,7 +106,7 @@ func (b *Backend) owned(ctx context.Context, pick func(map[string]string) bool) 
 // removeOwned removes this deployment's objects that pick selects: services first
 // (their tasks hold the networks, secrets and configs), then the rest, retried while
 // the engine still counts them in use.
-func (b *Backend) removeOwned(ctx context.Context, pick func(map[string]string) bool) (int, error) {
+func (b *Backend) removeOwned(ctx context.Context, pick func(id string, labels map[string]string) bool) (int, error) {
 	var errs []error
 	svcs, err := b.api.ServiceList(ctx, client.ServiceListOptions{Filters: b.filterOwned("")})
 	if err != nil {
@@ -111,7 +114,7 @@ func (b *Backend) removeOwned(ctx context.Context, pick func(map[string]string) 
 	}
 	n := 0
 	for _, s := range svcs.Items {
-		if !pick(s.Spec.Labels) {
+		if !pick(s.ID, s.Spec.Labels) {
 			continue
 		}
 		if _, err := b.api.ServiceRemove(ctx, s.ID, client.ServiceRemoveOptions{}); err != nil && !dockerapi.IsNotFound(err) {
@@ -126,7 +129,7 @@ func (b *Backend) removeOwned(ctx context.Context, pick func(map[string]string) 
 		errs = append(errs, fmt.Errorf("list networks: %w", err))
 	} else {
 		for _, nw := range nets.Items {
-			if pick(nw.Labels) {
+			if pick(nw.ID, nw.Labels) {
 				errs = append(errs, b.removeNetwork(ctx, nw.ID, nw.Name))
 			}
 		}
@@ -136,7 +139,7 @@ func (b *Backend) removeOwned(ctx context.Context, pick func(map[string]string) 
 		errs = append(errs, fmt.Errorf("list secrets: %w", err))
 	} else {
 		for _, s := range secs.Items {
-			if pick(s.Spec.Labels) {
+			if pick(s.ID, s.Spec.Labels) {
 				errs = append(errs, b.retryInUse(ctx, "remove secret "+s.Spec.Name, func() error {
 					_, err := b.api.SecretRemove(ctx, s.ID, client.SecretRemoveOptions{})
 					return err
@@ -149,7 +152,7 @@ func (b *Backend) removeOwned(ctx context.Context, pick func(map[string]string) 
 		errs = append(errs, fmt.Errorf("list configs: %w", err))
 	} else {
 		for _, c := range cfs.Items {
-			if pick(c.Spec.Labels) {
+			if pick(c.ID, c.Spec.Labels) {
 				errs = append(errs, b.retryInUse(ctx, "remove config "+c.Spec.Name, func() error {
 					_, err := b.api.ConfigRemove(ctx, c.ID, client.ConfigRemoveOptions{})
 					return err

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync"
+	"time"
 
 	"github.com/moby/moby/client"
 
@@ -31,8 +33,12 @@ type Placement struct {
 	task    string // the task id
 	nodeID  string
 	node    string // the node's name for messages
+	addr    netip.AddrPort
 	server  executor.Server
-	loss    kernelfiles.Loss // lost when the task ends or its node goes
+	started time.Time
+	// workSize is the session's byte budget in its /workspace tmpfs.
+	workSize int64
+	loss     kernelfiles.Loss // lost when the task ends or its node goes
 
 	mu       sync.Mutex
 	closed   bool
@@ -44,6 +50,7 @@ var (
 	_ executor.FileSyncer   = (*Placement)(nil)
 	_ executor.LossReporter = (*Placement)(nil)
 	_ executor.Diagnoser    = (*Placement)(nil)
+	_ executor.Adopter      = (*Placement)(nil)
 )
 
 // Server returns the task's Jupyter server on its overlay address.
@@ -82,7 +89,9 @@ func (p *Placement) close(ctx context.Context) error {
 		return err
 	}))
 	errs = append(errs, b.removeNetwork(ctx, p.obj.network, p.obj.name))
-	b.forget(p)
+	if b.forget(p) {
+		b.keptChanged() // the state file no longer lists it
+	}
 	err := errors.Join(errs...)
 	p.mu.Lock()
 	p.closeErr = err

@@ -41,12 +41,7 @@ func (b *Backend) watch() {
 // task no longer runs or whose node is down, drained or gone. A failed request
 // changes nothing: a manager that does not answer says nothing about the tasks.
 func (b *Backend) checkOnce(ctx context.Context) {
-	b.mu.Lock()
-	ps := make([]*Placement, 0, len(b.placements))
-	for p := range b.placements {
-		ps = append(ps, p)
-	}
-	b.mu.Unlock()
+	ps := b.placementList()
 	if len(ps) == 0 {
 		return
 	}

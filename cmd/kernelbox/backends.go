@@ -44,12 +44,13 @@ type backend struct {
 	// memory `docker stats` reports (the benchmark's memory rows).
 	containers bool
 	// onStop is serve's stop policy when --on-stop is not given (stop.go): keep
-	// for docker (a person upgrading kernelbox wants their sessions there),
-	// hibernate for local (its kernels are kernelbox's children and cannot
-	// outlive it); "" closes them (adoption is not built for the others).
+	// for docker and swarm (a person upgrading kernelbox wants their sessions
+	// there), hibernate for local (its kernels are kernelbox's children and
+	// cannot outlive it); "" closes them (adoption is not built for the others).
 	onStop executor.StopPolicy
-	// keeps says the backend keeps its sessions' containers across a restart of
-	// serve, in a state file of its own (stop.go).
+	// keeps says the backend keeps its sessions' containers (or services) across
+	// a restart of serve, in a state file of its own, WORKSPACE/state/<name>.json
+	// (stop.go).
 	keeps bool
 }
 
@@ -94,7 +95,8 @@ func backends() []backend {
 		{name: "remote", about: "remote (existing Jupyter servers, --gateway)", flags: []backendFlags{remote},
 			open: openRemote, runsCode: true},
 		{name: "swarm", about: "swarm (a service per session on Docker Swarm, --swarm-*)", flags: []backendFlags{container, swarm},
-			open: openSwarm, limits: swarmLimits, doctor: doctorSwarm, runsCode: true},
+			open: openSwarm, limits: swarmLimits, doctor: doctorSwarm, runsCode: true,
+			onStop: executor.StopKeep, keeps: true},
 	}
 }
 

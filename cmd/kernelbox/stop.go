@@ -12,18 +12,21 @@ import (
 // keepFlags is what serve's sessions need to outlive a restart of serve (issue 34
 // item 1): the --on-stop policy, and the workspace's private state directory,
 // WORKSPACE/state (0700), which holds the executor's sessions.json, the docker
-// backend's docker.json (containers, their servers' tokens) and the calls journal.
+// backend's docker.json (containers, their servers' tokens) or the swarm
+// backend's swarm.json (services, their servers' addresses and tokens), and the
+// calls journal.
 // A nil *keepFlags (run, mcp) keeps nothing.
 type keepFlags struct {
 	onStop string // as given; "" = the backend's default
 
 	stateDir string
 	stop     executor.StopPolicy
-	keeps    bool // the backend keeps its containers across a restart (its row's keeps)
+	keeps    bool // the backend keeps its containers or services across a restart (its row's keeps)
 }
 
 // prepare settles the policy and makes the state directory, before the workspace
-// and backend are built; it tells the docker backend its state file.
+// and backend are built; it tells a backend that keeps its sessions (docker,
+// swarm) its state file.
 func (k *keepFlags) prepare(f *engineFlags, kind backend, log *slog.Logger) error {
 	if k == nil {
 		return nil
@@ -51,7 +54,7 @@ func (k *keepFlags) prepare(f *engineFlags, kind backend, log *slog.Logger) erro
 		return fmt.Errorf("state dir: %w", err)
 	}
 	if kind.keeps {
-		f.backends.stateFile = filepath.Join(k.stateDir, "docker.json")
+		f.backends.stateFile = filepath.Join(k.stateDir, kind.name+".json")
 	}
 	log.Debug("sessions are kept across restarts", "state_dir", k.stateDir, "on_stop", string(k.stop))
 	return nil
@@ -82,7 +85,7 @@ func (k *keepFlags) journal() string {
 }
 
 // mounted lists the sessions whose disks stay mounted for their adoption: those
-// the last serve of a docker backend left running.
+// the last serve of a backend that keeps its sessions left running.
 func (k *keepFlags) mounted() []string {
 	if k == nil || !k.keeps || k.stateDir == "" {
 		return nil

@@ -30,7 +30,7 @@ func (c *backendConfig) registerSwarm(fs *flag.FlagSet) {
 	s := &c.swarm
 	fs.StringVar(&s.host, "swarm-host", "", "--backend swarm: a swarm manager's Docker daemon, e.g. unix:///var/run/docker.sock (default DOCKER_HOST, else the local socket)")
 	fs.StringVar(&s.self, "swarm-self", "", "--backend swarm: the container kernelbox runs in, attached to each session's overlay network (default: this hostname, Docker's short container id)")
-	fs.StringVar(&s.owner, "swarm-owner", "", "--backend swarm: this deployment's name in labels; at start, what another (dead) kernelbox of the same owner left is removed (default kernelbox)")
+	fs.StringVar(&s.owner, "swarm-owner", "", "--backend swarm: this deployment's name in labels; at start, what another (dead) kernelbox of the same owner left is removed, except the sessions this workspace's state keeps (default kernelbox)")
 	fs.Var(&s.constraints, "swarm-constraint", "--backend swarm: placement constraint for session services, e.g. node.labels.kernels==yes (repeatable)")
 	fs.Float64Var(&s.cpus, "swarm-cpus", 0, "--backend swarm: CPU limit per session (default 2)")
 	fs.Int64Var(&s.pids, "swarm-pids", 0, "--backend swarm: processes+threads limit per session (default 512)")
@@ -52,6 +52,7 @@ func openSwarm(ctx context.Context, c *backendConfig, log *slog.Logger) (executo
 		PidsLimit:     s.pids,
 		ReserveMemory: int64(s.reserveMemory),
 		ReserveCPUs:   s.reserveCPUs,
+		StateFile:     c.stateFile,
 		Logger:        log,
 	})
 }

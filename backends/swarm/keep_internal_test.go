@@ -1,0 +1,93 @@
+package swarm
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// goodKept is a service record of the shape the backend writes.
+func goodKept() keptService {
+	return keptService{
+		Session: "s1", Service: "k3x2y9q0w8e7r6t5y4u3i2o1p", Name: "kernelbox-0a1b2c3d",
+		Network: "n3x2y9q0w8e7r6t5y4u3i2o1p", Secret: "s3x2y9q0w8e7r6t5y4u3i2o1p", Task: "t3x2y9q0w8e7r6t5y4u3i2o1p",
+		Node: "m3x2y9q0w8e7r6t5y4u3i2o1p", Addr: "10.0.1.3:8888", Token: strings.Repeat("ab", 32), Kernel: "python3",
+	}
+}
+
+// TestReadKept: the state file is read back for its own owner only; a corrupt
+// file, another format or owner, or a bad instance adopts nothing; a record of
+// the wrong shape is dropped with the reason, the others kept.
+func TestReadKept(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "swarm.json")
+	st, skipped, err := readKept(path, "o")
+	require.NoError(t, err, "a missing file is no state")
+	assert.Nil(t, st)
+	assert.Empty(t, skipped)
+
+	write := func(v any) {
+		t.Helper()
+		b, err := json.Marshal(v)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(path, b, 0o600))
+	}
+	bad := func(k keptService, f func(*keptService)) keptService { f(&k); return k }
+	good := goodKept()
+	write(keptState{Version: keptVersion, Owner: "o", Instance: "6f1c8a6e-1d0c-4e36-9c55-1d5b7d1f2a10",
+		Configs: []keptConfig{{ID: "c3x2y9q0w8e7r6t5y4u3i2o1p", Name: "kernelbox-6f1c8a6e-launcher-01020304"}},
+		Services: []keptService{
+			good,
+			bad(good, func(k *keptService) { k.Session = "../x" }),
+			bad(good, func(k *keptService) { k.Name = "other" }),
+			bad(good, func(k *keptService) { k.Token = "short" }),
+			bad(good, func(k *keptService) { k.Addr = "10.0.1.3:22" }),
+			bad(good, func(k *keptService) { k.Service = "ID WITH SPACES" }),
+			bad(good, func(k *keptService) { k.Kernel = "../../bin/sh" }),
+		}})
+	st, skipped, err = readKept(path, "o")
+	require.NoError(t, err)
+	require.Len(t, st.Services, 1)
+	assert.Equal(t, good, st.Services[0])
+	assert.Len(t, skipped, 6, "%q", skipped)
+	ids := st.ids()
+	for _, id := range []string{good.Service, good.Network, good.Secret, "c3x2y9q0w8e7r6t5y4u3i2o1p"} {
+		assert.True(t, ids[id], id)
+	}
+
+	_, _, err = readKept(path, "another")
+	assert.ErrorContains(t, err, `written for owner "o"`)
+	write(keptState{Version: 2, Owner: "o", Instance: "6f1c8a6e-1d0c-4e36-9c55-1d5b7d1f2a10"})
+	_, _, err = readKept(path, "o")
+	assert.ErrorContains(t, err, "has format 2")
+	write(keptState{Version: keptVersion, Owner: "o", Instance: "not-a-uuid"})
+	_, _, err = readKept(path, "o")
+	assert.ErrorContains(t, err, "not a uuid")
+	require.NoError(t, os.WriteFile(path, []byte(`{"version": 1, "services": [`), 0o600))
+	_, _, err = readKept(path, "o")
+	assert.ErrorContains(t, err, "is corrupt")
+}
+
+// TestLockState: a second holder of the state file is refused while the first
+// runs, and takes it once the first lets go.
+func TestLockState(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "swarm.json")
+	f, err := lockState(path)
+	require.NoError(t, err)
+	_, err = lockState(path)
+	require.ErrorIs(t, err, ErrStateInUse)
+	require.NoError(t, f.Close())
+	f, err = lockState(path)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	f, err = lockState("")
+	require.NoError(t, err)
+	assert.Nil(t, f)
+}
