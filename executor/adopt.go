@@ -60,32 +60,32 @@ func (e *Executor) adopt() error {
 	for id, rec := range byID {
 		t := e.templates[rec.Template]
 		r := placed[id]
-		var why string
+		var why string // why the kernel did not come back
 		switch {
 		case t == nil:
-			e.retire(id, fmt.Sprintf("kernelbox restarted and the session's template %q is no longer configured: its variables are gone, its files are kept", rec.Template))
+			e.retire(id, fmt.Sprintf("kernelbox restarted and the session's template %q is no longer configured"+stateGone, rec.Template))
 			lost++
 			continue
 		case rec.Lost != "":
-			why = rec.Lost
+			why = strings.TrimSuffix(rec.Lost, stateGone) // written with it by a stop
 		case r.Placement != nil:
 			e.adoptLive(rec, t, r.Placement)
 			adopted++
 			continue
 		case r.Lost != "":
-			why = "kernelbox restarted and the session's kernel could not be taken back: " + r.Lost + "; its variables are gone, its files are kept"
+			why = "kernelbox restarted and the session's kernel could not be taken back: " + r.Lost
 		case rec.Snapshot != nil && rec.KernelID == "":
 			e.adoptHibernated(rec, t)
 			hibernated++
 			continue
 		default:
-			why = fmt.Sprintf("kernelbox restarted and the session's kernel did not outlive it (the %s backend kept none): its variables are gone, its files are kept", e.Backend())
+			why = fmt.Sprintf("kernelbox restarted and the session's kernel did not outlive it (the %s backend kept none)", e.Backend())
 		}
 		if e.adoptCheckpointed(rec, t, why) {
 			adopted++
 			continue
 		}
-		e.retire(id, why)
+		e.retire(id, why+stateGone)
 		lost++
 	}
 	if len(byID) > 0 {
@@ -185,6 +185,10 @@ func (e *Executor) adoptHibernated(rec keptSession, t *Template) {
 	e.startAdopted(s, nil)
 }
 
+// stateGone ends the reason a session is told when its state did not survive a
+// restart.
+const stateGone = ": its variables are gone, its files are kept"
+
 // adoptCheckpointed takes back a session whose kernel did not survive the restart
 // but whose template checkpoints and whose record names a checkpoint: its next
 // call starts a kernel and restores the checkpoint (restoreCheckpoint), saying
@@ -197,7 +201,7 @@ func (e *Executor) adoptCheckpointed(rec keptSession, t *Template, why string) b
 	s.state.Created, s.state.Calls, s.state.ExecutionCount = rec.Created, rec.Calls, rec.ExecutionCount
 	s.state.State = api.StateDead
 	s.keepCheckpoint(rec)
-	s.markLost(strings.TrimSuffix(strings.TrimSuffix(why, ": its variables are gone, its files are kept"), "; its variables are gone, its files are kept"))
+	s.markLost(why)
 	e.startAdopted(s, nil)
 	return true
 }

@@ -247,7 +247,7 @@ func (e *Executor) hibernateAll(ctx context.Context, list []*session) []keptSess
 			}
 			if err != nil || !ok || r.Snapshot == nil {
 				r = keptSession{ID: s.id, Template: s.tmpl.Name, Created: r.Created, Calls: r.Calls,
-					Checkpoint: r.Checkpoint, Lost: fmt.Sprintf("kernelbox was stopped and the session could not hibernate (%v): its variables are gone, its files are kept", err)}
+					Checkpoint: r.Checkpoint, Lost: fmt.Sprintf("kernelbox was stopped and the session could not hibernate (%v)", err) + stateGone}
 			}
 			mu.Lock()
 			recs = append(recs, r)
