@@ -3,6 +3,7 @@ package jupyterapi
 import (
 	"context"
 	"encoding/json"
+	"github.com/kernelbox/kernelbox/jupyter"
 	"net/http"
 	"strings"
 	"time"
@@ -92,14 +93,9 @@ func (g *Gateway) kernelspec(w http.ResponseWriter, r *http.Request) {
 	writeError(w, http.StatusNotFound, "kernelspec "+quote(name)+" not found: the kernelspecs are this server's templates (GET /api/kernelspecs)")
 }
 
-// Kernel is a kernel as the API shows it (Jupyter's kernel model).
-type Kernel struct {
-	ID             string `json:"id"`
-	Name           string `json:"name"`
-	LastActivity   string `json:"last_activity"`
-	ExecutionState string `json:"execution_state"`
-	Connections    int    `json:"connections"`
-}
+// Kernel is a kernel as the API shows it: Jupyter's kernel model, the one
+// kernelbox's own gateway client reads.
+type Kernel = jupyter.Kernel
 
 // lastActivityLayout is the form Jupyter Server's gateway client parses
 // ("%Y-%m-%dT%H:%M:%S.%fZ").
