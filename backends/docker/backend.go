@@ -10,12 +10,12 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/moby/moby/client"
 
+	"github.com/kernelbox/kernelbox/backends/internal/keptfile"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/dockerapi"
 )
@@ -49,8 +49,7 @@ type Backend struct {
 
 	// What the state file kept from an earlier process (keep.go): the records
 	// read by New, left for Reattach, and why none were when the file was bad.
-	keepMu      sync.Mutex // serializes writes of the state file
-	detached    atomic.Bool
+	keptFile    keptfile.Gate // writes of the state file (keep.go)
 	kept        map[string]keptContainer
 	keptErr     error
 	keptSkipped []string

@@ -161,16 +161,11 @@ func (b *Backend) saveKept() {
 	if b.cfg.stateFile == "" {
 		return
 	}
-	b.keepMu.Lock()
-	defer b.keepMu.Unlock()
-	if b.detached.Load() {
-		return // Detach wrote the last list
-	}
-	b.writeKeptLocked()
+	b.keptFile.Save(b.writeKept)
 }
 
-// writeKeptLocked writes the state file; b.keepMu is held.
-func (b *Backend) writeKeptLocked() {
+// writeKept writes the state file; it runs through b.keptFile.
+func (b *Backend) writeKept() {
 	b.mu.Lock()
 	st := keptState{Version: keptVersion, Host: b.owner.host, Boot: b.owner.boot, Pid: b.owner.pid, Start: b.owner.start,
 		Containers: []keptContainer{}}

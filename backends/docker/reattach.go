@@ -158,10 +158,7 @@ func (b *Backend) Detach(ctx context.Context) error {
 		wg.Go(func() { errs[i] = p.close(ctx) })
 	}
 	wg.Wait()
-	b.keepMu.Lock()
-	b.writeKeptLocked()
-	b.detached.Store(true)
-	b.keepMu.Unlock()
+	b.keptFile.Final(b.writeKept)
 	for _, p := range keep {
 		p.release()
 	}

@@ -10,13 +10,13 @@ import (
 	"net/netip"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/moby/moby/api/types/swarm"
 	"github.com/moby/moby/client"
 
+	"github.com/kernelbox/kernelbox/backends/internal/keptfile"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/dockerapi"
 	"github.com/kernelbox/kernelbox/internal/serverflags"
@@ -67,8 +67,7 @@ type Backend struct {
 
 	// What the state file kept from an earlier process (keep.go): read by New,
 	// left for Reattach, and why nothing was when the file was bad.
-	keepMu   sync.Mutex // serializes writes of the state file
-	detached atomic.Bool
+	keptFile keptfile.Gate // writes of the state file (keep.go)
 	kept     *keptState
 	keptErr  error
 	// stateLock is held while the backend runs (lockState).

@@ -233,16 +233,11 @@ func (b *Backend) saveKept() {
 	if b.cfg.stateFile == "" {
 		return
 	}
-	b.keepMu.Lock()
-	defer b.keepMu.Unlock()
-	if b.detached.Load() {
-		return // Detach wrote the last list
-	}
-	b.writeKeptLocked()
+	b.keptFile.Save(b.writeKept)
 }
 
-// writeKeptLocked writes the state file; b.keepMu is held.
-func (b *Backend) writeKeptLocked() {
+// writeKept writes the state file; it runs through b.keptFile.
+func (b *Backend) writeKept() {
 	st := keptState{Version: keptVersion, Owner: b.cfg.owner, Instance: b.instance, Services: []keptService{}}
 	for _, c := range []swarmConfig{b.launcher, b.kernelspec, b.resolv} {
 		if c.id != "" {

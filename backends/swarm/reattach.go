@@ -265,10 +265,7 @@ func (b *Backend) Detach(ctx context.Context) error {
 		wg.Go(func() { errs[i] = p.close(ctx) })
 	}
 	wg.Wait()
-	b.keepMu.Lock()
-	b.writeKeptLocked()
-	b.detached.Store(true)
-	b.keepMu.Unlock()
+	b.keptFile.Final(b.writeKept)
 	held := map[string]bool{}
 	for _, c := range append([]keptConfig{{ID: b.launcher.id}, {ID: b.kernelspec.id}, {ID: b.resolv.id}}, b.oldConfigs...) {
 		held[c.ID] = true
