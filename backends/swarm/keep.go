@@ -28,6 +28,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/kernelbox/kernelbox/api"
+	"github.com/kernelbox/kernelbox/backends/internal/keptfile"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/statefile"
 )
@@ -252,13 +253,7 @@ func (b *Backend) writeKept() {
 		}
 	}
 	b.mu.Unlock()
-	data, err := json.Marshal(st)
-	if err == nil {
-		err = statefile.Write(b.cfg.stateFile, data, true)
-	}
-	if err != nil {
-		b.cfg.log.Error("write the state file: the next start cannot adopt these sessions", "file", b.cfg.stateFile, "err", err)
-	}
+	keptfile.Write(b.cfg.log, b.cfg.stateFile, st)
 }
 
 // Adopt records the session that took a warm pool's service (executor.Adopter),
