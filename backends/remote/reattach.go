@@ -18,9 +18,9 @@ var _ executor.Reattacher = (*Backend)(nil)
 // Bounds of taking one kept kernel back.
 const (
 	reattachTimeout = 20 * time.Second
-	// idleWait is how long a kept kernel that is busy after its interrupt (a call
-	// of the previous process) is given to become idle.
-	idleWait = 10 * time.Second
+	// busyWait is how long a kept kernel is given to answer one question before
+	// it is taken for busy (with a call of the previous process) and interrupted.
+	busyWait = 3 * time.Second
 	// connectionsWait is how long a kept kernel that still shows a connection is
 	// given to lose it: the previous process's, which its gateway may not have
 	// seen close yet.
@@ -33,8 +33,9 @@ const (
 // with the same kernelspec, nobody else is connected to it, and it holds the
 // session's directory, whose name has 128 random bits the kernelbox that made
 // it drew: that is how the backend knows the kernel is its own and not another
-// client's that a tampered state file names. A kernel the server says is busy
-// (the previous process's call) is interrupted before it is asked. The others
+// client's that a tampered state file names. A kernel that does not answer
+// within busyWait, busy (most likely with the previous process's call), is
+// interrupted and asked again. The others
 // are returned with Lost saying why, and left alone: a kernel that is not
 // recognised is never interrupted after the question, shut down or used.
 // Without a state file, or with one that could not be read (the error says why),
@@ -101,8 +102,7 @@ func (b *Backend) gatewayAt(url string) *gateway {
 // recognise says why kept kernel k on g cannot be taken back, or "" when it can
 // (see Reattach).
 func (b *Backend) recognise(ctx context.Context, g *gateway, k keptKernel) string {
-	km, why := keptKernelModel(ctx, g, k)
-	if why != "" {
+	if why := keptKernelModel(ctx, g, k); why != "" {
 		return why
 	}
 	conn, err := g.client.Connect(ctx, k.KernelID, &jupyter.ConnOptions{ReconnectTimeout: -1, Logger: b.log})
@@ -110,13 +110,27 @@ func (b *Backend) recognise(ctx context.Context, g *gateway, k keptKernel) strin
 		return fmt.Sprintf("gateway %s is unreachable: connect to kernel %s: %v", g.name, k.KernelID, err)
 	}
 	defer conn.Close()
-	if km.ExecutionState == "busy" {
-		if why := interruptKept(ctx, g, k.KernelID); why != "" {
-			return why
+	holds, err := askHolds(ctx, conn, k.Dir, busyWait)
+	if err != nil && ctx.Err() == nil {
+		// No answer: the kernel is busy, most likely with a call of the previous
+		// process (lost with it; the executor would interrupt it too). The
+		// server's execution_state cannot tell: it was seen "idle" and "starting"
+		// for kernels in the middle of a time.sleep.
+		if err := g.client.Interrupt(ctx, k.KernelID); err != nil {
+			return fmt.Sprintf("interrupt kernel %s on gateway %s: %v", k.KernelID, g.name, err)
+		}
+		b.log.Info("kept kernel busy: interrupted before it is recognised", "session", k.Session, "kernel_id", k.KernelID, "waited", busyWait)
+		for {
+			// The first question may come back aborted, with the interrupted call.
+			if holds, err = askHolds(ctx, conn, k.Dir, busyWait); err == nil || ctx.Err() != nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
 		}
 	}
-	var fk kernelfs.Kernel
-	holds, err := fk.HoldsDir(ctx, conn, k.Dir)
 	switch {
 	case err != nil:
 		return fmt.Sprintf("kernel %s on gateway %s did not answer whether it is the session's: %v", k.KernelID, g.name, err)
@@ -126,57 +140,39 @@ func (b *Backend) recognise(ctx context.Context, g *gateway, k keptKernel) strin
 	return ""
 }
 
-// keptKernelModel returns kept kernel k as g lists it, or why it cannot be taken
-// back: g does not have it or does not answer, it runs another kernelspec, or
+// askHolds asks the kernel behind conn, within wait, whether it holds dir.
+func askHolds(ctx context.Context, conn *jupyter.Conn, dir string, wait time.Duration) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	var fk kernelfs.Kernel
+	return fk.HoldsDir(ctx, conn, dir)
+}
+
+// keptKernelModel says why kept kernel k cannot be taken back as g lists it, or
+// "": g does not have it or does not answer, it runs another kernelspec, or
 // another client is connected to it.
-func keptKernelModel(ctx context.Context, g *gateway, k keptKernel) (*jupyter.Kernel, string) {
+func keptKernelModel(ctx context.Context, g *gateway, k keptKernel) string {
 	deadline := time.Now().Add(connectionsWait)
 	for {
 		km, err := g.client.Kernel(ctx, k.KernelID)
 		switch {
 		case errors.Is(err, jupyter.ErrNotFound):
-			return nil, fmt.Sprintf("gateway %s no longer has kernel %s (it was shut down or culled while kernelbox was not running)", g.name, k.KernelID)
+			return fmt.Sprintf("gateway %s no longer has kernel %s (it was shut down or culled while kernelbox was not running)", g.name, k.KernelID)
 		case err != nil:
-			return nil, fmt.Sprintf("gateway %s is unreachable: %v", g.name, err)
+			return fmt.Sprintf("gateway %s is unreachable: %v", g.name, err)
 		case k.Kernel != "" && km.Name != k.Kernel:
-			return nil, fmt.Sprintf("kernel %s on gateway %s runs kernelspec %q, not the session's %q: it is not the kernel kernelbox started; it is left alone", k.KernelID, g.name, km.Name, k.Kernel)
+			return fmt.Sprintf("kernel %s on gateway %s runs kernelspec %q, not the session's %q: it is not the kernel kernelbox started; it is left alone", k.KernelID, g.name, km.Name, k.Kernel)
 		case km.Connections == 0:
-			return km, ""
-		case time.Now().After(deadline):
-			return nil, fmt.Sprintf("kernel %s on gateway %s has %d open connection(s): another client holds it (another kernelbox on a copy of this workspace?); it is left alone", k.KernelID, g.name, km.Connections)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Sprintf("gateway %s did not answer in time: %v", g.name, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// interruptKept interrupts a kept kernel that is busy, most likely with a call
-// of the previous process (lost with it; the executor would interrupt it too),
-// and waits up to idleWait for it to become idle, so that it can answer whether
-// it is the session's. It says why not, or "".
-func interruptKept(ctx context.Context, g *gateway, id string) string {
-	if err := g.client.Interrupt(ctx, id); err != nil {
-		return fmt.Sprintf("interrupt kernel %s on gateway %s: %v", id, g.name, err)
-	}
-	deadline := time.Now().Add(idleWait)
-	for time.Now().Before(deadline) {
-		km, err := g.client.Kernel(ctx, id)
-		if err != nil {
-			return fmt.Sprintf("gateway %s: kernel %s: %v", g.name, id, err)
-		}
-		if km.ExecutionState != "busy" {
 			return ""
+		case time.Now().After(deadline):
+			return fmt.Sprintf("kernel %s on gateway %s has %d open connection(s): another client holds it (another kernelbox on a copy of this workspace?); it is left alone", k.KernelID, g.name, km.Connections)
 		}
 		select {
 		case <-ctx.Done():
 			return fmt.Sprintf("gateway %s did not answer in time: %v", g.name, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	return fmt.Sprintf("kernel %s on gateway %s was still busy %s after its interrupt", id, g.name, idleWait)
 }
 
 // keptPlacement makes the Placement of a kept kernel that was recognised, on

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/internal/jupyterproc"
 	"github.com/kernelbox/kernelbox/internal/testenv"
 	"github.com/kernelbox/kernelbox/jupyter"
@@ -47,8 +48,9 @@ func remoteKept(t *testing.T, ws, token string) map[string]string {
 }
 
 // TestServeRemoteAdopt is issue 34 item 1 on the remote backend, with a real
-// Jupyter Server as the gateway: three sessions with state (and a file in one's
-// kernel directory); SIGKILL serve; one session's kernel shut down on the gateway
+// Jupyter Server as the gateway: three sessions with state (and a file in each
+// one's kernel directory), one in the middle of a call, one whose kernel was set
+// up by "another version" of kernelbox; SIGKILL serve; one session's kernel shut down on the gateway
 // by hand; serve started again on the workspace: the two others answer with their
 // old variables and file, the third is told state_lost with the reason; then a
 // graceful stop with remote's default policy (keep) and a start take all three back
@@ -83,9 +85,18 @@ func TestServeRemoteAdopt(t *testing.T) {
 	cwd := adoptRun(t, c, "rk2", "import os, sys\n"+
 		"for n in [n for n in sys.modules if n.startswith('_kernelbox_sync_')]: sys.modules['_kernelbox_sync_000000000000'] = sys.modules.pop(n)\n"+
 		"os.getcwd()").Result
+	// rk1 is in the middle of a call when serve dies: its kernel, busy, is
+	// interrupted before it is recognised; the call answers lost.
+	ctx := context.Background()
+	d, err := c.Start(ctx, api.Request{SessionID: "rk1", Code: "import time\nx_during = 1\ntime.sleep(120)"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		info, err := c.Call(ctx, d.CallID)
+		return err == nil && info.State == api.CallRunning
+	}, 30*time.Second, 50*time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // into its time.sleep
 
 	kill9(t, cmd)
-	ctx := context.Background()
 	require.NoError(t, jc.Shutdown(ctx, kept["rk3"]), "rk3's kernel shut down by hand while serve is down")
 	cmd, url, log := rawServeEnv(t, env, args...)
 	c = adoptClient(t, url)
@@ -95,6 +106,10 @@ func TestServeRemoteAdopt(t *testing.T) {
 		assert.Equal(t, "note of "+id+"\n", r.Stdout, "%s keeps its file", id)
 		assert.False(t, r.StateLost, "%s: %v", id, r.Notes)
 	})
+	info, err := c.Call(ctx, d.CallID)
+	require.NoError(t, err)
+	assert.Equal(t, api.CallLost, info.Status)
+	assert.Equal(t, "1", adoptRun(t, c, "rk1", "x_during").Result, "the interrupted call ran up to its sleep")
 	r := adoptRun(t, c, "rk2", "open('outputs/after.txt', 'w').write('after'); import os; os.getcwd()")
 	assert.Equal(t, cwd, r.Result, "the same directory after an upgrade")
 	require.Len(t, r.Artifacts, 1, "%v", r.Notes)
