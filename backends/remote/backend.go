@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -32,9 +33,10 @@ type Backend struct {
 	mu     sync.Mutex // guards closed, kept and the choice of a gateway
 	closed bool
 
-	kept     []keptKernel // read by New, taken by Reattach
-	keptErr  error        // why the state file could not be read
-	keptFile keptfile.Gate
+	kept      []keptKernel // read by New, taken by Reattach
+	keptErr   error        // why the state file could not be read
+	keptFile  keptfile.Gate
+	stateLock *os.File // held while the backend runs (lockState)
 }
 
 var (
@@ -44,6 +46,9 @@ var (
 )
 
 // New checks the gateways and returns a backend that places sessions on them.
+//
+// With Options.StateFile set, New takes the file's lock (ErrStateInUse while
+// another backend holds it) and reads it for Reattach.
 //
 // Every URL must parse, and every gateway that answers must accept the token (a
 // 401 or 403 fails New with ErrTokenRejected) and offer Options.KernelName. A
@@ -75,8 +80,13 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 			placements: map[*Placement]struct{}{},
 		})
 	}
+	if b.stateLock, err = lockState(opts.StateFile); err != nil {
+		b.closeIdle()
+		return nil, fmt.Errorf("remote backend: %w", err)
+	}
 	if err := b.checkAll(ctx); err != nil {
 		b.closeIdle()
+		b.unlockState()
 		return nil, fmt.Errorf("remote backend: %w", err)
 	}
 	var skipped []string
@@ -275,6 +285,7 @@ func (b *Backend) Close(ctx context.Context) error {
 	if b.opts.StateFile != "" {
 		b.keptFile.Final(func() { b.writeKept(nil) })
 	}
+	b.unlockState()
 	return b.stopChecks(ctx)
 }
 

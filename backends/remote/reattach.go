@@ -216,6 +216,7 @@ func (b *Backend) Detach(ctx context.Context) error {
 			p.mu.Unlock()
 		}
 	}
+	b.unlockState()
 	b.log.Info("remote backend detached: its sessions' kernels are kept for the next start", "kept", kept)
 	return b.stopChecks(ctx)
 }

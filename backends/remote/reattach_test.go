@@ -56,7 +56,8 @@ func reattachFrom(t *testing.T, s remote.Gateway, path string) (*remote.Backend,
 // the kernelbox that made it drew), one another client is connected to, one of
 // another kernelspec, one the gateway does not have and one on a gateway that
 // is not configured are all told Lost with the reason, and left alone; the
-// session's own kernel, once nobody holds it, is taken back.
+// session's own kernel, once nobody holds it, is taken back. Two backends never
+// share one state file.
 func TestReattachRecognisesItsOwnKernels(t *testing.T) {
 	s, _ := startGateway(t)
 	ctx := context.Background()
@@ -79,6 +80,10 @@ func TestReattachRecognisesItsOwnKernels(t *testing.T) {
 	_, got := reattachFrom(t, gw(s), cp)
 	assert.Nil(t, got["s1"].Placement)
 	assert.Contains(t, got["s1"].Lost, "open connection")
+
+	// A second backend on the same file is refused while the first runs.
+	_, err = remote.New(ctx, remote.Options{Gateways: []remote.Gateway{gw(s)}, StateFile: path})
+	require.ErrorIs(t, err, remote.ErrStateInUse)
 
 	require.NoError(t, e.Close()) // keep: the kernel runs on
 	foreign, err := jc.StartKernel(ctx, jupyter.StartOptions{})
