@@ -25,6 +25,9 @@ const (
 	// given to lose it: the previous process's, which its gateway may not have
 	// seen close yet.
 	connectionsWait = 3 * time.Second
+	// reattachAtOnce bounds the kept kernels checked at once: a state file may
+	// list thousands (4 MiB of records), and each check holds a WebSocket.
+	reattachAtOnce = 16
 )
 
 // Reattach takes back the kernels the state file (Options.StateFile) listed when
@@ -54,8 +57,11 @@ func (b *Backend) Reattach(ctx context.Context) ([]executor.Reattached, error) {
 		mu sync.Mutex
 		wg sync.WaitGroup
 	)
+	slots := make(chan struct{}, reattachAtOnce)
 	for _, k := range kept {
+		slots <- struct{}{}
 		wg.Go(func() {
+			defer func() { <-slots }()
 			r := b.reattachOne(ctx, k)
 			mu.Lock()
 			out = append(out, r)
