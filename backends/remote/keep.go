@@ -184,13 +184,7 @@ func (b *Backend) writeKept(list []*Placement) {
 			st.Kernels = append(st.Kernels, k)
 		}
 	}
-	data, err := json.Marshal(st)
-	if err == nil {
-		err = statefile.Write(b.opts.StateFile, data, true)
-	}
-	if err != nil {
-		b.log.Error("write the state file: the next start cannot take these sessions back", "file", b.opts.StateFile, "err", err)
-	}
+	keptfile.Write(b.log, b.opts.StateFile, st)
 }
 
 // placementList returns every gateway's placements.
