@@ -22,7 +22,6 @@ import (
 	"net/netip"
 	"os"
 	"regexp"
-	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -42,21 +41,11 @@ var ErrStateInUse = errors.New("state file in use by a running kernelbox")
 // it ends; another process on the same host (another container with the same
 // volume) that holds it makes ErrStateInUse. No path takes no lock.
 func lockState(path string) (*os.File, error) {
-	if path == "" {
-		return nil, nil
+	f, err := keptfile.Lock(path)
+	if errors.Is(err, keptfile.ErrInUse) {
+		return nil, fmt.Errorf("%w: %s", ErrStateInUse, path)
 	}
-	f, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("lock state file: %w", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		_ = f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: %s", ErrStateInUse, path)
-		}
-		return nil, fmt.Errorf("lock state file: %w", err)
-	}
-	return f, nil
+	return f, err
 }
 
 // unlockState lets go of the state file's lock, once the backend has ended.

@@ -1,7 +1,8 @@
 // Package keptfile is the one rule for a backend's kept-state file (docker.json,
-// swarm.json): writes are serialized, once Detach has written the last list no
-// later change (a session being torn down as the process ends) overwrites it, and
-// Detach's shape — close what cannot be kept, keep the rest — is written once.
+// swarm.json, remote.json): writes are serialized, once Detach has written the
+// last list no later change (a session being torn down as the process ends)
+// overwrites it, Detach's shape — close what cannot be kept, keep the rest — is
+// written once, and Lock keeps a second process off the same file.
 package keptfile
 
 import (

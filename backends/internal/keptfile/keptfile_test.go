@@ -89,3 +89,28 @@ func TestWrite(t *testing.T) {
 		t.Fatalf("not logged: %q", logged.String())
 	}
 }
+
+// TestLock: a second holder of the state file is refused while the first holds
+// it, and takes it once the first lets go; no path takes no lock.
+func TestLock(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "remote.json")
+	f, err := Lock(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Lock(path); !errors.Is(err, ErrInUse) {
+		t.Fatalf("a second Lock: %v, want ErrInUse", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err = Lock(path)
+	if err != nil {
+		t.Fatalf("Lock after the first let go: %v", err)
+	}
+	_ = f.Close()
+	if f, err := Lock(""); f != nil || err != nil {
+		t.Fatalf("Lock(\"\") = %v, %v", f, err)
+	}
+}
