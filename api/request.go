@@ -36,6 +36,11 @@ type Request struct {
 	// for a Jupyter client of the gateway API, which shows its own calls to its
 	// clients; empty for /v1, MCP and the CLI. It is not part of the wire format.
 	Source string `json:"-"`
+
+	// Comms asks for the comm messages the code sends (a widget's comm_open and
+	// comm_msg) as "comm" events, for a caller that passes them on to a Jupyter
+	// frontend. They are not outputs: no Result, call log or /v1 stream holds them.
+	Comms bool `json:"-"`
 }
 
 // ExecuteBody is the JSON body of POST /v1/sessions/{id}/execute.

@@ -115,6 +115,17 @@ func (j *job) wait() (*Result, error) {
 	return j.res, j.err
 }
 
+// emitComm passes a comm event to the caller when it asked for them
+// (Request.Comms) and to the session's watchers.
+func (j *job) emitComm(e Event) {
+	if j.req.Comms && j.onEvent != nil {
+		j.onEvent(e)
+	}
+	if tap := j.tap.Load(); tap != nil {
+		(*tap)(e)
+	}
+}
+
 func (j *job) emit(e Event) {
 	if j.onEvent != nil {
 		j.onEvent(e)

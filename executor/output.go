@@ -21,6 +21,7 @@ type collector struct {
 	maxOutputs int
 	maxRich    int
 	onEvent    func(Event)
+	onComm     func(Event) // a comm message of the call (job.emitComm)
 
 	outputs []Output
 	// tail holds the text of the last output while stream messages extend it;
@@ -97,6 +98,10 @@ func (c *collector) add(m *jupyter.Message) {
 		}
 		if c.addRich(out) {
 			c.emit(Event{Type: typ, Output: &out})
+		}
+	case "comm_open", "comm_msg", "comm_close":
+		if !m.Truncated && c.onComm != nil {
+			c.onComm(Event{Type: "comm", MsgType: m.Type(), Comm: m.Content})
 		}
 	case "update_display_data":
 		var d jupyter.DisplayContent

@@ -74,6 +74,7 @@ func (s *session) execute(j *job) (*Result, error) {
 	defer stopOnClose()
 
 	col := newCollector(o, j.emit)
+	col.onComm = j.emitComm
 	s.interrupted.Store(false)
 	j.emit(Event{Type: "status", State: "running"})
 	ex, err := s.call(runCtx, j, col, syncer, timeout, &f)

@@ -46,7 +46,7 @@ func (c *client) execute(m *inMsg) {
 	k.broadcast(frame(k, parent, jupyter.ChannelIOPub, "execute_input",
 		map[string]any{"code": req.Code, "execution_count": info.ExecutionCount + 1}))
 	sawError := false
-	res, err := c.g.e.ExecuteStream(context.Background(), executor.Request{SessionID: k.id, Template: info.Template, Code: req.Code, Source: sourceJupyter}, func(ev executor.Event) {
+	res, err := c.g.e.ExecuteStream(context.Background(), executor.Request{SessionID: k.id, Template: info.Template, Code: req.Code, Source: sourceJupyter, Comms: true}, func(ev executor.Event) {
 		if t, content := iopubOf(ev); t != "" {
 			sawError = sawError || t == "error"
 			k.broadcast(frame(k, parent, jupyter.ChannelIOPub, t, content))
@@ -110,6 +110,9 @@ func iopubOf(ev executor.Event) (string, any) {
 		return "stream", map[string]string{"name": ev.Name, "text": ev.Text}
 	case "clear_output":
 		return "clear_output", map[string]bool{"wait": ev.Wait}
+	case "comm":
+		// A widget the cell displays: its comm messages, as the kernel sent them.
+		return ev.MsgType, ev.Comm
 	}
 	if o == nil {
 		return "", nil
