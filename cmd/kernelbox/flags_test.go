@@ -192,7 +192,7 @@ func sampleArgs(list map[string][2]string, skip ...string) []string {
 	samples := map[string]string{
 		"*flag.stringValue": "s", "*flag.durationValue": "2s", "*flag.intValue": "3", "*flag.int64Value": "3",
 		"*flag.float64Value": "0.5", "*flag.boolValue": "true", "*main.sizeFlag": "512m", "*main.byteSize": "1GiB",
-		"*main.multiFlag": "a=b", "*main.hostList": "h",
+		"*main.multiFlag": "a=b", "*main.hostList": "h", "*main.hostsFlag": "files.test=192.0.2.7",
 	}
 	var args []string
 	for name, tv := range list {
