@@ -96,11 +96,11 @@ func (b *Backend) selfAddr(ctx context.Context, id string) (netip.Addr, error) {
 // at that address by rejoin); otherwise the kernel could not reach the proxy and
 // the session is not adopted.
 func (b *Backend) readopt(ctx context.Context, p *Placement, k keptService) error {
-	rules, err := egress.Compile(*k.Egress)
+	rules, err := egress.Compile(*k.Egress) // checked by keptService.check
 	if err != nil {
 		return fmt.Errorf("its network allowlist: %w", err)
 	}
-	ap, _ := netip.ParseAddrPort(k.Proxy) // checked by keptService.check
+	ap, _ := netip.ParseAddrPort(k.Proxy)
 	have, err := b.selfAddr(ctx, k.Network)
 	if err != nil {
 		return err

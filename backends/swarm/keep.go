@@ -139,6 +139,9 @@ func (k keptService) check() error {
 		if ap, err := netip.ParseAddrPort(k.Proxy); err != nil || ap.Port() != proxyPort {
 			return fmt.Errorf("service %s: proxy address %q is not a proxy's", k.Name, k.Proxy)
 		}
+		if _, err := egress.Compile(*k.Egress); err != nil {
+			return fmt.Errorf("service %s: network allowlist: %w", k.Name, err)
+		}
 	}
 	return nil
 }
