@@ -112,7 +112,7 @@ func (b *Backend) readopt(ctx context.Context, p *Placement, k keptService) erro
 	if err != nil {
 		return err
 	}
-	p.egress, p.proxy = px, ap
+	p.egress, p.proxy, p.rules = px, ap, rules
 	return nil
 }
 
