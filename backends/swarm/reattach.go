@@ -276,6 +276,7 @@ func (b *Backend) Detach(ctx context.Context) error {
 	}
 	for _, p := range keep {
 		p.release()
+		p.egress.Close() // served again by the backend that adopts the session
 		held[p.service], held[p.obj.network], held[p.obj.secret] = true, true, true
 	}
 	_, err := b.removeOwned(ctx, func(id string, labels map[string]string) bool { return b.mine(id, labels) && !held[id] })
