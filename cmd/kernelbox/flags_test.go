@@ -292,3 +292,16 @@ func TestHelpHidesTokens(t *testing.T) {
 		assert.False(t, strings.Contains(out, "s3cret-token-value"), "kernelbox %s -h prints the token", cmd)
 	}
 }
+
+// TestHostsFlag: --egress-test-hosts takes NAME=ADDR[,ADDR...], repeatable, names
+// in lower case; anything else is refused.
+func TestHostsFlag(t *testing.T) {
+	t.Parallel()
+	var h hostsFlag
+	require.NoError(t, h.Set("Files.test=192.0.2.7,2001:db8::7"))
+	require.NoError(t, h.Set("files.test=192.0.2.8"))
+	assert.Equal(t, "files.test=192.0.2.7 files.test=192.0.2.8 files.test=2001:db8::7", h.String())
+	for _, bad := range []string{"files.test", "=192.0.2.7", "files.test=", "files.test=not-an-address", "files.test=192.0.2.7,"} {
+		assert.Error(t, h.Set(bad), bad)
+	}
+}
