@@ -31,6 +31,11 @@ type Request struct {
 	// with status timeout and does not run; one that started runs for at most what
 	// is left (and at most Timeout).
 	MaxWait time.Duration `json:"-"`
+
+	// Source says who asked, for the session's watchers (executor.Watch): "jupyter"
+	// for a Jupyter client of the gateway API, which shows its own calls to its
+	// clients; empty for /v1, MCP and the CLI. It is not part of the wire format.
+	Source string `json:"-"`
 }
 
 // ExecuteBody is the JSON body of POST /v1/sessions/{id}/execute.

@@ -44,6 +44,7 @@ func TestRoutes(t *testing.T) {
 		{"GET", "/ui/artifacts.js", 200, "text/javascript; charset=utf-8"},
 		{"GET", "/ui/files.js", 200, "text/javascript; charset=utf-8"},
 		{"GET", "/ui/download.js", 200, "text/javascript; charset=utf-8"},
+		{"GET", "/ui/durable.js", 200, "text/javascript; charset=utf-8"},
 		{"GET", "/ui/style.css", 200, "text/css; charset=utf-8"},
 		{"GET", "/ui/frame.css", 200, "text/css; charset=utf-8"},
 		{"GET", "/ui/icon.svg", 200, "image/svg+xml"},

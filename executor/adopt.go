@@ -118,6 +118,13 @@ func (e *Executor) reattach(ctx context.Context, byID map[string]keptSession) ma
 			}
 			continue
 		}
+		if r.Placement != nil && r.KernelID != "" && r.KernelID != rec.KernelID {
+			e.log.Warn("a kept placement's kernel is not the session's; closing it", "session", r.Session, "kernel_id", rec.KernelID, "backend_kernel_id", r.KernelID)
+			if err := r.Placement.Close(ctx); err != nil {
+				e.log.Warn("closing a mismatched placement", "session", r.Session, "err", err)
+			}
+			r = Reattached{Session: r.Session, Lost: fmt.Sprintf("the backend kept kernel %s for the session, whose record names kernel %s", r.KernelID, rec.KernelID)}
+		}
 		placed[r.Session] = r
 	}
 	return placed

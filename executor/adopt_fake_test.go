@@ -65,8 +65,9 @@ func newAdoptExec(t *testing.T, b executor.Backend, ws *workspace.Manager, dir s
 // TestAdoptAfterRestart: an executor closed with StopKeep leaves its kernels to
 // the next one on the same StateDir: a session whose placement comes back keeps
 // its kernel and variables; one whose placement is lost, or that the backend did
-// not keep, is told why at its next call; a placement no session claims is
-// closed. A corrupt state file adopts nothing.
+// not keep, or whose kept kernel is not the one its record names, is told why
+// at its next call; a placement no session claims is closed. A corrupt state
+// file adopts nothing.
 func TestAdoptAfterRestart(t *testing.T) {
 	t.Parallel()
 	ws, err := workspace.New(workspace.Options{Root: filepath.Join(t.TempDir(), "ws")})
@@ -93,7 +94,7 @@ func TestAdoptAfterRestart(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, e1.Close())
 	require.True(t, b.detached, "StopKeep detaches the backend")
-	p1, p3 := b.placementFor(t, "s1"), b.placementFor(t, "s3")
+	p1, p2, p3 := b.placementFor(t, "s1"), b.placementFor(t, "s2"), b.placementFor(t, "s3")
 	require.False(t, p1.isClosed(), "a kept kernel's placement stays open")
 	fi, err := os.Stat(filepath.Join(dir, "sessions.json"))
 	require.NoError(t, err)
@@ -102,7 +103,9 @@ func TestAdoptAfterRestart(t *testing.T) {
 	b.kept = []executor.Reattached{
 		{Session: "s1", Placement: p1},
 		{Session: "s2", Lost: "its container was removed by hand"},
-		{Session: "ghost", Placement: p3}, // no session of the state claims it
+		{Session: "ghost", Placement: p2}, // no session of the state claims it
+		// The backend recognised another kernel than the one s3's record names.
+		{Session: "s3", Placement: p3, KernelID: "another-kernel"},
 	}
 	e2 := newAdoptExec(t, b, ws, dir, executor.StopClose)
 	r, err := e2.Execute(ctx, executor.Request{SessionID: "s1", Code: "get x"})
@@ -113,13 +116,14 @@ func TestAdoptAfterRestart(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, info.KernelID, got.KernelID, "the same kernel")
 	assert.Equal(t, info.Created.UnixNano(), got.Created.UnixNano(), "created when it was")
-	for id, why := range map[string]string{"s2": "removed by hand", "s3": "kept none"} {
+	for id, why := range map[string]string{"s2": "removed by hand", "s3": "the backend kept kernel another-kernel for the session, whose record names kernel"} {
 		r, err := e2.Execute(ctx, executor.Request{SessionID: id, Code: "get x"})
 		require.NoError(t, err)
 		assert.True(t, r.StateLost, id)
 		assert.Contains(t, strings.Join(r.Notes, "\n"), why, id)
 	}
-	assert.Eventually(t, p3.isClosed, 5*time.Second, 20*time.Millisecond, "an unclaimed placement is closed")
+	assert.Eventually(t, p2.isClosed, 5*time.Second, 20*time.Millisecond, "an unclaimed placement is closed")
+	assert.True(t, p3.isClosed(), "a placement whose kernel is not the session's is closed")
 	require.NoError(t, e2.Close())
 
 	// A corrupt state file: nothing is adopted blindly, it is set aside.

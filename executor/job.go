@@ -27,6 +27,10 @@ type job struct {
 	onEvent func(Event)
 	start   time.Time
 
+	// tap shows the job's events to the session's watchers once it runs
+	// (watch.go); set by the worker while the caller may be emitting.
+	tap atomic.Pointer[func(Event)]
+
 	// files is a jobFiles job's work (files.go).
 	files func(context.Context, SessionFiles) error
 	// fn is a jobFunc job's work.
@@ -114,5 +118,8 @@ func (j *job) wait() (*Result, error) {
 func (j *job) emit(e Event) {
 	if j.onEvent != nil {
 		j.onEvent(e)
+	}
+	if tap := j.tap.Load(); tap != nil {
+		(*tap)(e)
 	}
 }

@@ -33,4 +33,9 @@ type Reattached struct {
 	Placement Placement
 	// Lost says why the placement could not be taken back, or is "".
 	Lost string
+	// KernelID, when set, is the kernel the backend recognised as the session's
+	// on the placement's server (a server with many clients' kernels, such as a
+	// remote gateway): the executor takes the session back only when its own
+	// record names the same kernel, and otherwise closes the placement.
+	KernelID string
 }

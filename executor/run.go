@@ -73,7 +73,7 @@ func (s *session) execute(j *job) (*Result, error) {
 	stopOnClose := context.AfterFunc(s.ctx, cancel)
 	defer stopOnClose()
 
-	col := newCollector(o, j.onEvent)
+	col := newCollector(o, j.emit)
 	s.interrupted.Store(false)
 	j.emit(Event{Type: "status", State: "running"})
 	ex, err := s.call(runCtx, j, col, syncer, timeout, &f)

@@ -60,6 +60,8 @@ type session struct {
 	// kernel without stopping it (keepstate.go).
 	detached atomic.Bool
 
+	taps taps // the session's watchers (watch.go)
+
 	mu      sync.Mutex
 	state   SessionInfo
 	noSleep string  // why the last idle hibernation failed; cleared by a call (cull.go)
@@ -136,7 +138,7 @@ func (s *session) run() {
 				err = s.reset(j)
 			default:
 				s.e.running.Add(1)
-				r, err = s.execute(j)
+				r, err = s.executeWatched(j)
 				s.e.running.Add(-1)
 			}
 			s.touch(r)
@@ -154,6 +156,7 @@ func (s *session) release() {
 	s.released = true
 	s.qmu.Unlock()
 	defer s.e.stateChanged()
+	defer s.taps.send(Watched{Kind: WatchClosed})
 	for {
 		select {
 		case j := <-s.queue:

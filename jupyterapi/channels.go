@@ -70,10 +70,12 @@ func (g *Gateway) channels(w http.ResponseWriter, r *http.Request) {
 	if closed {
 		c.drop(closeGoingAway, "the server is shutting down")
 	}
-	k.add(c)
+	if err := k.attach(g, c); err != nil {
+		c.drop(closeGoingAway, "the kernel's session is gone: "+err.Error())
+	}
 	go c.writeLoop()
 	c.readLoop()
-	k.remove(c)
+	k.detach(c)
 	c.drop(closeNormal, "")
 	<-c.done
 }

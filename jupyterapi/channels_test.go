@@ -149,9 +149,9 @@ func connections(t *testing.T, s *gw, id string) int {
 }
 
 // TestKernelClosedUnderClient: a kernel shut down (DELETE /api/kernels) while
-// a client is connected closes the client's socket with a reason; a session
-// closed through /v1 under a client answers its next execute_request with an
-// error and closes the socket, instead of making a new session of that id.
+// a client is connected closes the client's socket with a reason; so does a
+// session closed through /v1 under a client (at once, through the session's
+// watch), and its id is then not found: no new session of that id is made.
 func TestKernelClosedUnderClient(t *testing.T) {
 	s := newGW(t, jupyterapi.Options{}, nil)
 	id := s.start("default")
@@ -166,15 +166,15 @@ func TestKernelClosedUnderClient(t *testing.T) {
 	c = s.mustDial(id)
 	st, _ = s.do("DELETE", "/v1/sessions/"+id, "")
 	require.Equal(t, http.StatusNoContent, st)
-	x := c.execute("print(1)")
-	m, err := c.read(30 * time.Second)
-	require.NoError(t, err)
-	assert.Equal(t, x, m.parent())
-	assert.Equal(t, "execute_reply", m.MsgType)
-	assert.Equal(t, "error", m.text("status"))
-	assert.Contains(t, m.text("evalue"), "closed")
-	code, _ = c.closeCode(30 * time.Second)
-	assert.Equal(t, 1001, code)
+	code, reason = c.closeCode(30 * time.Second)
+	assert.Equal(t, 1000, code, "told at once, not at its next request")
+	assert.Contains(t, reason, "session was closed")
+	_, err := s.e.Session(id)
+	assert.Error(t, err, "the session is closed")
+	c2, resp, err := s.dial(id, nil)
+	assert.Nil(t, c2)
+	require.Error(t, err)
+	assert.Equal(t, http.StatusNotFound, resp.StatusCode, "a closed session's kernel id is not found")
 	_, err = s.e.Session(id)
 	assert.Error(t, err, "no session was made again")
 }

@@ -12,6 +12,7 @@
 // messages into executor calls and kernel requests, and iopub.go turns a call's
 // events back into Jupyter messages.
 //
-// Only kernels started through this API are served (a session an agent made
-// through /v1 is not reachable here).
+// Every live session is served: one an agent made through /v1, MCP or the CLI
+// can be opened to watch its calls live (watch.go, through executor.Watch), read
+// only unless Options.AllowTyping.
 package jupyterapi

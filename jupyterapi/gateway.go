@@ -38,6 +38,12 @@ type Options struct {
 	// (kernel_info, complete, inspect, ...). Defaults to 30 seconds.
 	RequestTimeout time.Duration
 
+	// AllowTyping lets Jupyter clients run code in, interrupt, restart and shut
+	// down the sessions agents started (through /v1, MCP or the CLI). Off (the
+	// default), such a session can be opened only to watch: its clients see
+	// every call as it runs and may send kernel_info and comm_info requests.
+	AllowTyping bool
+
 	// Logger receives debug logs. Defaults to discarding them.
 	Logger *slog.Logger
 }

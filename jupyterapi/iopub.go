@@ -46,7 +46,7 @@ func (c *client) execute(m *inMsg) {
 	k.broadcast(frame(k, parent, jupyter.ChannelIOPub, "execute_input",
 		map[string]any{"code": req.Code, "execution_count": info.ExecutionCount + 1}))
 	sawError := false
-	res, err := c.g.e.ExecuteStream(context.Background(), executor.Request{SessionID: k.id, Template: info.Template, Code: req.Code}, func(ev executor.Event) {
+	res, err := c.g.e.ExecuteStream(context.Background(), executor.Request{SessionID: k.id, Template: info.Template, Code: req.Code, Source: sourceJupyter}, func(ev executor.Event) {
 		if t, content := iopubOf(ev); t != "" {
 			sawError = sawError || t == "error"
 			k.broadcast(frame(k, parent, jupyter.ChannelIOPub, t, content))

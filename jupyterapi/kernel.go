@@ -2,7 +2,6 @@ package jupyterapi
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"sync"
 
@@ -11,32 +10,22 @@ import (
 	"github.com/kernelbox/kernelbox/executor"
 )
 
-// kernel is a kernel started through the API: a session and its connected
-// clients.
+// kernel is a session served as a Jupyter kernel: one started through the API,
+// or an agent's session a client opened to watch (agent), and its clients.
 type kernel struct {
 	id      string
 	session string // the header "session" of the messages kernelbox sends for it
+	agent   bool   // not started through this API (watch.go)
 
-	mu      sync.Mutex
-	clients map[*client]bool
-	routes  map[string]route // answers to route, by kernelbox's msg_id (route.go)
-	order   []string         // the routes' ids, oldest first, at most maxRoutes
+	mu        sync.Mutex
+	clients   map[*client]bool
+	stopWatch func()           // ends the session's watch while clients are attached (watch.go)
+	routes    map[string]route // answers to route, by kernelbox's msg_id (route.go)
+	order     []string         // the routes' ids, oldest first, at most maxRoutes
 }
 
 func newKernel(id string) *kernel {
 	return &kernel{id: id, session: uuid.NewString(), clients: map[*client]bool{}}
-}
-
-func (k *kernel) add(c *client) {
-	k.mu.Lock()
-	k.clients[c] = true
-	k.mu.Unlock()
-}
-
-func (k *kernel) remove(c *client) {
-	k.mu.Lock()
-	delete(k.clients, c)
-	k.mu.Unlock()
 }
 
 func (k *kernel) clientList() []*client {
@@ -63,12 +52,9 @@ func (k *kernel) broadcast(frame []byte) {
 	}
 }
 
-// errNotGateway: the session exists but was not started through this API.
-var errNotGateway = errors.New("not a gateway kernel")
-
-// lookup returns kernel id and its session, or an error: api.ErrNotFound when
-// there is no such session (or it has closed), errNotGateway when the session
-// was not started here.
+// lookup returns kernel id and its session, or api.ErrNotFound when there is no
+// such session (or it has closed). A session not started through this API (an
+// agent's) is served too, for watching (watch.go).
 func (g *Gateway) lookup(id string) (*kernel, executor.SessionInfo, error) {
 	info, err := g.e.Session(id)
 	g.mu.Lock()
@@ -81,7 +67,9 @@ func (g *Gateway) lookup(id string) (*kernel, executor.SessionInfo, error) {
 		return nil, info, err
 	}
 	if k == nil {
-		return nil, info, fmt.Errorf("session %q: %w: it was not started through /api/kernels (a session of /v1 cannot be opened from Jupyter)", id, errNotGateway)
+		k = newKernel(id)
+		k.agent = true
+		g.kernels[id] = k
 	}
 	return k, info, nil
 }
@@ -106,7 +94,7 @@ func (g *Gateway) prune() {
 func (g *Gateway) lookupHTTP(w http.ResponseWriter, id string) (*kernel, executor.SessionInfo, bool) {
 	k, info, err := g.lookup(id)
 	if err != nil {
-		if errors.Is(err, errNotGateway) || errors.Is(err, api.ErrNotFound) {
+		if errors.Is(err, api.ErrNotFound) {
 			writeError(w, http.StatusNotFound, "kernel "+quote(id)+" not found: "+err.Error())
 		} else {
 			writeExecError(w, err)

@@ -123,9 +123,11 @@ func (g *Gateway) listKernels(w http.ResponseWriter, r *http.Request) {
 	g.mu.Unlock()
 	out := []Kernel{}
 	for _, s := range g.e.Sessions() {
-		if k := ks[s.ID]; k != nil {
-			out = append(out, modelOf(k, s))
+		k := ks[s.ID]
+		if k == nil {
+			k = newKernel(s.ID) // an agent's session no client has opened
 		}
+		out = append(out, modelOf(k, s))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -139,7 +141,7 @@ func (g *Gateway) getKernel(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) deleteKernel(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	k, _, ok := g.lookupHTTP(w, id)
-	if !ok {
+	if !ok || g.refuseReadOnly(w, k) {
 		return
 	}
 	if err := g.e.CloseSession(r.Context(), id); err != nil {
@@ -157,7 +159,7 @@ func (g *Gateway) deleteKernel(w http.ResponseWriter, r *http.Request) {
 
 func (g *Gateway) interrupt(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if _, _, ok := g.lookupHTTP(w, id); !ok {
+	if k, _, ok := g.lookupHTTP(w, id); !ok || g.refuseReadOnly(w, k) {
 		return
 	}
 	if err := g.e.Interrupt(r.Context(), id); err != nil {
@@ -173,7 +175,7 @@ func (g *Gateway) interrupt(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) restart(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	k, _, ok := g.lookupHTTP(w, id)
-	if !ok {
+	if !ok || g.refuseReadOnly(w, k) {
 		return
 	}
 	if err := g.e.Interrupt(r.Context(), id); err != nil {
@@ -197,6 +199,15 @@ func (g *Gateway) restart(w http.ResponseWriter, r *http.Request) {
 	if ok {
 		writeJSON(w, http.StatusOK, modelOf(k, s))
 	}
+}
+
+// refuseReadOnly answers 403 when k may only be watched (watch.go).
+func (g *Gateway) refuseReadOnly(w http.ResponseWriter, k *kernel) bool {
+	if !g.readOnly(k) {
+		return false
+	}
+	writeError(w, http.StatusForbidden, readOnlyWhy(k.id))
+	return true
 }
 
 // errorBody is an error answer in the shape Jupyter's clients read.

@@ -91,15 +91,24 @@ func TestREST(t *testing.T) {
 	assert.Equal(t, "idle", list[0].ExecutionState)
 	assert.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$`, list[0].LastActivity, "the form Jupyter Server parses")
 
-	// A session of /v1 is not a gateway kernel.
+	// A session of /v1 is listed and can be opened, but only to watch: it cannot be
+	// shut down, interrupted or restarted from here (TestWatchAgent watches one).
 	_, err = s.e.CreateSession(context.Background(), "agent-1", "")
 	require.NoError(t, err)
-	for _, path := range []string{"/api/kernels/agent-1", "/api/kernels/" + uuid.NewString(), "/api/kernels/not%20an%20id"} {
+	st, b = s.do("GET", "/api/kernels/agent-1", "")
+	assert.Equal(t, http.StatusOK, st, string(b))
+	st, b = s.do("GET", "/api/kernels", "")
+	require.Equal(t, http.StatusOK, st)
+	assert.Contains(t, string(b), `"agent-1"`)
+	for _, path := range []string{"/api/kernels/" + uuid.NewString(), "/api/kernels/not%20an%20id"} {
 		st, b = s.do("GET", path, "")
 		assert.Equal(t, http.StatusNotFound, st, path+": "+string(b))
 	}
-	st, _ = s.do("DELETE", "/api/kernels/agent-1", "")
-	assert.Equal(t, http.StatusNotFound, st)
+	for _, r := range [][2]string{{"DELETE", ""}, {"POST", "/interrupt"}, {"POST", "/restart"}} {
+		st, b = s.do(r[0], "/api/kernels/agent-1"+r[1], map[bool]string{true: "{}"}[r[0] == "POST"])
+		assert.Equal(t, http.StatusForbidden, st, r[0]+r[1])
+		assert.Contains(t, string(b), "belongs to an agent")
+	}
 	_, err = s.e.Session("agent-1")
 	assert.NoError(t, err, "the agent's session is untouched")
 

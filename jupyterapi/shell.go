@@ -17,6 +17,16 @@ import (
 func (c *client) handle(m *inMsg) {
 	t := m.head.MsgType
 	c.g.log.Debug("gateway: message", "kernel_id", c.k.id, "channel", m.Channel, "msg_type", t)
+	if c.g.readOnly(c.k) && m.Channel != jupyter.ChannelStdin && !watcherMay[t] {
+		if strings.HasSuffix(t, "_request") {
+			// Busy and idle around the reply, as a kernel sends them, to this
+			// client only: a notebook marks the cell done at idle.
+			c.queue(statusFrame(c.k, m.Header, "busy"))
+			c.errorReply(m, "ReadOnly", readOnlyWhy(c.k.id))
+			c.queue(statusFrame(c.k, m.Header, "idle"))
+		}
+		return
+	}
 	switch {
 	case m.Channel == jupyter.ChannelStdin:
 		// kernelbox runs every call with allow_stdin false, so no kernel ever

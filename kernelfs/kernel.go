@@ -44,7 +44,7 @@ var filesSource string
 // moduleName is unique to the source, so that a kernel never runs an older copy.
 var moduleName = func() string {
 	sum := sha256.Sum256([]byte(kernelSource))
-	return "_kernelbox_sync_" + hex.EncodeToString(sum[:6])
+	return modulePrefix + hex.EncodeToString(sum[:6])
 }()
 
 // installExpr installs the module: the source is executed in a fresh module that

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/kernelbox/kernelbox/api"
+	"github.com/kernelbox/kernelbox/backends/internal/keptfile"
 	"github.com/kernelbox/kernelbox/internal/statefile"
 )
 
@@ -175,13 +176,7 @@ func (b *Backend) writeKept() {
 		}
 	}
 	b.mu.Unlock()
-	data, err := json.Marshal(st)
-	if err == nil {
-		err = statefile.Write(b.cfg.stateFile, data, true)
-	}
-	if err != nil {
-		b.cfg.log.Error("write the state file: the next start cannot adopt these sessions", "file", b.cfg.stateFile, "err", err)
-	}
+	keptfile.Write(b.cfg.log, b.cfg.stateFile, st)
 }
 
 // markRoot writes the socket root's marker naming the state file.

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 
 	"github.com/moby/moby/client"
 
+	"github.com/kernelbox/kernelbox/backends/internal/keptfile"
 	"github.com/kernelbox/kernelbox/backends/internal/sandbox"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/dockerapi"
@@ -142,22 +145,13 @@ func (b *Backend) Detach(ctx context.Context) error {
 	}
 	ctx, cancel := teardownContext(ctx)
 	defer cancel()
-	var keep, drop []*Placement
 	b.mu.Lock()
-	for _, p := range b.placements {
-		if _, ok := p.record(); ok && p.egress == nil {
-			keep = append(keep, p)
-		} else {
-			drop = append(drop, p)
-		}
-	}
+	all := slices.Collect(maps.Values(b.placements))
 	b.mu.Unlock()
-	errs := make([]error, len(drop))
-	var wg sync.WaitGroup
-	for i, p := range drop {
-		wg.Go(func() { errs[i] = p.close(ctx) })
-	}
-	wg.Wait()
+	keep, errs := keptfile.Split(all, func(p *Placement) bool {
+		_, ok := p.record()
+		return ok && p.egress == nil
+	}, func(p *Placement) error { return p.close(ctx) })
 	b.keptFile.Final(b.writeKept)
 	for _, p := range keep {
 		p.release()
@@ -166,7 +160,7 @@ func (b *Backend) Detach(ctx context.Context) error {
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("detach docker backend: %w", err)
 	}
-	b.cfg.log.Info("docker backend detached: its containers are kept for the next start", "kept", len(keep), "removed", len(drop))
+	b.cfg.log.Info("docker backend detached: its containers are kept for the next start", "kept", len(keep), "removed", len(errs))
 	return nil
 }
 

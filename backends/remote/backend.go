@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/kernelbox/kernelbox/backends/internal/keptfile"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/jupyter"
 	"github.com/kernelbox/kernelbox/kernelfs"
@@ -28,8 +30,13 @@ type Backend struct {
 	stopAll context.CancelFunc
 	wg      sync.WaitGroup
 
-	mu     sync.Mutex // guards closed and the choice of a gateway
+	mu     sync.Mutex // guards closed, kept and the choice of a gateway
 	closed bool
+
+	kept      []keptKernel // read by New, taken by Reattach
+	keptErr   error        // why the state file could not be read
+	keptFile  keptfile.Gate
+	stateLock *os.File // held while the backend runs (lockState)
 }
 
 var (
@@ -39,6 +46,9 @@ var (
 )
 
 // New checks the gateways and returns a backend that places sessions on them.
+//
+// With Options.StateFile set, New takes the file's lock (ErrStateInUse while
+// another backend holds it) and reads it for Reattach.
 //
 // Every URL must parse, and every gateway that answers must accept the token (a
 // 401 or 403 fails New with ErrTokenRejected) and offer Options.KernelName. A
@@ -70,9 +80,19 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 			placements: map[*Placement]struct{}{},
 		})
 	}
-	if err := b.checkAll(ctx); err != nil {
+	if b.stateLock, err = lockState(opts.StateFile); err != nil {
 		b.closeIdle()
 		return nil, fmt.Errorf("remote backend: %w", err)
+	}
+	if err := b.checkAll(ctx); err != nil {
+		b.closeIdle()
+		b.unlockState()
+		return nil, fmt.Errorf("remote backend: %w", err)
+	}
+	var skipped []string
+	b.kept, skipped, b.keptErr = readKept(opts.StateFile)
+	for _, why := range skipped {
+		b.log.Warn("state file: a record is not taken back", "file", opts.StateFile, "reason", why)
 	}
 	b.life, b.stopAll = context.WithCancel(context.Background())
 	for _, g := range b.gateways {
@@ -255,16 +275,33 @@ func (b *Backend) Health(context.Context) error {
 	return fmt.Errorf("%w: %w", ErrNoGateway, errors.Join(errs...))
 }
 
-// Close stops the health checks. The executor has shut the kernels down, which
-// removed their session directories; the gateways themselves are not ours to stop.
+// Close stops the health checks and empties the state file. The executor has
+// shut the kernels down, which removed their session directories; the gateways
+// themselves are not ours to stop.
 func (b *Backend) Close(ctx context.Context) error {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	if !b.shut() {
 		return nil
 	}
+	if b.opts.StateFile != "" {
+		b.keptFile.Final(func() { b.writeKept(nil) })
+	}
+	b.unlockState()
+	return b.stopChecks(ctx)
+}
+
+// shut marks the backend closed; it reports false when it was already.
+func (b *Backend) shut() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
 	b.closed = true
-	b.mu.Unlock()
+	return true
+}
+
+// stopChecks stops the health checks and waits for them, bounded by ctx.
+func (b *Backend) stopChecks(ctx context.Context) error {
 	b.stopAll()
 	done := make(chan struct{})
 	go func() {

@@ -21,5 +21,9 @@
 // gateway.go holds the health checks and load, placement.go the [Placement], which
 // signals a gateway that left the rotation through Lost and embeds the file sync
 // it shares with the swarm backend (backends/internal/kernelfiles over package
-// kernelfs: its Go client and the kernel-side Python module).
+// kernelfs: its Go client and the kernel-side Python module). keep.go and
+// reattach.go keep sessions' kernels across a restart of kernelbox
+// (Options.StateFile, executor.Reattacher): the gateway keeps the kernels, the
+// backend keeps which session ran which kernel, and recognises its own kernels by
+// their session directory.
 package remote

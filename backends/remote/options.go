@@ -144,6 +144,12 @@ type Options struct {
 	// Transfer selects how inputs reach the kernel. Defaults to TransferAuto.
 	Transfer Transfer
 
+	// StateFile, when set, is where the backend keeps what taking its sessions'
+	// kernels back after a restart of kernelbox needs (keep.go): the next backend
+	// with the same StateFile takes them back (Reattach) when the gateway still
+	// has them. It never holds a token. Defaults to "": nothing is kept.
+	StateFile string
+
 	// Logger receives the backend's logs. Defaults to discarding them.
 	Logger *slog.Logger
 }

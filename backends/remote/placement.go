@@ -2,6 +2,7 @@ package remote
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -31,8 +32,17 @@ type Placement struct {
 	server  executor.Server
 	loss    kernelfiles.Loss // lost when the gateway leaves the rotation
 
-	mu     sync.Mutex
-	closed bool
+	started time.Time
+
+	mu       sync.Mutex
+	closed   bool
+	released bool   // Detach let go of it: its kernel runs on for the next start
+	kernelID string // the kernel the last file sync reached (keep.go)
+	dir      string // the session's directory in that kernel
+	// keptKernel is the kernel the placement was taken back with (Reattach):
+	// Close shuts it down, since the executor may close a placement it did not
+	// claim without shutting its kernel down.
+	keptKernel string
 }
 
 var (
@@ -40,6 +50,7 @@ var (
 	_ executor.Diagnoser    = (*Placement)(nil)
 	_ executor.FileSyncer   = (*Placement)(nil)
 	_ executor.LossReporter = (*Placement)(nil)
+	_ executor.Adopter      = (*Placement)(nil)
 )
 
 func (b *Backend) newPlacement(g *gateway, spec executor.SessionSpec) *Placement {
@@ -55,6 +66,7 @@ func (b *Backend) newPlacement(g *gateway, spec executor.SessionSpec) *Placement
 		b:       b,
 		gw:      g,
 		session: spec.ID,
+		started: time.Now(),
 		server: executor.Server{
 			Endpoint:   g.ep,
 			KernelName: kernel,
@@ -75,18 +87,63 @@ func (p *Placement) Server() executor.Server { return p.server }
 // Gateway returns the URL of the gateway the session is placed on.
 func (p *Placement) Gateway() string { return p.gw.name }
 
-// Close takes the placement out of its gateway's load. The executor has shut the
-// kernel down, and the kernel removed the remote session directory as it went (a
-// kernel that could not, for example on a gateway that is gone, leaves it to be
-// reaped: see Options.Sync).
-func (p *Placement) Close(context.Context) error {
+// Close takes the placement out of its gateway's load and out of the state file.
+// The executor has shut the kernel down, and the kernel removed the remote session
+// directory as it went (a kernel that could not, for example on a gateway that is
+// gone, leaves it to be reaped: see Options.Sync). A placement taken back after a
+// restart shuts its kept kernel down too, in case no session claimed it.
+func (p *Placement) Close(ctx context.Context) error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.closed {
+		p.mu.Unlock()
 		return nil
 	}
 	p.closed = true
+	kept := p.keptKernel
+	if p.released {
+		kept = ""
+	}
+	p.mu.Unlock()
 	p.gw.forget(p)
+	p.b.saveKept()
+	if kept == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.b.opts.HealthTimeout)
+	defer cancel()
+	if err := p.gw.client.Shutdown(ctx, kept); err != nil && !errors.Is(err, jupyter.ErrNotFound) {
+		return fmt.Errorf("shut down kept kernel %s: %w", kept, err)
+	}
+	return nil
+}
+
+// PushInputs pushes the inputs through the kernel (kernelfiles.Files.PushInputs)
+// and records the kernel and directory it reached, for the state file.
+func (p *Placement) PushInputs(ctx context.Context, conn *jupyter.Conn, hostDir string, names []string) error {
+	err := p.Files.PushInputs(ctx, conn, hostDir, names)
+	if err == nil {
+		p.noteKernel()
+	}
+	return err
+}
+
+// PullOutputs pulls the outputs through the kernel (kernelfiles.Files.PullOutputs)
+// and records the kernel and directory it reached, for the state file.
+func (p *Placement) PullOutputs(ctx context.Context, conn *jupyter.Conn, hostDir string, probe json.RawMessage) error {
+	err := p.Files.PullOutputs(ctx, conn, hostDir, probe)
+	if err == nil {
+		p.noteKernel()
+	}
+	return err
+}
+
+// Adopt records the session that took a warm pool's placement
+// (executor.Adopter), so that the state file lists its kernel under it.
+func (p *Placement) Adopt(_ context.Context, session string) error {
+	p.mu.Lock()
+	p.session = session
+	p.mu.Unlock()
+	p.b.saveKept()
 	return nil
 }
 
@@ -96,7 +153,11 @@ func (p *Placement) Close(context.Context) error {
 // state_lost.
 func (p *Placement) lose(why string) {
 	if p.loss.Lose(why) {
-		p.b.log.Info("session lost: its gateway left the rotation", "session", p.session, "gateway", p.gw.name)
+		p.mu.Lock()
+		session := p.session
+		p.mu.Unlock()
+		p.b.log.Info("session lost: its gateway left the rotation", "session", session, "gateway", p.gw.name)
+		p.b.saveKept()
 	}
 }
 

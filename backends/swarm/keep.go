@@ -22,12 +22,12 @@ import (
 	"net/netip"
 	"os"
 	"regexp"
-	"syscall"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/kernelbox/kernelbox/api"
+	"github.com/kernelbox/kernelbox/backends/internal/keptfile"
 	"github.com/kernelbox/kernelbox/egress"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/statefile"
@@ -42,21 +42,11 @@ var ErrStateInUse = errors.New("state file in use by a running kernelbox")
 // it ends; another process on the same host (another container with the same
 // volume) that holds it makes ErrStateInUse. No path takes no lock.
 func lockState(path string) (*os.File, error) {
-	if path == "" {
-		return nil, nil
+	f, err := keptfile.Lock(path)
+	if errors.Is(err, keptfile.ErrInUse) {
+		return nil, fmt.Errorf("%w: %s", ErrStateInUse, path)
 	}
-	f, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("lock state file: %w", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		_ = f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: %s", ErrStateInUse, path)
-		}
-		return nil, fmt.Errorf("lock state file: %w", err)
-	}
-	return f, nil
+	return f, err
 }
 
 // unlockState lets go of the state file's lock, once the backend has ended.
@@ -273,13 +263,7 @@ func (b *Backend) writeKept() {
 		}
 	}
 	b.mu.Unlock()
-	data, err := json.Marshal(st)
-	if err == nil {
-		err = statefile.Write(b.cfg.stateFile, data, true)
-	}
-	if err != nil {
-		b.cfg.log.Error("write the state file: the next start cannot adopt these sessions", "file", b.cfg.stateFile, "err", err)
-	}
+	keptfile.Write(b.cfg.log, b.cfg.stateFile, st)
 }
 
 // Adopt records the session that took a warm pool's service (executor.Adopter),

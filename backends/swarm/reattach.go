@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/moby/moby/api/types/swarm"
 	"github.com/moby/moby/client"
 
+	"github.com/kernelbox/kernelbox/backends/internal/keptfile"
 	"github.com/kernelbox/kernelbox/backends/internal/kernelfiles"
 	"github.com/kernelbox/kernelbox/backends/internal/sandbox"
 	"github.com/kernelbox/kernelbox/executor"
@@ -250,25 +252,14 @@ func (b *Backend) Detach(ctx context.Context) error {
 	if !b.shut() {
 		return nil
 	}
-	var keep, drop []*Placement
-	for _, p := range b.placementList() {
-		if _, ok := p.record(); ok {
-			keep = append(keep, p)
-		} else {
-			drop = append(drop, p)
-		}
-	}
-	if len(keep) == 0 {
+	all := b.placementList()
+	kept := func(p *Placement) bool { _, ok := p.record(); return ok }
+	if !slices.ContainsFunc(all, kept) {
 		return b.closeAll(ctx)
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
 	defer cancel()
-	errs := make([]error, len(drop))
-	var wg sync.WaitGroup
-	for i, p := range drop {
-		wg.Go(func() { errs[i] = p.close(ctx) })
-	}
-	wg.Wait()
+	keep, errs := keptfile.Split(all, kept, func(p *Placement) error { return p.close(ctx) })
 	b.keptFile.Final(b.writeKept)
 	held := map[string]bool{}
 	for _, c := range append([]keptConfig{{ID: b.launcher.id}, {ID: b.kernelspec.id}, {ID: b.resolv.id}}, b.oldConfigs...) {
@@ -285,7 +276,7 @@ func (b *Backend) Detach(ctx context.Context) error {
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("detach swarm backend: %w", err)
 	}
-	b.cfg.log.Info("swarm backend detached: its services are kept for the next start", "kept", len(keep), "removed", len(drop))
+	b.cfg.log.Info("swarm backend detached: its services are kept for the next start", "kept", len(keep), "removed", len(errs))
 	return nil
 }
 

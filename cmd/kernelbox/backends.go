@@ -44,13 +44,14 @@ type backend struct {
 	// memory `docker stats` reports (the benchmark's memory rows).
 	containers bool
 	// onStop is serve's stop policy when --on-stop is not given (stop.go): keep
-	// for docker and swarm (a person upgrading kernelbox wants their sessions
-	// there), hibernate for local (its kernels are kernelbox's children and
-	// cannot outlive it); "" closes them (adoption is not built for the others).
+	// for docker, swarm and remote (a person upgrading kernelbox wants their
+	// sessions there; a gateway keeps its kernels while kernelbox is away),
+	// hibernate for local (its kernels are kernelbox's children and cannot
+	// outlive it); "" closes them (none runs no code).
 	onStop executor.StopPolicy
-	// keeps says the backend keeps its sessions' containers (or services) across
-	// a restart of serve, in a state file of its own, WORKSPACE/state/<name>.json
-	// (stop.go).
+	// keeps says the backend keeps its sessions' containers (or services, or
+	// gateway kernels) across a restart of serve, in a state file of its own,
+	// WORKSPACE/state/<name>.json (stop.go).
 	keeps bool
 }
 
@@ -96,7 +97,7 @@ func backends() []backend {
 			limits: dockerLimits, plan: dockerPlan, doctor: doctorDocker, runsCode: true, bench: true, containers: true,
 			onStop: executor.StopKeep, keeps: true},
 		{name: "remote", about: "remote (existing Jupyter servers, --gateway)", flags: []backendFlags{remote},
-			open: openRemote, runsCode: true},
+			open: openRemote, runsCode: true, onStop: executor.StopKeep, keeps: true},
 		{name: "swarm", about: "swarm (a service per session on Docker Swarm, --swarm-*)", flags: []backendFlags{container, swarm},
 			open: openSwarm, limits: swarmLimits, doctor: doctorSwarm, runsCode: true,
 			onStop: executor.StopKeep, keeps: true},

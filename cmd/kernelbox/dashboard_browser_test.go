@@ -213,7 +213,8 @@ for i in range(300):
 // right one logs in (kept in sessionStorage, never in the URL), a session started
 // through the API appears, a finished call shows its image, HTML (sandboxed, its
 // script not run) and text, a running call's output arrives live, the Interrupt
-// button stops it and the session keeps its state, the image artifact opens, and
+// button stops it and the session keeps its state, Hibernate and Resume keep it
+// too (the snapshot's size and names shown between them), the image artifact opens, and
 // Close ends the session. The page must throw nothing and break no CSP rule.
 //
 // KERNELBOX_DASHBOARD_SCREENSHOTS=dir saves screenshots there (docs/img uses them).
@@ -267,6 +268,24 @@ func TestDashboardBrowser(t *testing.T) {
 	b.waitFor("the interrupted call", call+`.dataset.status === "interrupted"`, 60*time.Second)
 	third := s.detach(t, session, "print(x + 1)")
 	b.waitFor("the state to survive", callSel(third)+`?.querySelector(".outputs").innerText.includes("42")`, 60*time.Second)
+
+	// Hibernate saves its variables and stops its kernel, the detail says what the
+	// snapshot holds, and Resume brings them back.
+	b.waitFor("the session to be idle", row+`.querySelector(".badge").textContent === "idle"`, 30*time.Second)
+	b.waitFor("the Hibernate button", `!document.getElementById("btn-hibernate").hidden`, 10*time.Second)
+	require.True(t, eval[bool](b, `document.getElementById("btn-resume").hidden`))
+	b.do(chromedp.Click(chromedp.ID("btn-hibernate")))
+	b.waitFor("the hibernated badge", row+`.querySelector(".badge").textContent === "hibernated"`, 60*time.Second)
+	durable := `document.getElementById("durable").textContent`
+	b.waitFor("the snapshot's description", durable+`.includes("Hibernated: snapshot")`, 20*time.Second)
+	require.Regexp(t, `Hibernated: snapshot [0-9.]+ (B|KiB|MiB), [0-9]+ names`, eval[string](b, durable))
+	require.True(t, eval[bool](b, `document.getElementById("btn-hibernate").hidden`))
+	b.screenshot(shots, "dashboard-hibernated.png")
+	b.do(chromedp.Click(chromedp.ID("btn-resume")))
+	b.waitFor("the resumed session", row+`.querySelector(".badge").textContent === "idle"`, 60*time.Second)
+	require.False(t, eval[bool](b, `document.getElementById("durable").textContent.includes("Hibernated")`))
+	fourth := s.detach(t, session, "print(x + 2)")
+	b.waitFor("the restored state", callSel(fourth)+`?.querySelector(".outputs").innerText.includes("43")`, 60*time.Second)
 
 	// The image artifact is listed and opens (fetched with the token, shown as a blob: URL).
 	art := `document.querySelector('li.artifact[data-name="plot.png"]')`

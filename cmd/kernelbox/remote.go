@@ -105,6 +105,7 @@ func openRemote(ctx context.Context, c *backendConfig, log *slog.Logger) (execut
 	if err != nil {
 		return nil, err
 	}
+	o.StateFile = c.stateFile // serve: the sessions' kernels outlive a restart (stop.go)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	b, err := remote.New(ctx, o)

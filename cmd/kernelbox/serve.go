@@ -78,7 +78,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	nbo.Token, nbo.Hosts, nbo.Reserve = sv.token, hosts, limited
 	nbo.Workspace, nbo.Logger, nbo.Calls = en.ws, log, en.calls
 	nbo.MCP, nbo.Metrics, nbo.Dashboard = mcpHandler(en, log), en.metrics.Handler(), dashboardHandler(&sv.dashboard, log)
-	nbo.Gateway = jupyterapi.New(en.exec, jupyterapi.Options{Logger: log}) // docs/jupyter-gateway.md
+	nbo.Gateway = jupyterapi.New(en.exec, jupyterapi.Options{Logger: log, AllowTyping: sv.gatewayTyping}) // docs/jupyter-gateway.md
 	defer closeGateway(nbo.Gateway, log)
 	srv := newHTTPServer(httpapi.New(en.exec, nbo), sv.connIdle)
 	fmt.Fprintf(stdout, "kernelbox serving on %s (backend %s, workspace %s, artifacts %s)\n",

@@ -14,14 +14,15 @@ import (
 // serveFlags are serve's own flags, the "Server" group: the listener, its token
 // and Host names, the connections, notebooks over HTTP and the dashboard.
 type serveFlags struct {
-	listen       string
-	token        string
-	allowedHosts hostList
-	connIdle     time.Duration
-	maxConns     int
-	notebooks    httpapi.Options // the notebook limits only
-	dashboard    dashboardFlags  // dashboard.go
-	onStop       string          // keep, hibernate, close; "" = the backend's default (stop.go)
+	listen        string
+	token         string
+	allowedHosts  hostList
+	connIdle      time.Duration
+	maxConns      int
+	notebooks     httpapi.Options // the notebook limits only
+	dashboard     dashboardFlags  // dashboard.go
+	onStop        string          // keep, hibernate, close; "" = the backend's default (stop.go)
+	gatewayTyping bool            // Jupyter clients may type into agents' sessions (jupyterapi.Options.AllowTyping)
 }
 
 // register adds the "Server" group.
@@ -35,7 +36,8 @@ func (s *serveFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&nb.MaxNotebookBytes, "max-notebook-bytes", httpapi.DefaultMaxNotebookBytes, "largest request to POST /v1/notebooks/run, in bytes; over it the answer is 413 too_large")
 	fs.IntVar(&nb.MaxNotebookCells, "max-notebook-cells", httpapi.DefaultMaxNotebookCells, "most cells in a notebook sent to POST /v1/notebooks/run; over it the answer is 413 too_large")
 	fs.IntVar(&nb.MaxNotebookRuns, "max-notebook-runs", httpapi.DefaultMaxNotebookRuns, "notebooks run at once through POST /v1/notebooks/run; past it the answer is 429 too_many_notebook_runs, at once")
-	fs.StringVar(&s.onStop, "on-stop", "", "what a graceful stop (SIGTERM, SIGINT) does with the live sessions: keep (their kernels and containers run on, and serve started again on this workspace takes them back), hibernate (their variables saved in their directories, listed hibernated at the next start) or close (default: keep for docker and swarm, hibernate for local, close for the others)")
+	fs.StringVar(&s.onStop, "on-stop", "", "what a graceful stop (SIGTERM, SIGINT) does with the live sessions: keep (their kernels and containers run on, and serve started again on this workspace takes them back), hibernate (their variables saved in their directories, listed hibernated at the next start) or close (default: keep for docker, swarm and remote, hibernate for local, close for none; remote keeps only what its gateways keep, and takes the gateway token from the next start's configuration)")
+	fs.BoolVar(&s.gatewayTyping, "gateway-allow-typing", false, "let Jupyter clients of the gateway API (/api/kernels) run code in, interrupt, restart and shut down sessions that agents started through /v1, MCP or the CLI; without it they can only watch them")
 	s.dashboard.register(fs)
 }
 

@@ -12,9 +12,10 @@ import (
 // keepFlags is what serve's sessions need to outlive a restart of serve (issue 34
 // item 1): the --on-stop policy, and the workspace's private state directory,
 // WORKSPACE/state (0700), which holds the executor's sessions.json, the docker
-// backend's docker.json (containers, their servers' tokens) or the swarm
-// backend's swarm.json (services, their servers' addresses and tokens), and the
-// calls journal.
+// backend's docker.json (containers, their servers' tokens), the swarm
+// backend's swarm.json (services, their servers' addresses and tokens) or the
+// remote backend's remote.json (gateway URLs and kernel ids, never a token), and
+// the calls journal.
 // A nil *keepFlags (run, mcp) keeps nothing.
 type keepFlags struct {
 	onStop string // as given; "" = the backend's default
@@ -26,7 +27,7 @@ type keepFlags struct {
 
 // prepare settles the policy and makes the state directory, before the workspace
 // and backend are built; it tells a backend that keeps its sessions (docker,
-// swarm) its state file.
+// swarm, remote) its state file.
 func (k *keepFlags) prepare(f *engineFlags, kind backend, log *slog.Logger) error {
 	if k == nil {
 		return nil

@@ -7,6 +7,7 @@ import { ago, el } from "./render.js";
 import { Calls } from "./calls.js";
 import { Artifacts } from "./artifacts.js";
 import { Files } from "./files.js";
+import { renderDurable } from "./durable.js";
 
 const pollMS = 2000;
 const $ = (id) => document.getElementById(id);
@@ -90,6 +91,7 @@ async function refresh() {
     const info = sessions.find((s) => s.id === state.selected);
     $("detail-msg").textContent = info ? "" : "Session " + state.selected + " is closed (its artifacts stay).";
     $("actions").hidden = !info;
+    renderDurable($("durable"), $("btn-hibernate"), $("btn-resume"), info);
     state.files.refresh(info);
     try {
       await Promise.all([state.calls.refresh(), state.artifacts.refresh()]);
@@ -283,6 +285,10 @@ function wire() {
   });
   $("btn-interrupt").addEventListener("click", () =>
     act("Interrupt", (id) => api.post("/v1/sessions/" + api.seg(id) + "/interrupt")));
+  $("btn-hibernate").addEventListener("click", () =>
+    act("Hibernate", (id) => api.post("/v1/sessions/" + api.seg(id) + "/hibernate")));
+  $("btn-resume").addEventListener("click", () =>
+    act("Resume", (id) => api.post("/v1/sessions/" + api.seg(id) + "/resume")));
   $("btn-reset").addEventListener("click", (e) => {
     if (armed(e.currentTarget, "Reset: sure?")) {
       act("Reset", (id) => api.post("/v1/sessions/" + api.seg(id) + "/reset"));

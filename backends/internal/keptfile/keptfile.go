@@ -1,9 +1,17 @@
 // Package keptfile is the one rule for a backend's kept-state file (docker.json,
-// swarm.json): writes are serialized, and once Detach has written the last list no
-// later change (a session being torn down as the process ends) overwrites it.
+// swarm.json, remote.json): writes are serialized, once Detach has written the
+// last list no later change (a session being torn down as the process ends)
+// overwrites it, Detach's shape — close what cannot be kept, keep the rest — is
+// written once, and Lock keeps a second process off the same file.
 package keptfile
 
-import "sync"
+import (
+	"encoding/json"
+	"log/slog"
+	"sync"
+
+	"github.com/kernelbox/kernelbox/internal/statefile"
+)
 
 // Gate serializes a backend's writes of its state file. The zero value is ready.
 type Gate struct {
@@ -26,4 +34,36 @@ func (g *Gate) Final(write func()) {
 	defer g.mu.Unlock()
 	write()
 	g.final = true
+}
+
+// Write stores state as JSON in path (0600, replaced atomically, synced). When it
+// cannot, it logs why: the next start then cannot adopt the sessions it lists.
+func Write(log *slog.Logger, path string, state any) {
+	data, err := json.Marshal(state)
+	if err == nil {
+		err = statefile.Write(path, data, true)
+	}
+	if err != nil {
+		log.Error("write the state file: the next start cannot adopt these sessions", "file", path, "err", err)
+	}
+}
+
+// Split is Detach's first half: it closes every placement that keep refuses, each
+// in a goroutine of its own, and returns the placements kept and the close errors.
+func Split[P any](all []P, keep func(P) bool, close func(P) error) (kept []P, errs []error) {
+	var drop []P
+	for _, p := range all {
+		if keep(p) {
+			kept = append(kept, p)
+		} else {
+			drop = append(drop, p)
+		}
+	}
+	errs = make([]error, len(drop))
+	var wg sync.WaitGroup
+	for i, p := range drop {
+		wg.Go(func() { errs[i] = close(p) })
+	}
+	wg.Wait()
+	return kept, errs
 }

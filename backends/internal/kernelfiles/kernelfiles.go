@@ -112,6 +112,15 @@ func (f *Files) KernelID() string {
 	return f.kernelID
 }
 
+// Dir returns the session's directory in the kernel, "" until a call set it up.
+// It is used from the session's worker, like the calls that set it.
+func (f *Files) Dir() string { return f.sync.Dir() }
+
+// Resume continues the session directory dir that an earlier Files set up in the
+// same kernel (kernelfs.Syncer.Resume): a placement taken back after a restart of
+// kernelbox. Call it before the first call.
+func (f *Files) Resume(dir string) { f.sync.Resume(dir) }
+
 // PushInputs copies the named files of hostDir/inputs to the kernel's inputs/
 // (kernelfs.Syncer.PushInputs).
 func (f *Files) PushInputs(ctx context.Context, conn *jupyter.Conn, hostDir string, names []string) error {
