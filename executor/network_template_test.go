@@ -32,7 +32,6 @@ func TestTemplateNetworkRefusedWhereNotEnforced(t *testing.T) {
 	for name, why := range map[string]string{
 		"local":  "a local kernel is not confined",
 		"remote": "kernelbox has no say over a gateway's network",
-		"swarm":  "not yet: its sessions keep their internal overlay",
 		"fake":   "it does not carry its kernels' egress",
 	} {
 		_, err := executor.New(executor.Options{Backend: namedBackend{newFakeBackend(t), name}, Workspace: ws, Templates: []executor.Template{tmpl}})

@@ -241,8 +241,6 @@ func refuseNetwork(o *Options, t *Template, applied bool) error {
 		why = "a local kernel is not confined: it reaches whatever the host reaches, so no allowlist can hold"
 	case "remote":
 		why = "kernelbox has no say over a gateway's network"
-	case "swarm":
-		why = "not yet: its sessions keep their internal overlay, with no egress"
 	}
 	return fmt.Errorf("template %q: field network: the %s backend cannot apply it: %s", t.Name, o.Backend.Name(), why)
 }

@@ -7,11 +7,11 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/moby/moby/client"
 
+	"github.com/kernelbox/kernelbox/backends/internal/sessionproxy"
 	"github.com/kernelbox/kernelbox/egress"
 	"github.com/kernelbox/kernelbox/executor"
 )
@@ -32,8 +32,6 @@ const (
 	egressPort = 3128
 	// egressReadyTimeout bounds the wait for the forwarder.
 	egressReadyTimeout = 15 * time.Second
-	// maxNetworkNotes bounds the notes one call gets; the rest are counted.
-	maxNetworkNotes = 20
 )
 
 // forwarder is the program the container runs (as the kernel's user) to carry its
@@ -69,71 +67,9 @@ async def main():
 asyncio.run(main())
 `
 
-// proxyEnv is what the kernel's environment gets for an allowlist: the common
-// proxy variables in both cases (curl reads the lower-case http_proxy only),
-// pip's, and no proxy for loopback.
+// proxyEnv is what the kernel's environment gets for an allowlist.
 func proxyEnv() []string {
-	u := "http://127.0.0.1:" + strconv.Itoa(egressPort)
-	env := []string{"NO_PROXY=localhost,127.0.0.1", "no_proxy=localhost,127.0.0.1", "PIP_PROXY=" + u}
-	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"} {
-		env = append(env, k+"="+u, toLower(k)+"="+u)
-	}
-	return env
-}
-
-func toLower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c >= 'A' && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
-}
-
-// sessionEgress is one placement's proxy and what its connections did since the
-// last report.
-type sessionEgress struct {
-	proxy   *egress.Proxy
-	served  chan struct{} // closed when Serve returned
-	mu      sync.Mutex
-	rep     executor.NetworkReport
-	dropped int
-}
-
-// record keeps a connection's note for the next call (OnRecord).
-func (e *sessionEgress) record(r egress.Record) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if r.Decision.Effect == egress.Deny {
-		e.rep.Refused++
-	} else {
-		e.rep.Allowed++
-	}
-	e.rep.Up += r.Up
-	e.rep.Down += r.Down
-	if len(e.rep.Notes) >= maxNetworkNotes {
-		e.dropped++
-		return
-	}
-	e.rep.Notes = append(e.rep.Notes, r.String())
-}
-
-// take returns and forgets the report.
-func (e *sessionEgress) take() executor.NetworkReport {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	out := e.rep
-	if e.dropped > 0 {
-		out.Notes = append(out.Notes, fmt.Sprintf("network: %d more connections not listed (limit %d notes per call)", e.dropped, maxNetworkNotes))
-	}
-	e.rep, e.dropped = executor.NetworkReport{}, 0
-	return out
-}
-
-func (e *sessionEgress) close() {
-	e.proxy.Close()
-	<-e.served
+	return sessionproxy.Env("http://127.0.0.1:" + strconv.Itoa(egressPort))
 }
 
 // startEgress starts a session's proxy on its socket in the container and the
@@ -159,19 +95,14 @@ func (b *Backend) startEgress(ctx context.Context, l *launch, p *Placement) erro
 		ln.Close()
 		return fmt.Errorf("egress: %w", err)
 	}
-	e := &sessionEgress{served: make(chan struct{})}
-	px, err := egress.New(egress.Options{
-		Rules: rules, Session: l.spec.ID, TestHosts: b.cfg.egressTestHosts,
-		OnRecord: e.record, Logger: l.log,
+	e, err := sessionproxy.Start(ln, sessionproxy.Options{
+		Rules: rules, Session: l.spec.ID, TestHosts: b.cfg.egressTestHosts, Logger: l.log,
 	})
 	if err != nil {
-		ln.Close()
 		return err
 	}
-	e.proxy = px
-	go func() { defer close(e.served); px.Serve(ln) }()
 	p.egress = e
-	l.undo.Add("stop egress proxy", func(context.Context) error { e.close(); return nil })
+	l.undo.Add("stop egress proxy", func(context.Context) error { e.Close(); return nil })
 	if err := b.startForwarder(ctx, p.id); err != nil {
 		return err
 	}
@@ -215,20 +146,10 @@ func waitFile(ctx context.Context, path string, timeout time.Duration) error {
 
 // TakeNetwork reports the proxy connections that ended since the last call
 // (executor.NetworkReporter); nothing without an allowlist.
-func (p *Placement) TakeNetwork() executor.NetworkReport {
-	if p.egress == nil {
-		return executor.NetworkReport{}
-	}
-	return p.egress.take()
-}
+func (p *Placement) TakeNetwork() executor.NetworkReport { return p.egress.Take() }
 
 // EgressStats returns the placement's proxy counters, and false without an
 // allowlist.
-func (p *Placement) EgressStats() (egress.Stats, bool) {
-	if p.egress == nil {
-		return egress.Stats{}, false
-	}
-	return p.egress.proxy.Stats(), true
-}
+func (p *Placement) EgressStats() (egress.Stats, bool) { return p.egress.Stats() }
 
 var _ executor.NetworkReporter = (*Placement)(nil)

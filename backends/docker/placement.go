@@ -13,6 +13,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/kernelbox/kernelbox/backends/internal/sessionproxy"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/dockerapi"
 	"github.com/kernelbox/kernelbox/internal/procwatch"
@@ -29,13 +30,13 @@ type Placement struct {
 	sockDev  uint64   // the pinned socket's device and inode (keep.go)
 	sockIno  uint64
 	server   executor.Server
-	started  time.Time        // just before the container was created
-	memory   int64            // its memory limit (0: none), for diagnoses
-	memTmpl  bool             // the limit is its template's (not the backend's)
-	lifetime time.Duration    // its max lifetime
-	pid      int              // its first process's id on the host; 0 until ready
-	watched  procwatch.Holder // the kernel's process, once watched (kernelwatch.go)
-	egress   *sessionEgress   // its egress proxy; nil without a network allowlist
+	started  time.Time           // just before the container was created
+	memory   int64               // its memory limit (0: none), for diagnoses
+	memTmpl  bool                // the limit is its template's (not the backend's)
+	lifetime time.Duration       // its max lifetime
+	pid      int                 // its first process's id on the host; 0 until ready
+	watched  procwatch.Holder    // the kernel's process, once watched (kernelwatch.go)
+	egress   *sessionproxy.Proxy // its egress proxy; nil without a network allowlist
 
 	closeMu sync.Mutex // held for the whole of close
 	closed  bool       // guarded by closeMu
@@ -113,9 +114,7 @@ func (p *Placement) close(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if p.egress != nil {
-		p.egress.close()
-	}
+	p.egress.Close()
 	if p.sock != nil {
 		// Closed only once the container is gone: the descriptor keeps the
 		// container's /tmp tmpfs alive, and a late dial of a reused descriptor

@@ -92,9 +92,9 @@ func (b *Backend) MaxStarting() int { return b.cfg.maxStarting }
 
 // Applies reports the template fields this backend applies to a session's
 // service: kernel (a kernelspec the image has), image, memory, CPUs, pids, max
-// lifetime and environment.
+// lifetime, environment and a network allowlist (egress.go).
 func (b *Backend) Applies() executor.SpecFields {
-	return executor.SpecFields{Kernel: true, Image: true, Memory: true, CPUs: true, Pids: true, MaxLifetime: true, Env: true}
+	return executor.SpecFields{Kernel: true, Image: true, Memory: true, CPUs: true, Pids: true, MaxLifetime: true, Env: true, Network: true}
 }
 
 // SyncsFiles reports true: a session's files live in its task's /workspace tmpfs,

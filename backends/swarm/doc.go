@@ -18,8 +18,9 @@
 // Start reading at [New] and [Backend.Open] (open.go: the launch steps with their
 // undo list); spec.go builds the service around the hardened container the docker
 // backend shares (backends/internal/sandbox); watch.go tells a session when its task or
-// node is gone; owner.go labels and reaps what a dead kernelbox left; keep.go and
-// reattach.go keep the sessions' services across a restart of kernelbox
-// (Options.StateFile, executor.Reattacher). Facts about the engine this relies on are
-// in docs/swarm.md.
+// node is gone; egress.go serves a template's network allowlist through kernelbox's
+// egress proxy on kernelbox's own address on the session's network; owner.go labels
+// and reaps what a dead kernelbox left; keep.go and reattach.go keep the sessions'
+// services across a restart of kernelbox (Options.StateFile, executor.Reattacher).
+// Facts about the engine this relies on are in docs/swarm.md.
 package swarm

@@ -28,6 +28,7 @@ import (
 
 	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/backends/internal/keptfile"
+	"github.com/kernelbox/kernelbox/egress"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/statefile"
 )
@@ -90,6 +91,11 @@ type keptService struct {
 	Kernel   string    `json:"kernel_name"`
 	WorkSize int64     `json:"workspace_bytes"`
 	Started  time.Time `json:"started"`
+	// Proxy and Egress are the session's egress proxy address (kernelbox's
+	// address on its network) and its template's allowlist, when it has one
+	// (egress.go).
+	Proxy  string         `json:"proxy,omitempty"`
+	Egress *egress.Policy `json:"egress,omitempty"`
 }
 
 var (
@@ -116,6 +122,16 @@ func (k keptService) check() error {
 		return fmt.Errorf("service %s: address %q is not a server's", k.Name, k.Addr)
 	case executor.CheckKernelName(k.Kernel) != nil:
 		return fmt.Errorf("service %s: kernel name %q is malformed", k.Name, k.Kernel)
+	case (k.Proxy == "") != (k.Egress == nil):
+		return fmt.Errorf("service %s: a proxy address without an allowlist, or the other way round", k.Name)
+	}
+	if k.Proxy != "" {
+		if ap, err := netip.ParseAddrPort(k.Proxy); err != nil || ap.Port() != proxyPort {
+			return fmt.Errorf("service %s: proxy address %q is not a proxy's", k.Name, k.Proxy)
+		}
+		if _, err := egress.Compile(*k.Egress); err != nil {
+			return fmt.Errorf("service %s: network allowlist: %w", k.Name, err)
+		}
 	}
 	return nil
 }
@@ -185,11 +201,16 @@ func (p *Placement) record() (keptService, bool) {
 	if p.closed || !api.ValidSessionID(p.obj.session) || p.loss.Reason() != "" {
 		return keptService{}, false
 	}
-	return keptService{
+	k := keptService{
 		Session: p.obj.session, Service: p.service, Name: p.obj.name, Network: p.obj.network, Secret: p.obj.secret,
 		Task: p.task, Node: p.nodeID, Addr: p.addr.String(), Token: p.server.Endpoint.Token,
 		Kernel: p.server.KernelName, WorkSize: p.workSize, Started: p.started,
-	}, true
+	}
+	if p.rules != nil {
+		pol := p.rules.Policy()
+		k.Proxy, k.Egress = p.proxy.String(), &pol
+	}
+	return k, true
 }
 
 // keptChanged asks the state writer (keepLoop) to write the state file again; it

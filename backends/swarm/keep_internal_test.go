@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kernelbox/kernelbox/egress"
 )
 
 // goodKept is a service record of the shape the backend writes.
@@ -40,10 +42,18 @@ func TestReadKept(t *testing.T) {
 	}
 	bad := func(k keptService, f func(*keptService)) keptService { f(&k); return k }
 	good := goodKept()
+	withProxy := bad(good, func(k *keptService) {
+		k.Session, k.Proxy, k.Egress = "s2", "10.0.1.2:3128", &egress.Policy{Allow: []string{"files.example"}}
+	})
 	write(keptState{Version: keptVersion, Owner: "o", Instance: "6f1c8a6e-1d0c-4e36-9c55-1d5b7d1f2a10",
 		Configs: []keptConfig{{ID: "c3x2y9q0w8e7r6t5y4u3i2o1p", Name: "kernelbox-6f1c8a6e-launcher-01020304"}},
 		Services: []keptService{
 			good,
+			withProxy,
+			bad(withProxy, func(k *keptService) { k.Egress = nil }),
+			bad(good, func(k *keptService) { k.Egress = withProxy.Egress }),
+			bad(withProxy, func(k *keptService) { k.Proxy = "10.0.1.2:8888" }),
+			bad(withProxy, func(k *keptService) { k.Egress = &egress.Policy{Allow: []string{"*"}} }),
 			bad(good, func(k *keptService) { k.Session = "../x" }),
 			bad(good, func(k *keptService) { k.Name = "other" }),
 			bad(good, func(k *keptService) { k.Token = "short" }),
@@ -53,9 +63,10 @@ func TestReadKept(t *testing.T) {
 		}})
 	st, skipped, err = readKept(path, "o")
 	require.NoError(t, err)
-	require.Len(t, st.Services, 1)
+	require.Len(t, st.Services, 2)
 	assert.Equal(t, good, st.Services[0])
-	assert.Len(t, skipped, 6, "%q", skipped)
+	assert.Equal(t, withProxy, st.Services[1], "with its egress proxy's address and allowlist")
+	assert.Len(t, skipped, 10, "%q", skipped)
 	ids := st.ids()
 	for _, id := range []string{good.Service, good.Network, good.Secret, "c3x2y9q0w8e7r6t5y4u3i2o1p"} {
 		assert.True(t, ids[id], id)

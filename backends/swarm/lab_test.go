@@ -197,6 +197,9 @@ func startServe() error {
 	_, _ = node(1, "rm", "-f", serveName)
 	sock := filepath.Join(lab.srv, "api.sock")
 	_ = os.Remove(sock)
+	if err := os.WriteFile(filepath.Join(lab.srv, "templates.json"), []byte(egressTemplates), 0o644); err != nil {
+		return err
+	}
 	out, err := node(1, "run", "-d", "--name", serveName,
 		"-v", nodeSock(1)+":/var/run/docker.sock",
 		"-v", lab.srv+":/srv",
@@ -204,7 +207,9 @@ func startServe() error {
 		serveImage, "serve", "--backend", "swarm",
 		"--listen", "unix:/srv/api.sock", "--workspace", "/var/lib/kernelbox", "--workdir", "/srv/in",
 		"--swarm-host", "unix:///var/run/docker.sock", "--memory", "512m", "--log-level", "debug",
-		"--on-stop", "close") // the suite's end checks that nothing is left (swarm keeps by default)
+		"--on-stop", "close", // the suite's end checks that nothing is left (swarm keeps by default)
+		"--templates", "/srv/templates.json", // and the test internet's names (egress_test.go)
+		"--egress-test-hosts", "secure.test="+egressHost, "--egress-test-hosts", "denied.test="+egressHost)
 	if err != nil {
 		return fmt.Errorf("docker run: %v: %s", err, out)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kernelbox/kernelbox/backends/internal/kernelfiles"
 	"github.com/kernelbox/kernelbox/backends/internal/sandbox"
+	"github.com/kernelbox/kernelbox/backends/internal/sessionproxy"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/dockerapi"
 	"github.com/kernelbox/kernelbox/internal/serverflags"
@@ -64,6 +65,10 @@ type launch struct {
 	token string
 	undo  undo.List
 	t0    time.Time
+	// egress is the session's proxy at proxy, kernelbox's address on its
+	// network; nil without an allowlist (egress.go).
+	egress *sessionproxy.Proxy
+	proxy  netip.AddrPort
 }
 
 func (b *Backend) open(ctx context.Context, spec executor.SessionSpec) (_ *Placement, err error) {
@@ -93,14 +98,22 @@ func (b *Backend) open(ctx context.Context, spec executor.SessionSpec) (_ *Place
 	if err := b.createSecret(mk, l); err != nil {
 		return nil, err
 	}
+	if rules := spec.Template.Network; rules != nil {
+		if err := b.startEgress(mk, l, rules); err != nil {
+			return nil, err
+		}
+	}
 	svc, err := b.createService(mk, l)
 	if err != nil {
 		return nil, err
 	}
 	// Attached after the service exists: the network is then already on the task's
-	// node too, and the attachment is the backend's way in.
-	if _, err := b.api.NetworkConnect(mk, l.obj.network, client.NetworkConnectOptions{Container: b.cfg.self}); err != nil {
-		return nil, fmt.Errorf("attach %s to network %s: %w", b.cfg.self, l.obj.name, err)
+	// node too, and the attachment is the backend's way in. (With an allowlist it
+	// was attached before: the task's environment names kernelbox's address.)
+	if l.egress == nil {
+		if err := b.attach(mk, l.obj.network, l.obj.name, netip.Addr{}); err != nil {
+			return nil, err
+		}
 	}
 	task, addr, err := b.awaitTask(ctx, svc, l)
 	if err != nil {
@@ -112,6 +125,7 @@ func (b *Backend) open(ctx context.Context, spec executor.SessionSpec) (_ *Place
 	p := &Placement{
 		b: b, obj: l.obj, service: svc, task: task.ID, nodeID: task.NodeID, node: node,
 		addr: ap, started: l.t0, workSize: l.cfg.workSize,
+		egress: l.egress, proxy: l.proxy, rules: spec.Template.Network,
 		server: executor.Server{
 			Endpoint: jupyter.Endpoint{URL: "http://" + ap.String(), Token: l.token},
 			// "ir" and any other name but "python3" must be a kernelspec the

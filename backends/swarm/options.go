@@ -3,6 +3,7 @@ package swarm
 import (
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"slices"
 	"time"
@@ -112,6 +113,12 @@ type Options struct {
 	// Close removes every service and the next start reaps what a SIGKILL left.
 	StateFile string
 
+	// EgressTestHosts, when not nil, is the egress proxy's name resolution for
+	// templates with a network allowlist (egress.Options.TestHosts): a name
+	// resolves to its addresses here and no other name resolves. It is for tests
+	// only (a test internet the tests make); servers leave it nil.
+	EgressTestHosts map[string][]netip.Addr
+
 	// Logger receives the backend's logs. Defaults to discarding them.
 	Logger *slog.Logger
 }
@@ -128,6 +135,7 @@ type config struct {
 	workSize                  int64
 	readyTimeout              time.Duration
 	maxStarting               int // 0: two per ready node, set by New; <0: no limit
+	egressTestHosts           map[string][]netip.Addr
 	log                       *slog.Logger
 }
 
@@ -141,6 +149,7 @@ func (o Options) resolve() (config, error) {
 		constraints:  slices.Clone(o.Constraints),
 		readyTimeout: o.ReadyTimeout, log: o.Logger,
 		maxStarting: o.MaxStarting, stateFile: o.StateFile,
+		egressTestHosts: o.EgressTestHosts,
 	}
 	if c.self == "" {
 		h, err := os.Hostname()

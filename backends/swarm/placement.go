@@ -11,6 +11,8 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/kernelbox/kernelbox/backends/internal/kernelfiles"
+	"github.com/kernelbox/kernelbox/backends/internal/sessionproxy"
+	"github.com/kernelbox/kernelbox/egress"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/dockerapi"
 )
@@ -39,6 +41,11 @@ type Placement struct {
 	// workSize is the session's byte budget in its /workspace tmpfs.
 	workSize int64
 	loss     kernelfiles.Loss // lost when the task ends or its node goes
+	// egress is the session's proxy at proxy, kernelbox's address on its
+	// network, enforcing rules; nil without an allowlist (egress.go).
+	egress *sessionproxy.Proxy
+	proxy  netip.AddrPort
+	rules  *egress.Rules
 
 	mu       sync.Mutex
 	closed   bool
@@ -84,6 +91,7 @@ func (p *Placement) close(ctx context.Context) error {
 	if _, err := b.api.ServiceRemove(ctx, p.service, client.ServiceRemoveOptions{}); err != nil && !dockerapi.IsNotFound(err) {
 		errs = append(errs, fmt.Errorf("remove service %s: %w", p.obj.name, err))
 	}
+	p.egress.Close()
 	errs = append(errs, b.retryInUse(ctx, "remove secret "+p.obj.name+"-token", func() error {
 		_, err := b.api.SecretRemove(ctx, p.obj.secret, client.SecretRemoveOptions{})
 		return err

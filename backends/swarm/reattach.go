@@ -144,6 +144,11 @@ func (b *Backend) reattachOne(ctx context.Context, k keptService, attached map[s
 	if err := probeKept(ctx, p.server.Endpoint); err != nil {
 		return fail(err.Error())
 	}
+	if k.Egress != nil {
+		if err := b.readopt(ctx, p, k); err != nil {
+			return fail("its network allowlist's proxy: " + err.Error())
+		}
+	}
 	if !b.track(p) {
 		return fail("kernelbox is stopping")
 	}
@@ -189,7 +194,8 @@ func taskAddr(t swarm.Task, network string, addr netip.Addr) string {
 
 // rejoin records the session network's subnet (SessionNetwork) and attaches
 // kernelbox's container to it unless it is attached already (the same container,
-// started again, keeps its networks; a new one has none).
+// started again, keeps its networks; a new one has none), at the address of the
+// session's egress proxy when it has one (the task's environment names it).
 func (b *Backend) rejoin(ctx context.Context, k keptService, attached bool) error {
 	nw, err := b.api.NetworkInspect(ctx, k.Network, client.NetworkInspectOptions{})
 	if err != nil {
@@ -209,10 +215,8 @@ func (b *Backend) rejoin(ctx context.Context, k keptService, attached bool) erro
 	if attached {
 		return nil
 	}
-	if _, err := b.api.NetworkConnect(ctx, k.Network, client.NetworkConnectOptions{Container: b.cfg.self}); err != nil {
-		return fmt.Errorf("attach %s to its network: %w", b.cfg.self, err)
-	}
-	return nil
+	proxy, _ := netip.ParseAddrPort(k.Proxy) // "" for none; checked by keptService.check
+	return b.attach(ctx, k.Network, k.Name, proxy.Addr())
 }
 
 // probeKept checks that a kept server answers with its kept token (listing its
@@ -263,6 +267,7 @@ func (b *Backend) Detach(ctx context.Context) error {
 	}
 	for _, p := range keep {
 		p.release()
+		p.egress.Close() // served again by the backend that adopts the session
 		held[p.service], held[p.obj.network], held[p.obj.secret] = true, true, true
 	}
 	_, err := b.removeOwned(ctx, func(id string, labels map[string]string) bool { return b.mine(id, labels) && !held[id] })

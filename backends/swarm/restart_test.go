@@ -42,12 +42,14 @@ func startAdoptServe(t *testing.T, srv string, again bool) (*kbclient.Client, ti
 		out, err = node(1, "start", adoptName)
 	} else {
 		_, _ = node(1, "rm", "-f", adoptName)
+		require.NoError(t, os.WriteFile(filepath.Join(srv, "templates.json"), []byte(egressTemplates), 0o644))
 		t0 = time.Now()
 		out, err = node(1, "run", "-d", "--name", adoptName,
 			"-v", nodeSock(1)+":/var/run/docker.sock", "-v", srv+":/srv", "-e", "HOME=/tmp",
 			serveImage, "serve", "--backend", "swarm", "--swarm-owner", adoptOwner,
 			"--listen", "unix:/srv/api.sock", "--workspace", "/srv/ws",
-			"--swarm-host", "unix:///var/run/docker.sock", "--memory", "512m", "--log-level", "debug")
+			"--swarm-host", "unix:///var/run/docker.sock", "--memory", "512m", "--log-level", "debug",
+			"--templates", "/srv/templates.json")
 	}
 	require.NoError(t, err, out)
 	kb, err := kbclient.New("unix:"+sock, nil)
@@ -67,6 +69,25 @@ func adoptRun(t *testing.T, kb *kbclient.Client, id, code string) *api.Result {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	res, err := kb.Execute(ctx, api.Request{SessionID: id, Code: code})
+	require.NoError(t, err, "session %s", id)
+	return res
+}
+
+// proxyAnswer sends the session's egress proxy (its HTTPS_PROXY) a CONNECT
+// that the egress template refuses and returns the first line of the answer:
+// whether the session's listener is served. template is given to a new session.
+func proxyAnswer(t *testing.T, kb *kbclient.Client, id, template string) *api.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	res, err := kb.Execute(ctx, api.Request{SessionID: id, Template: template, Code: `import os, socket, urllib.parse
+p = urllib.parse.urlsplit(os.environ['HTTPS_PROXY'])
+try:
+    s = socket.create_connection((p.hostname, p.port), timeout=5)
+    s.sendall(b'CONNECT denied.test:443 HTTP/1.1\r\nHost: denied.test:443\r\n\r\n')
+    print(s.recv(100).decode().splitlines()[0], end='')
+except OSError as e:
+    print(type(e).__name__, e, end='')`})
 	require.NoError(t, err, "session %s", id)
 	return res
 }
@@ -133,8 +154,13 @@ func TestRestartAdopts(t *testing.T) {
 		r := adoptRun(t, kb, id, fmt.Sprintf("x = %d\nopen('outputs/f.txt', 'w').write('file %d')", 7*i, i))
 		assert.Equal(t, api.StatusOK, r.Status, "%s: %+v", id, r.Error)
 	})
+	// A session with a network allowlist: its proxy listens on kernelbox's
+	// address on its network, which its kernel's environment names.
+	net := "adopt-net"
+	r := proxyAnswer(t, kb, net, "egress")
+	assert.Equal(t, "HTTP/1.1 403 Forbidden", r.Stdout, "%+v", r.Error)
 	require.False(t, t.Failed())
-	t.Logf("%d sessions started in %s", len(ids), time.Since(t0).Round(time.Millisecond))
+	t.Logf("%d sessions started in %s", len(ids)+1, time.Since(t0).Round(time.Millisecond))
 	d, err := kb.Start(ctx, api.Request{SessionID: ids[0], Code: "import time\nx_during = 1\ntime.sleep(120)"})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
@@ -162,6 +188,10 @@ func TestRestartAdopts(t *testing.T) {
 		took.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
 	checkAdopted(t, kb, ids, d.CallID)
 	assert.Equal(t, before, ownerObjects(t), "the same services, networks, secrets and configs as before the restart")
+	// A new container: attached at the kept proxy address, its listener again.
+	r = proxyAnswer(t, kb, net, "")
+	assert.Equal(t, "HTTP/1.1 403 Forbidden", r.Stdout, "the proxy of an adopted session after a SIGKILL: %+v %v", r.Error, r.Notes)
+	assert.False(t, r.StateLost, "%v", r.Notes)
 
 	// A graceful stop keeps them (swarm's default policy); the same container
 	// started again (still attached to the sessions' networks) takes them back.
@@ -176,10 +206,13 @@ func TestRestartAdopts(t *testing.T) {
 		r := adoptRun(t, kb, id, "y")
 		assert.Equal(t, strconv.Itoa(7*i+1), r.Result, "%s after a graceful stop: %v", id, r.Notes)
 	})
+	r = proxyAnswer(t, kb, net, "")
+	assert.Equal(t, "HTTP/1.1 403 Forbidden", r.Stdout, "the proxy of an adopted session after a graceful stop: %+v %v", r.Error, r.Notes)
+	assert.False(t, r.StateLost, "%v", r.Notes)
 	t.Logf("after a graceful stop: serve answering in %s, the sessions in %s", took.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
 
 	t0 = time.Now()
-	each(ids, func(_ int, id string) {
+	each(append(ids, net), func(_ int, id string) {
 		cctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
 		assert.NoError(t, kb.CloseSession(cctx, id))

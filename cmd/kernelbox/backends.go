@@ -69,6 +69,9 @@ type backendConfig struct {
 	python string   // local
 	image  string   // docker and swarm; "" is the backend's default image
 	memory sizeFlag // docker and swarm, as given; 0 = derive (docker) or the default
+	// egressTestHosts is the egress proxy's name map for tests (docker and swarm);
+	// nil for servers.
+	egressTestHosts hostsFlag
 	// sessionMemory is the docker per-session limit that capacity planning settled
 	// on (capacity.go).
 	sessionMemory int64

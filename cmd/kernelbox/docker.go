@@ -18,11 +18,12 @@ import (
 func (c *backendConfig) registerContainer(fs *flag.FlagSet) {
 	fs.StringVar(&c.image, "image", "", "kernel image for --backend docker (default kernelbox/kernel:latest)")
 	fs.Var(&c.memory, "memory", "per-session memory limit for --backend docker, e.g. 2g or 512m, none for no limit; swap is limited to the same (default 2 GiB, or the whole budget when less)")
+	fs.Var(&c.egressTestHosts, "egress-test-hosts", "FOR TESTS ONLY: NAME=ADDR[,ADDR...] (repeatable): the egress proxy resolves these names to these addresses and no other name at all, for a test internet the tests make (docs/network.md)")
 }
 
 // openDocker builds the docker backend with the memory capacity planning settled on.
 func openDocker(ctx context.Context, c *backendConfig, log *slog.Logger) (executor.Backend, error) {
-	return docker.New(ctx, docker.Options{Image: c.image, Memory: c.sessionMemory, Logger: log, StateFile: c.stateFile})
+	return docker.New(ctx, docker.Options{Image: c.image, Memory: c.sessionMemory, Logger: log, StateFile: c.stateFile, EgressTestHosts: c.egressTestHosts})
 }
 
 // dockerLimits is what one docker session gets: its image and container limits.

@@ -4,8 +4,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 )
 
@@ -160,6 +162,38 @@ type multiFlag []string
 
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+// hostsFlag is a repeatable NAME=ADDR[,ADDR...] flag: a name map.
+type hostsFlag map[string][]netip.Addr
+
+func (h *hostsFlag) String() string {
+	var s []string
+	for name, addrs := range *h {
+		for _, a := range addrs {
+			s = append(s, name+"="+a.String())
+		}
+	}
+	slices.Sort(s)
+	return strings.Join(s, " ")
+}
+
+func (h *hostsFlag) Set(v string) error {
+	name, list, ok := strings.Cut(v, "=")
+	if !ok || name == "" || list == "" {
+		return fmt.Errorf("%q: want NAME=ADDR[,ADDR...]", v)
+	}
+	if *h == nil {
+		*h = hostsFlag{}
+	}
+	for _, s := range strings.Split(list, ",") {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return fmt.Errorf("%q: %w", v, err)
+		}
+		(*h)[strings.ToLower(name)] = append((*h)[strings.ToLower(name)], a)
+	}
+	return nil
+}
 
 // envOr is the environment variable key, or def when it is unset or empty.
 func envOr(key, def string) string {

@@ -192,7 +192,7 @@ func sampleArgs(list map[string][2]string, skip ...string) []string {
 	samples := map[string]string{
 		"*flag.stringValue": "s", "*flag.durationValue": "2s", "*flag.intValue": "3", "*flag.int64Value": "3",
 		"*flag.float64Value": "0.5", "*flag.boolValue": "true", "*main.sizeFlag": "512m", "*main.byteSize": "1GiB",
-		"*main.multiFlag": "a=b", "*main.hostList": "h",
+		"*main.multiFlag": "a=b", "*main.hostList": "h", "*main.hostsFlag": "files.test=192.0.2.7",
 	}
 	var args []string
 	for name, tv := range list {
@@ -290,5 +290,18 @@ func TestHelpHidesTokens(t *testing.T) {
 	for _, cmd := range []string{"serve", "mcp", "exec", "attach", "sessions", "cp", "dashboard"} {
 		out := help(t, cmd)
 		assert.False(t, strings.Contains(out, "s3cret-token-value"), "kernelbox %s -h prints the token", cmd)
+	}
+}
+
+// TestHostsFlag: --egress-test-hosts takes NAME=ADDR[,ADDR...], repeatable, names
+// in lower case; anything else is refused.
+func TestHostsFlag(t *testing.T) {
+	t.Parallel()
+	var h hostsFlag
+	require.NoError(t, h.Set("Files.test=192.0.2.7,2001:db8::7"))
+	require.NoError(t, h.Set("files.test=192.0.2.8"))
+	assert.Equal(t, "files.test=192.0.2.7 files.test=192.0.2.8 files.test=2001:db8::7", h.String())
+	for _, bad := range []string{"files.test", "=192.0.2.7", "files.test=", "files.test=not-an-address", "files.test=192.0.2.7,"} {
+		assert.Error(t, h.Set(bad), bad)
 	}
 }

@@ -42,18 +42,19 @@ func (c *backendConfig) registerSwarm(fs *flag.FlagSet) {
 func openSwarm(ctx context.Context, c *backendConfig, log *slog.Logger) (executor.Backend, error) {
 	s := &c.swarm
 	return swarm.New(ctx, swarm.Options{
-		DockerHost:    s.host,
-		Self:          s.self,
-		Owner:         s.owner,
-		Image:         c.image,
-		Constraints:   s.constraints,
-		Memory:        int64(c.memory),
-		CPUs:          s.cpus,
-		PidsLimit:     s.pids,
-		ReserveMemory: int64(s.reserveMemory),
-		ReserveCPUs:   s.reserveCPUs,
-		StateFile:     c.stateFile,
-		Logger:        log,
+		DockerHost:      s.host,
+		Self:            s.self,
+		Owner:           s.owner,
+		Image:           c.image,
+		Constraints:     s.constraints,
+		Memory:          int64(c.memory),
+		CPUs:            s.cpus,
+		PidsLimit:       s.pids,
+		ReserveMemory:   int64(s.reserveMemory),
+		ReserveCPUs:     s.reserveCPUs,
+		StateFile:       c.stateFile,
+		EgressTestHosts: c.egressTestHosts,
+		Logger:          log,
 	})
 }
 

@@ -70,8 +70,10 @@ func New(t testing.TB, role, dir string) *Host {
 	})
 }
 
-// tlsServer is Python's http.server behind TLS: address, port, directory, cert, key.
-const tlsServer = `import functools, http.server, ssl, sys
+// TLSServer is a Python program: http.server behind TLS, with the arguments
+// address, port, directory, certificate file and key file. NewTLS runs it in a
+// namespace; a test may run it in a container of its own (the swarm lab's).
+const TLSServer = `import functools, http.server, ssl, sys
 addr, port, d, cert, key = sys.argv[1:]
 s = http.server.ThreadingHTTPServer((addr, int(port)), functools.partial(http.server.SimpleHTTPRequestHandler, directory=d))
 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -85,7 +87,7 @@ s.serve_forever()
 func NewTLS(t testing.TB, role, dir, certFile, keyFile string) *Host {
 	t.Helper()
 	return start(t, role, dir, 8443, func(py string, h *Host) []string {
-		return []string{py, "-c", tlsServer, h.Addr.String(), strconv.Itoa(h.Port), dir, certFile, keyFile}
+		return []string{py, "-c", TLSServer, h.Addr.String(), strconv.Itoa(h.Port), dir, certFile, keyFile}
 	})
 }
 

@@ -1,0 +1,126 @@
+// Package sessionproxy runs one session's egress proxy (package egress) for the
+// docker and swarm backends, and turns what its connections did into the notes of
+// the session's calls (executor.NetworkReporter). Each backend gives it a listener
+// only its session's kernel reaches — a unix socket in the docker container's
+// /tmp, kernelbox's own address on the swarm session's overlay — so the listener
+// names the session. Start reading at [Start].
+package sessionproxy
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+
+	"github.com/kernelbox/kernelbox/egress"
+	"github.com/kernelbox/kernelbox/executor"
+)
+
+// MaxNotes bounds the notes one call gets; the rest are counted in a last note.
+const MaxNotes = 20
+
+// Options configure a session's proxy.
+type Options struct {
+	// Rules is the session's template's allowlist; required.
+	Rules *egress.Rules
+	// Session names the session in records and logs.
+	Session string
+	// TestHosts is egress.Options.TestHosts: name resolution for a test
+	// internet; nil (servers) resolves names with the machine's resolver.
+	TestHosts map[string][]netip.Addr
+	// Logger receives the proxy's refusals. Defaults to discarding.
+	Logger *slog.Logger
+}
+
+// Proxy is one session's running egress proxy and what its connections did since
+// the last report. It is safe for concurrent use; a nil *Proxy (a session
+// without an allowlist) reports nothing.
+type Proxy struct {
+	proxy   *egress.Proxy
+	served  chan struct{} // closed when Serve returned
+	mu      sync.Mutex
+	rep     executor.NetworkReport
+	dropped int
+}
+
+// Start serves a proxy enforcing o.Rules on ln until Close. It owns ln from
+// then on, and closes it when it fails.
+func Start(ln net.Listener, o Options) (*Proxy, error) {
+	p := &Proxy{served: make(chan struct{})}
+	px, err := egress.New(egress.Options{
+		Rules: o.Rules, Session: o.Session, TestHosts: o.TestHosts,
+		OnRecord: p.record, Logger: o.Logger,
+	})
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	p.proxy = px
+	go func() { defer close(p.served); px.Serve(ln) }()
+	return p, nil
+}
+
+// record keeps a connection's note for the next call (egress.Options.OnRecord).
+func (p *Proxy) record(r egress.Record) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r.Decision.Effect == egress.Deny {
+		p.rep.Refused++
+	} else {
+		p.rep.Allowed++
+	}
+	p.rep.Up += r.Up
+	p.rep.Down += r.Down
+	if len(p.rep.Notes) >= MaxNotes {
+		p.dropped++
+		return
+	}
+	p.rep.Notes = append(p.rep.Notes, r.String())
+}
+
+// Take returns and forgets what the connections that ended since the last call
+// did (executor.NetworkReporter's TakeNetwork).
+func (p *Proxy) Take() executor.NetworkReport {
+	if p == nil {
+		return executor.NetworkReport{}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := p.rep
+	if p.dropped > 0 {
+		out.Notes = append(out.Notes, fmt.Sprintf("network: %d more connections not listed (limit %d notes per call)", p.dropped, MaxNotes))
+	}
+	p.rep, p.dropped = executor.NetworkReport{}, 0
+	return out
+}
+
+// Stats returns the proxy's counters, and false for a nil Proxy.
+func (p *Proxy) Stats() (egress.Stats, bool) {
+	if p == nil {
+		return egress.Stats{}, false
+	}
+	return p.proxy.Stats(), true
+}
+
+// Close stops the proxy, cuts its connections and waits for them. A nil Proxy
+// does nothing.
+func (p *Proxy) Close() {
+	if p == nil {
+		return
+	}
+	p.proxy.Close()
+	<-p.served
+}
+
+// Env is what a kernel's environment gets to reach the proxy at url
+// ("http://addr:port"): the common proxy variables in both cases (curl reads
+// the lower-case http_proxy only), pip's, and no proxy for loopback.
+func Env(url string) []string {
+	env := []string{"NO_PROXY=localhost,127.0.0.1", "no_proxy=localhost,127.0.0.1", "PIP_PROXY=" + url}
+	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"} {
+		env = append(env, k+"="+url, strings.ToLower(k)+"="+url)
+	}
+	return env
+}
