@@ -138,6 +138,7 @@ func (p *Proxy) forward(c net.Conn, br *bufio.Reader, h *head, up net.Conn, rec 
 		return
 	}
 	p.copyIdle(&countWriter{w: c, p: p, n: &rec.Down}, up, rec)
+	p.ending(c)
 }
 
 // splice carries bytes both ways until both directions end.
@@ -148,9 +149,11 @@ func (p *Proxy) splice(c net.Conn, from io.Reader, up net.Conn, rec *Record) {
 	go func() {
 		defer wg.Done()
 		p.copyIdleFrom(&countWriter{w: up, p: p, n: &upRec.Up}, from, c, &upRec)
+		p.ending(c)
 		closeWrite(up)
 	}()
 	p.copyIdle(&countWriter{w: c, p: p, n: &rec.Down}, up, rec)
+	p.ending(c)
 	closeWrite(c)
 	wg.Wait()
 	rec.Up += upRec.Up

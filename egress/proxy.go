@@ -60,8 +60,9 @@ type Proxy struct {
 	o    Options
 	log  *slog.Logger
 	mu   sync.Mutex
-	conn map[net.Conn]struct{} // client connections
-	ups  map[net.Conn]struct{} // their connections to servers
+	conn map[net.Conn]connState // client connections
+	era  uint64                 // Settle's count: a connection accepted since the last Settle has this era
+	ups  map[net.Conn]struct{}  // their connections to servers
 	lns  map[net.Listener]struct{}
 	st   Stats
 	used int64 // bytes carried, both ways, live; under mu
@@ -97,7 +98,7 @@ func New(o Options) (*Proxy, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Proxy{o: o, log: log, conn: map[net.Conn]struct{}{}, ups: map[net.Conn]struct{}{}, lns: map[net.Listener]struct{}{}}, nil
+	return &Proxy{o: o, log: log, conn: map[net.Conn]connState{}, ups: map[net.Conn]struct{}{}, lns: map[net.Listener]struct{}{}}, nil
 }
 
 // ErrClosed is returned by Serve after Close.
@@ -145,7 +146,7 @@ func (p *Proxy) track(c net.Conn) bool {
 	if p.done {
 		return false
 	}
-	p.conn[c] = struct{}{}
+	p.conn[c] = connState{era: p.era}
 	p.st.Active++
 	p.wg.Add(1)
 	return true
@@ -190,6 +191,51 @@ func (p *Proxy) Close() error {
 	return nil
 }
 
+// connState is what Settle knows of a client connection.
+type connState struct {
+	era    uint64 // the Settle period it was accepted in
+	ending bool   // one direction of it has ended: its record is moments away
+}
+
+// ending marks client connection c as closing (connState.ending).
+func (p *Proxy) ending(c net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if st, ok := p.conn[c]; ok && !st.ending {
+		st.ending = true
+		p.conn[c] = st
+		p.st.Closing++
+	}
+}
+
+// Settle waits, at most max, until the connections of the period that ends now
+// are recorded — those accepted since the last Settle, and those one side of
+// which has ended (code that closed a connection as its call ended: the last
+// hops are still tearing it down) — then starts the next period. A connection
+// from an earlier period still open both ways (a kept-alive pool's) is not
+// waited for; one of this period that stays open costs its period max once.
+func (p *Proxy) Settle(max time.Duration) {
+	deadline := time.Now().Add(max)
+	for p.unsettled() && time.Now().Before(deadline) {
+		time.Sleep(2 * time.Millisecond)
+	}
+	p.mu.Lock()
+	p.era++
+	p.mu.Unlock()
+}
+
+// unsettled reports whether a connection Settle waits for is open.
+func (p *Proxy) unsettled() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, st := range p.conn {
+		if st.ending || st.era == p.era {
+			return true
+		}
+	}
+	return false
+}
+
 // Stats returns the proxy's counters.
 func (p *Proxy) Stats() Stats {
 	p.mu.Lock()
@@ -204,6 +250,9 @@ func (p *Proxy) serveConn(c net.Conn) {
 		c.Close()
 		rec.Duration = time.Since(rec.Start)
 		p.mu.Lock()
+		if p.conn[c].ending {
+			p.st.Closing--
+		}
 		delete(p.conn, c)
 		p.st.Active--
 		p.st.Connections++

@@ -55,6 +55,7 @@ type Stats struct {
 	Connections, Refused int64
 	// Up and Down are the bytes carried each way.
 	Up, Down int64
-	// Active is the connections open now.
-	Active int
+	// Active is the connections open now; Closing those of them one side of
+	// which has ended (their records are moments away).
+	Active, Closing int
 }

@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/kernelbox/kernelbox/egress"
 	"github.com/kernelbox/kernelbox/executor"
@@ -80,12 +81,19 @@ func (p *Proxy) record(r egress.Record) {
 	p.rep.Notes = append(p.rep.Notes, r.String())
 }
 
+// settleGrace bounds Take's wait for the call's connections to be recorded
+// (egress.Proxy.Settle).
+const settleGrace = 250 * time.Millisecond
+
 // Take returns and forgets what the connections that ended since the last call
-// did (executor.NetworkReporter's TakeNetwork).
+// did (executor.NetworkReporter's TakeNetwork). It waits, at most settleGrace,
+// for the connections the call opened or closed to be recorded, so that their
+// notes come with this call rather than the next.
 func (p *Proxy) Take() executor.NetworkReport {
 	if p == nil {
 		return executor.NetworkReport{}
 	}
+	p.proxy.Settle(settleGrace)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := p.rep
