@@ -11,6 +11,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/kernelbox/kernelbox/internal/origin"
+	"github.com/kernelbox/kernelbox/jupyter"
 )
 
 // WebSocket close codes the API sends.
@@ -54,7 +55,7 @@ func (g *Gateway) channels(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	up := websocket.Upgrader{CheckOrigin: origin.Same, ReadBufferSize: 16 << 10, WriteBufferSize: 16 << 10,
-		Subprotocols: []string{subprotocolV1}}
+		Subprotocols: []string{jupyter.SubprotocolV1}}
 	up.Error = func(w http.ResponseWriter, r *http.Request, status int, reason error) {
 		writeError(w, status, "websocket: "+reason.Error())
 	}

@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/kernelbox/kernelbox/jupyter"
 )
 
 // How a connection frames its messages: the legacy JSON protocol (one text
@@ -16,9 +18,6 @@ import (
 // client offers it. Only the framing differs: both decode to an inMsg that
 // client.handle acts on, and a message to clients (an outFrame) is encoded
 // once per protocol, whichever clients need it.
-
-// subprotocolV1 is the binary protocol's Sec-WebSocket-Protocol name.
-const subprotocolV1 = "v1.kernel.websocket.jupyter.org"
 
 // protocol is a connection's framing.
 type protocol int
@@ -30,7 +29,7 @@ const (
 
 // protocolOf is the framing of a connection upgraded with subprotocol sub.
 func protocolOf(sub string) protocol {
-	if sub == subprotocolV1 {
+	if sub == jupyter.SubprotocolV1 {
 		return protoV1
 	}
 	return protoJSON
@@ -49,9 +48,9 @@ func (p protocol) frameType() int {
 func (p protocol) decode(typ int, data []byte) (*inMsg, int, error) {
 	if typ != p.frameType() {
 		if p == protoV1 {
-			return nil, closeUnsupported, fmt.Errorf("text frames are not supported: this connection speaks the binary %s subprotocol", subprotocolV1)
+			return nil, closeUnsupported, fmt.Errorf("text frames are not supported: this connection speaks the binary %s subprotocol", jupyter.SubprotocolV1)
 		}
-		return nil, closeUnsupported, fmt.Errorf("binary frames are not supported: this connection speaks the legacy JSON protocol (offer %s for binary)", subprotocolV1)
+		return nil, closeUnsupported, fmt.Errorf("binary frames are not supported: this connection speaks the legacy JSON protocol (offer %s for binary)", jupyter.SubprotocolV1)
 	}
 	var m *inMsg
 	var err error
