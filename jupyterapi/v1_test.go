@@ -75,7 +75,7 @@ func readV1(t testing.TB, b []byte) msg {
 	return m
 }
 
-// TestChannelsV1 (about 3 s): a client offering the binary
+// TestChannelsV1 (2-6 s): a client offering the binary
 // v1.kernel.websocket.jupyter.org subprotocol gets it (alone or among others),
 // one offering none or others the legacy JSON protocol; a v1 client runs cells
 // with state kept, its iopub and execute_reply in binary frames, while a JSON
@@ -153,7 +153,7 @@ func TestChannelsV1(t *testing.T) {
 	assert.Equal(t, [len(st.Dropped)]int64{}, st.Dropped, "no client was dropped")
 }
 
-// TestChannelsV1BadFrames (about 2 s): what a v1 client cannot send. Each
+// TestChannelsV1BadFrames (3-9 s): what a v1 client cannot send. Each
 // bad frame closes its own connection with a code and a reason and counts as
 // a drop by cause; the kernel goes on. A client watching an agent's session
 // is counted as such.
