@@ -2,6 +2,7 @@ package jupyterapi
 
 import (
 	"errors"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -121,7 +122,13 @@ func (c *client) writeLoop() {
 		case f := <-c.out:
 			c.queued.Add(-int64(len(f)))
 			if err := c.write(f); err != nil {
-				c.dropFor(DropWriteFailed, closeGoingAway, "write failed")
+				// A write that timed out is the client's fault; any other
+				// failure is a peer that went away (counted as no drop).
+				cause, ne := DropCause(-1), net.Error(nil)
+				if errors.As(err, &ne) && ne.Timeout() {
+					cause = DropWriteTimeout
+				}
+				c.dropFor(cause, closeGoingAway, "write failed")
 				return
 			}
 		case <-c.quit:

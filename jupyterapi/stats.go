@@ -7,11 +7,11 @@ type DropCause int
 
 // The causes of a dropped client.
 const (
-	DropTooSlow     DropCause = iota // it did not read its queue (1008)
-	DropMalformed                    // it sent a frame that does not decode (1007)
-	DropUnsupported                  // it sent a frame of the wrong type for its protocol (1003)
-	DropTooBig                       // it sent a frame over Options.MaxFrameBytes (1009)
-	DropWriteFailed                  // a write to it failed or timed out (Options.WriteTimeout)
+	DropTooSlow      DropCause = iota // it did not read its queue (1008)
+	DropMalformed                     // it sent a frame that does not decode (1007)
+	DropUnsupported                   // it sent a frame of the wrong type for its protocol (1003)
+	DropTooBig                        // it sent a frame over Options.MaxFrameBytes (1009)
+	DropWriteTimeout                  // a write to it took over Options.WriteTimeout
 	numDropCauses
 )
 
@@ -26,8 +26,8 @@ func (d DropCause) String() string {
 		return "unsupported"
 	case DropTooBig:
 		return "too_big"
-	case DropWriteFailed:
-		return "write_failed"
+	case DropWriteTimeout:
+		return "write_timeout"
 	}
 	return "unknown"
 }

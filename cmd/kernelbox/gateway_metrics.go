@@ -25,7 +25,7 @@ func registerGatewayMetrics(reg *prometheus.Registry, stats func() jupyterapi.St
 		msgs: prometheus.NewDesc("kernelbox_gateway_messages_total",
 			"Jupyter messages from clients (in, decoded) and to clients (out, written).", []string{"direction"}, nil),
 		drops: prometheus.NewDesc("kernelbox_gateway_clients_dropped_total",
-			"Jupyter WebSocket clients disconnected by the server, by reason (too_slow, malformed, unsupported, too_big, write_failed).", []string{"reason"}, nil),
+			"Jupyter WebSocket clients disconnected by the server, by reason (too_slow, malformed, unsupported, too_big, write_timeout).", []string{"reason"}, nil),
 	})
 }
 

@@ -20,13 +20,13 @@ func TestGatewayMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	registerGatewayMetrics(reg, func() jupyterapi.Stats { return s })
 	want := `
-# HELP kernelbox_gateway_clients_dropped_total Jupyter WebSocket clients disconnected by the server, by reason (too_slow, malformed, unsupported, too_big, write_failed).
+# HELP kernelbox_gateway_clients_dropped_total Jupyter WebSocket clients disconnected by the server, by reason (too_slow, malformed, unsupported, too_big, write_timeout).
 # TYPE kernelbox_gateway_clients_dropped_total counter
 kernelbox_gateway_clients_dropped_total{reason="malformed"} 1
 kernelbox_gateway_clients_dropped_total{reason="too_big"} 0
 kernelbox_gateway_clients_dropped_total{reason="too_slow"} 3
 kernelbox_gateway_clients_dropped_total{reason="unsupported"} 0
-kernelbox_gateway_clients_dropped_total{reason="write_failed"} 0
+kernelbox_gateway_clients_dropped_total{reason="write_timeout"} 0
 # HELP kernelbox_gateway_clients Jupyter WebSocket clients connected, by kind: started (a kernel started through /api/kernels) or watching (an agent's session).
 # TYPE kernelbox_gateway_clients gauge
 kernelbox_gateway_clients{kind="started"} 2
