@@ -1,6 +1,7 @@
 package jupyterapi
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"testing"
 
@@ -8,7 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestV1RoundTrip: what encodeV1 frames, parseV1 reads back part for part,
+// TestV1RoundTrip: what encodeV1 frames, parseV1 reads back part for part (a
+// client's buffers after the content accepted and dropped),
 // and every strict prefix of it is refused, never read past.
 func TestV1RoundTrip(t *testing.T) {
 	t.Parallel()
@@ -24,6 +26,21 @@ func TestV1RoundTrip(t *testing.T) {
 	assert.JSONEq(t, string(m.Metadata), string(got.Metadata))
 	assert.JSONEq(t, `{"code":"print('é')"}`, string(got.Content))
 	assert.Equal(t, "m1", got.head.MsgID)
+	// Buffers after the content are accepted and dropped.
+	parts := [][]byte{[]byte("shell"), m.Header, m.ParentHeader, m.Metadata, []byte(`{"code":"print('é')"}`), []byte("a"), []byte("b")}
+	withBufs := binary.LittleEndian.AppendUint64(nil, uint64(len(parts)+1))
+	off := 8 * (len(parts) + 2)
+	for _, p := range parts {
+		withBufs = binary.LittleEndian.AppendUint64(withBufs, uint64(off))
+		off += len(p)
+	}
+	withBufs = binary.LittleEndian.AppendUint64(withBufs, uint64(off))
+	for _, p := range parts {
+		withBufs = append(withBufs, p...)
+	}
+	got, err = parseV1(withBufs)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"code":"print('é')"}`, string(got.Content))
 	for n := range len(f) {
 		_, err := parseV1(f[:n])
 		require.ErrorIs(t, err, errMalformed, "a prefix of %d bytes", n)
