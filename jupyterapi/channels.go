@@ -1,6 +1,8 @@
 package jupyterapi
 
 import (
+	"errors"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -10,6 +12,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/kernelbox/kernelbox/internal/origin"
+	"github.com/kernelbox/kernelbox/jupyter"
 )
 
 // WebSocket close codes the API sends.
@@ -28,6 +31,8 @@ type client struct {
 	k  *kernel
 	ws *websocket.Conn
 
+	proto protocol // the connection's framing, chosen at the upgrade
+
 	out    chan []byte  // frames to write, at most Options.ClientQueue
 	queued atomic.Int64 // bytes in out
 
@@ -40,16 +45,18 @@ type client struct {
 	done     chan struct{} // closed when the writer has exited
 }
 
-// channels upgrades GET /api/kernels/{id}/channels to the legacy JSON
-// protocol (no subprotocol is chosen, whatever the client offers). The guard
-// has checked the token and the Host; a browser's Origin must be this
-// server's too (DNS rebinding or a foreign page through the upgrade).
+// channels upgrades GET /api/kernels/{id}/channels: to the binary
+// v1.kernel.websocket.jupyter.org subprotocol when the client offers it, else
+// to the legacy JSON protocol (wire.go). The guard has checked the token and
+// the Host; a browser's Origin must be this server's too (DNS rebinding or a
+// foreign page through the upgrade).
 func (g *Gateway) channels(w http.ResponseWriter, r *http.Request) {
 	k, _, ok := g.lookupHTTP(w, r.PathValue("id"))
 	if !ok {
 		return
 	}
-	up := websocket.Upgrader{CheckOrigin: origin.Same, ReadBufferSize: 16 << 10, WriteBufferSize: 16 << 10}
+	up := websocket.Upgrader{CheckOrigin: origin.Same, ReadBufferSize: 16 << 10, WriteBufferSize: 16 << 10,
+		Subprotocols: []string{jupyter.SubprotocolV1}}
 	up.Error = func(w http.ResponseWriter, r *http.Request, status int, reason error) {
 		writeError(w, status, "websocket: "+reason.Error())
 	}
@@ -58,7 +65,7 @@ func (g *Gateway) channels(w http.ResponseWriter, r *http.Request) {
 		return // the upgrader answered
 	}
 	c := &client{
-		g: g, k: k, ws: ws,
+		g: g, k: k, ws: ws, proto: protocolOf(ws.Subprotocol()),
 		out:      make(chan []byte, g.o.ClientQueue),
 		quit:     make(chan struct{}),
 		inflight: make(chan struct{}, g.o.MaxInFlight),
@@ -72,6 +79,9 @@ func (g *Gateway) channels(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := k.attach(g, c); err != nil {
 		c.drop(closeGoingAway, "the kernel's session is gone: "+err.Error())
+	} else {
+		g.connected(c, 1)
+		defer g.connected(c, -1)
 	}
 	go c.writeLoop()
 	c.readLoop()
@@ -85,18 +95,20 @@ func (c *client) readLoop() {
 	c.ws.SetReadLimit(c.g.o.MaxFrameBytes)
 	for {
 		typ, data, err := c.ws.ReadMessage()
+		if errors.Is(err, websocket.ErrReadLimit) {
+			// The library has sent 1009 itself.
+			c.dropFor(DropTooBig, websocket.CloseMessageTooBig, "frame over the size limit")
+			return
+		}
 		if err != nil {
 			return
 		}
-		if typ != websocket.TextMessage {
-			c.drop(closeUnsupported, "binary frames are not supported: this server speaks the legacy JSON protocol")
-			return
-		}
-		m, err := parseMsg(data)
+		m, code, err := c.proto.decode(typ, data)
 		if err != nil {
-			c.drop(closeInvalid, err.Error())
+			c.drop(code, err.Error())
 			return
 		}
+		c.g.stats.in.Add(1)
 		c.handle(m)
 	}
 }
@@ -109,9 +121,14 @@ func (c *client) writeLoop() {
 		select {
 		case f := <-c.out:
 			c.queued.Add(-int64(len(f)))
-			_ = c.ws.SetWriteDeadline(time.Now().Add(c.g.o.WriteTimeout))
-			if err := c.ws.WriteMessage(websocket.TextMessage, f); err != nil {
-				c.drop(closeGoingAway, "write failed")
+			if err := c.write(f); err != nil {
+				// A write that timed out is the client's fault; any other
+				// failure is a peer that went away (counted as no drop).
+				cause, ne := DropCause(-1), net.Error(nil)
+				if errors.As(err, &ne) && ne.Timeout() {
+					cause = DropWriteTimeout
+				}
+				c.dropFor(cause, closeGoingAway, "write failed")
 				return
 			}
 		case <-c.quit:
@@ -132,8 +149,7 @@ func (c *client) flush() {
 		select {
 		case f := <-c.out:
 			c.queued.Add(-int64(len(f)))
-			_ = c.ws.SetWriteDeadline(time.Now().Add(c.g.o.WriteTimeout))
-			if c.ws.WriteMessage(websocket.TextMessage, f) != nil {
+			if c.write(f) != nil {
 				return
 			}
 		default:
@@ -142,15 +158,27 @@ func (c *client) flush() {
 	}
 }
 
-// queue queues a frame for the client without blocking. A client that has not
-// read Options.ClientQueue frames or ClientQueueBytes is dropped, with the
-// reason as its close reason: it must not hold up the kernel or other clients.
-func (c *client) queue(f []byte) {
+// write writes one frame within WriteTimeout.
+func (c *client) write(f []byte) error {
+	_ = c.ws.SetWriteDeadline(time.Now().Add(c.g.o.WriteTimeout))
+	if err := c.ws.WriteMessage(c.proto.frameType(), f); err != nil {
+		return err
+	}
+	c.g.stats.out.Add(1)
+	return nil
+}
+
+// queue queues a message for the client, in its protocol, without blocking. A
+// client that has not read Options.ClientQueue frames or ClientQueueBytes is
+// dropped, with the reason as its close reason: it must not hold up the kernel
+// or other clients.
+func (c *client) queue(m *outFrame) {
 	select {
 	case <-c.quit:
 		return
 	default:
 	}
+	f := m.bytes(c.proto)
 	if n := c.queued.Add(int64(len(f))); n > c.g.o.ClientQueueBytes {
 		c.queued.Add(-int64(len(f)))
 		c.drop(closePolicy, "client too slow: over the queue's byte limit unread")
@@ -165,8 +193,26 @@ func (c *client) queue(f []byte) {
 }
 
 // drop ends the connection with a close code and reason (the first drop's).
+// A code that says the client misbehaved counts as a drop in Stats.
 func (c *client) drop(code int, reason string) {
+	cause := DropCause(-1)
+	switch code {
+	case closePolicy:
+		cause = DropTooSlow
+	case closeInvalid:
+		cause = DropMalformed
+	case closeUnsupported:
+		cause = DropUnsupported
+	}
+	c.dropFor(cause, code, reason)
+}
+
+// dropFor is drop counting cause (-1: none).
+func (c *client) dropFor(cause DropCause, code int, reason string) {
 	c.once.Do(func() {
+		if cause >= 0 {
+			c.g.stats.dropped[cause].Add(1)
+		}
 		c.code, c.reason = code, reason
 		if code != closeNormal && code != closeGoingAway {
 			c.g.log.Info("gateway client dropped", "kernel_id", c.k.id, "code", code, "reason", reason)

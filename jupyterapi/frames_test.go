@@ -107,6 +107,9 @@ func TestSlowClient(t *testing.T) {
 	// The server dropped the slow client: its close frame sits behind the
 	// data the client never read, so the test sees the count, not the frame.
 	assert.Equal(t, 1, connections(t, s, id))
+	// Whichever came first: its queue full, or a write stalled past WriteTimeout.
+	dropped := s.g.Stats().Dropped
+	assert.Equal(t, int64(1), dropped[jupyterapi.DropTooSlow]+dropped[jupyterapi.DropWriteTimeout], "counted as a drop: %v", dropped)
 
 	// An agent's call on the session runs, and promptly.
 	start := time.Now()

@@ -84,6 +84,8 @@ type Gateway struct {
 	kernels map[string]*kernel // the kernels started through this API, by id
 	closed  bool
 
+	stats stats // for Stats
+
 	// work is the calls and requests clients started: they outlive the
 	// WebSocket that asked for them (a reloaded notebook does not interrupt its
 	// running cell). Close waits for them.

@@ -82,16 +82,24 @@ func (s *gw) start(name string) string {
 
 // dial opens a kernel's channels with header h (nil: the token).
 func (s *gw) dial(id string, h http.Header) (*wsClient, *http.Response, error) {
+	return s.dialProtocols(id, h, nil)
+}
+
+// dialProtocols is dial offering the subprotocols protos; the client speaks
+// the one the server chose.
+func (s *gw) dialProtocols(id string, h http.Header, protos []string) (*wsClient, *http.Response, error) {
 	if h == nil {
 		h = http.Header{"Authorization": {"token " + token}}
 	}
 	url := "ws" + strings.TrimPrefix(s.srv.URL, "http") + "/api/kernels/" + id + "/channels?session_id=" + uuid.NewString()
-	c, resp, err := websocket.DefaultDialer.Dial(url, h)
+	d := *websocket.DefaultDialer
+	d.Subprotocols = protos
+	c, resp, err := d.Dial(url, h)
 	if err != nil {
 		return nil, resp, err
 	}
 	s.t.Cleanup(func() { c.Close() })
-	return &wsClient{t: s.t, c: c}, resp, nil
+	return &wsClient{t: s.t, c: c, v1: c.Subprotocol() == v1Protocol}, resp, nil
 }
 
 func (s *gw) mustDial(id string) *wsClient {
@@ -103,8 +111,9 @@ func (s *gw) mustDial(id string) *wsClient {
 
 // wsClient is a test's end of a kernel WebSocket.
 type wsClient struct {
-	t *testing.T
-	c *websocket.Conn
+	t  *testing.T
+	c  *websocket.Conn
+	v1 bool // speaks the binary v1 subprotocol (v1_test.go)
 }
 
 // msg is a message as a client reads it.
@@ -130,8 +139,13 @@ func (m msg) text(field string) string {
 func (w *wsClient) send(channel, msgType string, content any) string {
 	w.t.Helper()
 	id := uuid.NewString()
+	header := map[string]any{"msg_id": id, "msg_type": msgType, "session": "s", "username": "u", "version": "5.3"}
+	if w.v1 {
+		require.NoError(w.t, w.c.WriteMessage(websocket.BinaryMessage, v1Frame(w.t, channel, header, map[string]any{}, map[string]any{}, content)))
+		return id
+	}
 	require.NoError(w.t, w.c.WriteJSON(map[string]any{
-		"channel": channel, "header": map[string]any{"msg_id": id, "msg_type": msgType, "session": "s", "username": "u", "version": "5.3"},
+		"channel": channel, "header": header,
 		"parent_header": map[string]any{}, "metadata": map[string]any{}, "content": content, "buffers": []any{},
 	}))
 	return id
@@ -146,10 +160,15 @@ func (w *wsClient) execute(code string) string {
 func (w *wsClient) read(d time.Duration) (msg, error) {
 	_ = w.c.SetReadDeadline(time.Now().Add(d))
 	var m msg
-	_, b, err := w.c.ReadMessage()
+	typ, b, err := w.c.ReadMessage()
 	if err != nil {
 		return m, err
 	}
+	if w.v1 {
+		require.Equal(w.t, websocket.BinaryMessage, typ, "a v1 connection's frames are binary")
+		return readV1(w.t, b), nil
+	}
+	require.Equal(w.t, websocket.TextMessage, typ, "a JSON connection's frames are text")
 	require.NoError(w.t, json.Unmarshal(b, &m), string(b))
 	require.Equal(w.t, m.Header["msg_id"], m.MsgID, "msg_id repeated at the top")
 	return m, nil

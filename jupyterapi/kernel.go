@@ -46,9 +46,9 @@ func (k *kernel) connections() int {
 
 // broadcast queues an iopub message for every client of the kernel, as Jupyter
 // does: it never blocks (a client that does not read is dropped).
-func (k *kernel) broadcast(frame []byte) {
+func (k *kernel) broadcast(f *outFrame) {
 	for _, c := range k.clientList() {
-		c.queue(frame)
+		c.queue(f)
 	}
 }
 

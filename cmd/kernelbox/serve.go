@@ -80,6 +80,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	nbo.MCP, nbo.Metrics, nbo.Dashboard = mcpHandler(en, log), en.metrics.Handler(), dashboardHandler(&sv.dashboard, log)
 	nbo.Gateway = jupyterapi.New(en.exec, jupyterapi.Options{Logger: log, AllowTyping: sv.gatewayTyping}) // docs/jupyter-gateway.md
 	defer closeGateway(nbo.Gateway, log)
+	registerGatewayMetrics(en.metrics.Registry(), nbo.Gateway.Stats)
 	srv := newHTTPServer(httpapi.New(en.exec, nbo), sv.connIdle)
 	fmt.Fprintf(stdout, "kernelbox serving on %s (backend %s, workspace %s, artifacts %s)\n",
 		sv.listen, en.exec.Backend(), en.ws.Root(), en.ws.ArtifactsDir())

@@ -269,6 +269,7 @@ func TestServeConnCap(t *testing.T) {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			require.Contains(t, string(b), "kernelbox_http_connections_open ")
+			require.Contains(t, string(b), `kernelbox_gateway_clients{kind="started"} 0`, "the Jupyter gateway's metrics")
 			require.Regexp(t, `kernelbox_http_connections_reserve_refused_total [1-9]`, string(b))
 		})
 	}
