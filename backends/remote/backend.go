@@ -36,7 +36,7 @@ type Backend struct {
 	kept      []keptKernel // read by New, taken by Reattach
 	keptErr   error        // why the state file could not be read
 	keptFile  keptfile.Gate
-	stateLock *os.File // held while the backend runs (lockState)
+	stateLock *os.File // held while the backend runs (keptfile.Lock)
 }
 
 var (
@@ -80,13 +80,13 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 			placements: map[*Placement]struct{}{},
 		})
 	}
-	if b.stateLock, err = lockState(opts.StateFile); err != nil {
+	if b.stateLock, err = keptfile.Lock(opts.StateFile); err != nil {
 		b.closeIdle()
 		return nil, fmt.Errorf("remote backend: %w", err)
 	}
 	if err := b.checkAll(ctx); err != nil {
 		b.closeIdle()
-		b.unlockState()
+		keptfile.Unlock(b.stateLock)
 		return nil, fmt.Errorf("remote backend: %w", err)
 	}
 	var skipped []string
@@ -285,7 +285,7 @@ func (b *Backend) Close(ctx context.Context) error {
 	if b.opts.StateFile != "" {
 		b.keptFile.Final(func() { b.writeKept(nil) })
 	}
-	b.unlockState()
+	keptfile.Unlock(b.stateLock)
 	return b.stopChecks(ctx)
 }
 

@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"regexp"
 	"time"
@@ -32,26 +31,10 @@ import (
 )
 
 // ErrStateInUse is returned (wrapped) by New when another backend, in this
-// process or another kernelbox, holds the state file (Options.StateFile): two
-// servers must not share the same sessions' kernels.
-var ErrStateInUse = errors.New("state file in use by a running kernelbox")
-
-// lockState takes the state file's lock (keptfile.Lock) for the backend's life.
-func lockState(path string) (*os.File, error) {
-	f, err := keptfile.Lock(path)
-	if errors.Is(err, keptfile.ErrInUse) {
-		return nil, fmt.Errorf("%w: %s", ErrStateInUse, path)
-	}
-	return f, err
-}
-
-// unlockState lets go of the state file's lock, once the backend has written its
-// last list.
-func (b *Backend) unlockState() {
-	if b.stateLock != nil {
-		_ = b.stateLock.Close()
-	}
-}
+// process or another kernelbox on the host, holds the state file
+// (Options.StateFile, keptfile.Lock): two servers must not share the same
+// sessions.
+var ErrStateInUse = keptfile.ErrInUse
 
 // keptVersion is the state file's format version; another version is refused.
 const keptVersion = 1

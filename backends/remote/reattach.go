@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kernelbox/kernelbox/backends/internal/keptfile"
 	"github.com/kernelbox/kernelbox/backends/internal/kernelfiles"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/jupyter"
@@ -222,7 +223,7 @@ func (b *Backend) Detach(ctx context.Context) error {
 			p.mu.Unlock()
 		}
 	}
-	b.unlockState()
+	keptfile.Unlock(b.stateLock)
 	b.log.Info("remote backend detached: its sessions' kernels are kept for the next start", "kept", kept)
 	return b.stopChecks(ctx)
 }

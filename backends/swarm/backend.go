@@ -70,7 +70,7 @@ type Backend struct {
 	keptFile keptfile.Gate // writes of the state file (keep.go)
 	kept     *keptState
 	keptErr  error
-	// stateLock is held while the backend runs (lockState).
+	// stateLock is held while the backend runs (keptfile.Lock).
 	stateLock *os.File
 	keepDirty chan struct{} // keptChanged -> keepLoop
 	// oldConfigs are a kept instance's configs that New did not use again
@@ -141,13 +141,13 @@ func newBackend(ctx context.Context, cfg config, api swarmAPI) (_ *Backend, err 
 		}
 		return nil, fmt.Errorf("inspect own container %q: %w", cfg.self, err)
 	}
-	if b.stateLock, err = lockState(cfg.stateFile); err != nil {
+	if b.stateLock, err = keptfile.Lock(cfg.stateFile); err != nil {
 		stop()
 		return nil, err
 	}
 	defer func() {
 		if err != nil {
-			b.unlockState()
+			keptfile.Unlock(b.stateLock)
 		}
 	}()
 	spare := b.readKept()
@@ -313,7 +313,7 @@ func (b *Backend) closeAll(ctx context.Context) error {
 	wg.Wait()
 	_, err := b.removeOwned(ctx, b.mine)
 	b.saveKept()
-	b.unlockState()
+	keptfile.Unlock(b.stateLock)
 	errs = append(errs, err, b.api.Close())
 	if err := errors.Join(errs...); err != nil {
 		b.cfg.log.Error("swarm backend closed with errors", "err", err)

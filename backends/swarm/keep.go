@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"io/fs"
 	"net/netip"
-	"os"
 	"regexp"
 	"time"
 
@@ -33,28 +32,11 @@ import (
 	"github.com/kernelbox/kernelbox/internal/statefile"
 )
 
-// ErrStateInUse is returned by New when another running kernelbox holds the state
-// file (Options.StateFile): two servers must not share the same sessions.
-var ErrStateInUse = errors.New("state file in use by a running kernelbox")
-
-// lockState takes the lock of the state file at path (path+".lock", flock), which
-// the backend holds until it ends and the kernel drops with its process, however
-// it ends; another process on the same host (another container with the same
-// volume) that holds it makes ErrStateInUse. No path takes no lock.
-func lockState(path string) (*os.File, error) {
-	f, err := keptfile.Lock(path)
-	if errors.Is(err, keptfile.ErrInUse) {
-		return nil, fmt.Errorf("%w: %s", ErrStateInUse, path)
-	}
-	return f, err
-}
-
-// unlockState lets go of the state file's lock, once the backend has ended.
-func (b *Backend) unlockState() {
-	if b.stateLock != nil {
-		_ = b.stateLock.Close()
-	}
-}
+// ErrStateInUse is returned (wrapped) by New when another backend, in this
+// process or another kernelbox on the host, holds the state file
+// (Options.StateFile, keptfile.Lock): two servers must not share the same
+// sessions.
+var ErrStateInUse = keptfile.ErrInUse
 
 // keptVersion is the state file's format version; another version is refused.
 const keptVersion = 1

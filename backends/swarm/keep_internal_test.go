@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/backends/internal/keptfile"
 	"github.com/kernelbox/kernelbox/egress"
 )
 
@@ -90,15 +91,15 @@ func TestReadKept(t *testing.T) {
 func TestLockState(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "swarm.json")
-	f, err := lockState(path)
+	f, err := keptfile.Lock(path)
 	require.NoError(t, err)
-	_, err = lockState(path)
+	_, err = keptfile.Lock(path)
 	require.ErrorIs(t, err, ErrStateInUse)
 	require.NoError(t, f.Close())
-	f, err = lockState(path)
+	f, err = keptfile.Lock(path)
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
-	f, err = lockState("")
+	f, err = keptfile.Lock("")
 	require.NoError(t, err)
 	assert.Nil(t, f)
 }

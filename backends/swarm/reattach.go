@@ -271,7 +271,7 @@ func (b *Backend) Detach(ctx context.Context) error {
 		held[p.service], held[p.obj.network], held[p.obj.secret] = true, true, true
 	}
 	_, err := b.removeOwned(ctx, func(id string, labels map[string]string) bool { return b.mine(id, labels) && !held[id] })
-	b.unlockState()
+	keptfile.Unlock(b.stateLock)
 	errs = append(errs, err, b.api.Close())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("detach swarm backend: %w", err)

@@ -32,3 +32,11 @@ func Lock(path string) (*os.File, error) {
 	}
 	return f, nil
 }
+
+// Unlock lets go of a lock Lock took (nil: none), once the backend has written
+// its last list.
+func Unlock(f *os.File) {
+	if f != nil {
+		_ = f.Close()
+	}
+}
