@@ -170,4 +170,5 @@ def main():
     print(json.dumps({"ok": True}), flush=True)
 
 
-main()
+if __name__ == "__main__":
+    main()
