@@ -68,6 +68,7 @@ type Proxy struct {
 	used int64 // bytes carried, both ways, live; under mu
 	done bool
 	wg   sync.WaitGroup
+	bufs sync.Pool // copy buffers (*[]byte); see copyIdleFrom
 }
 
 // New returns a proxy enforcing o.Rules.
