@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -33,9 +32,6 @@ const keptVersion = 1
 // keptMarker is the file in a socket root that names the state file listing its
 // containers.
 const keptMarker = ".state-file"
-
-// maxKeptBytes bounds the state file read back.
-const maxKeptBytes = 4 << 20
 
 // keptState is the state file.
 type keptState struct {
@@ -106,19 +102,9 @@ func (k keptContainer) check(socketRoot string) error {
 // is an error: nothing in it is adopted. Records of the wrong shape are dropped
 // and reported in skipped.
 func readKept(path, socketRoot string, self owner) (kept map[string]keptContainer, skipped []string, err error) {
-	if path == "" {
-		return nil, nil, nil
-	}
-	b, err := statefile.Read(path, maxKeptBytes)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, nil
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("read state file: %w", err)
-	}
 	var st keptState
-	if err := json.Unmarshal(b, &st); err != nil {
-		return nil, nil, fmt.Errorf("state file %s is corrupt: %w", path, err)
+	if ok, err := keptfile.Read(path, &st); !ok || err != nil {
+		return nil, nil, err
 	}
 	switch {
 	case st.Version != keptVersion:
@@ -203,7 +189,7 @@ func keptElsewhere(id, sockDir string, files map[string]map[string]bool) bool {
 	ids, ok := files[path]
 	if !ok {
 		ids = map[string]bool{}
-		if data, err := statefile.Read(path, maxKeptBytes); err == nil {
+		if data, err := statefile.Read(path, keptfile.MaxBytes); err == nil {
 			var st keptState
 			if json.Unmarshal(data, &st) == nil && st.Version == keptVersion {
 				for _, k := range st.Containers {

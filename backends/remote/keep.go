@@ -14,10 +14,7 @@ package remote
 // kernels back.
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"path"
 	"regexp"
 	"time"
@@ -27,7 +24,6 @@ import (
 	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/backends/internal/keptfile"
 	"github.com/kernelbox/kernelbox/executor"
-	"github.com/kernelbox/kernelbox/internal/statefile"
 )
 
 // ErrStateInUse is returned (wrapped) by New when another backend, in this
@@ -38,9 +34,6 @@ var ErrStateInUse = keptfile.ErrInUse
 
 // keptVersion is the state file's format version; another version is refused.
 const keptVersion = 1
-
-// maxKeptBytes bounds the state file read back.
-const maxKeptBytes = 4 << 20
 
 // keptState is the state file.
 type keptState struct {
@@ -89,19 +82,9 @@ func (k keptKernel) check() error {
 // format) is an error: nothing in it is taken back. Records of the wrong shape
 // are dropped and reported in skipped.
 func readKept(path string) (kept []keptKernel, skipped []string, err error) {
-	if path == "" {
-		return nil, nil, nil
-	}
-	b, err := statefile.Read(path, maxKeptBytes)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, nil
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("read state file: %w", err)
-	}
 	var st keptState
-	if err := json.Unmarshal(b, &st); err != nil {
-		return nil, nil, fmt.Errorf("state file %s is corrupt: %w", path, err)
+	if ok, err := keptfile.Read(path, &st); !ok || err != nil {
+		return nil, nil, err
 	}
 	if st.Version != keptVersion {
 		return nil, nil, fmt.Errorf("state file %s has format %d, this kernelbox reads %d", path, st.Version, keptVersion)

@@ -15,10 +15,7 @@ package swarm
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"net/netip"
 	"regexp"
 	"time"
@@ -29,7 +26,6 @@ import (
 	"github.com/kernelbox/kernelbox/backends/internal/keptfile"
 	"github.com/kernelbox/kernelbox/egress"
 	"github.com/kernelbox/kernelbox/executor"
-	"github.com/kernelbox/kernelbox/internal/statefile"
 )
 
 // ErrStateInUse is returned (wrapped) by New when another backend, in this
@@ -40,9 +36,6 @@ var ErrStateInUse = keptfile.ErrInUse
 
 // keptVersion is the state file's format version; another version is refused.
 const keptVersion = 1
-
-// maxKeptBytes bounds the state file read back.
-const maxKeptBytes = 4 << 20
 
 // keptState is the state file.
 type keptState struct {
@@ -123,19 +116,9 @@ func (k keptService) check() error {
 // an error: nothing in it is adopted. Records of the wrong shape are dropped and
 // reported in skipped.
 func readKept(path, owner string) (st *keptState, skipped []string, err error) {
-	if path == "" {
-		return nil, nil, nil
-	}
-	data, err := statefile.Read(path, maxKeptBytes)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, nil
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("read state file: %w", err)
-	}
 	st = &keptState{}
-	if err := json.Unmarshal(data, st); err != nil {
-		return nil, nil, fmt.Errorf("state file %s is corrupt: %w", path, err)
+	if ok, err := keptfile.Read(path, st); !ok || err != nil {
+		return nil, nil, err
 	}
 	switch {
 	case st.Version != keptVersion:

@@ -7,6 +7,9 @@ package keptfile
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
 	"log/slog"
 	"sync"
 
@@ -34,6 +37,29 @@ func (g *Gate) Final(write func()) {
 	defer g.mu.Unlock()
 	write()
 	g.final = true
+}
+
+// MaxBytes bounds a state file read back.
+const MaxBytes = 4 << 20
+
+// Read decodes the state file at path into st. A missing file (or no path) is no
+// state: false and no error. Any other failure (unreadable, a link, over
+// MaxBytes, not JSON) is an error: nothing in it may be taken back.
+func Read(path string, st any) (bool, error) {
+	if path == "" {
+		return false, nil
+	}
+	b, err := statefile.Read(path, MaxBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read state file: %w", err)
+	}
+	if err := json.Unmarshal(b, st); err != nil {
+		return false, fmt.Errorf("state file %s is corrupt: %w", path, err)
+	}
+	return true, nil
 }
 
 // Write stores state as JSON in path (0600, replaced atomically, synced). When it
