@@ -88,6 +88,11 @@ func (t *taps) send(w Watched) {
 	if w.Kind == WatchClosed {
 		t.done = true
 	}
+	if len(t.fns) == 0 {
+		// The usual case, on every event of every call: nothing to copy.
+		t.mu.Unlock()
+		return
+	}
 	fns := make([]func(Watched), 0, len(t.fns))
 	for _, fn := range t.fns {
 		fns = append(fns, fn)
