@@ -2,6 +2,8 @@ package executor_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -113,6 +115,7 @@ def slow():
         f.flush()
         time.sleep(2)  # idle but open: only its open descriptor says it is not done
         f.write(b'y' * (20 << 20))
+    open('slow.done', 'w').close()  # outside outputs/: the test waits for it
 threading.Thread(target=late).start()
 threading.Thread(target=slow).start()`)
 	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
@@ -144,7 +147,11 @@ threading.Thread(target=slow).start()`)
 	require.Equal(t, 1, reported, "big.bin, partial and then unchanged, is reported once")
 	require.True(t, late, "call 2 reports late.txt")
 
-	time.Sleep(2 * time.Second) // the writer is done
+	// The writer is done: wait for its mark rather than for a time (in CI, under load,
+	// its second write was still going 2 s after call 2).
+	done := filepath.Join(e.WS.Root(), "sessions", "bg", "slow.done")
+	require.Eventually(t, func() bool { _, err := os.Lstat(done); return err == nil }, 2*time.Minute, 50*time.Millisecond,
+		"the writer thread never finished")
 	r = e.run(t, "bg", "2")
 	t.Logf("call 3: artifacts %+v notes %q", r.Artifacts, r.Notes)
 	require.Len(t, r.Artifacts, 1)
