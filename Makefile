@@ -16,12 +16,11 @@ demo: setup image
 
 # Everything CI runs: formatting, vet, the race-enabled tests (real Jupyter Server and,
 # where a daemon is reachable, real Docker) and a short benchmark so it cannot rot.
-# scripts/gotest.sh runs the Go tests: one package at a time (-p 1) in the main lane,
-# because the integration tests start real kernels, containers and a browser and check
-# time bounds (on the 2-core machine, any two packages at once made kernel and
-# container starts 3x slower), and the swarm backend's package, which runs a lab of
-# its own, in a second lane beside them. Tests inside a package still run in parallel.
-# KERNELBOX_TEST_BESIDE="" runs everything in one lane.
+# scripts/gotest.sh runs the Go tests one package at a time (-p 1): the integration
+# tests start real kernels, containers and a browser and check time bounds, and on the
+# 2-core machine two such packages at once made kernel and container starts up to 3x
+# slower and saved no time (measured in the script's comment). Tests inside a package
+# still run in parallel. It prints the slowest tests at the end.
 test: setup image vet pytest
 	GO=$(GO) bash scripts/gotest.sh
 	@began=$$(date +%s) && $(GO) run ./cmd/kernelbox bench --short --backends $(BENCH_BACKENDS) --scenarios $(BENCH_SHORT) && \
