@@ -115,12 +115,12 @@ func TestStalledReader(t *testing.T) {
 	assert.LessOrEqual(t, ms, mb+mb/10+100*time.Millisecond, "a stalled reader slowed the call in three rounds")
 }
 
-// stallRound runs the 10 MiB cell 5 times with no reader and 5 times with a stalled
-// one, alternating, checks every Result, and returns the two medians. n counts the
-// session's calls.
+// stallRound runs the 10 MiB cell stallRuns times with a reading reader and as
+// many times with a stalled one, alternating, checks every Result, and returns the
+// two medians. n counts the session's calls.
 func stallRound(t *testing.T, srv *httptest.Server, n *int) (base, stalled time.Duration) {
 	t.Helper()
-	const runs = 5
+	const runs = stallRuns
 	var bs, ss []time.Duration
 	for i := range 2 * runs {
 		var drained chan error
