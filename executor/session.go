@@ -296,6 +296,10 @@ func (s *session) fromPool(ctx context.Context) (bool, error) {
 			return false, err
 		}
 	}
+	// Counted as a running call, so that the pool's refill (a kernel start, which
+	// takes a core) waits for the restore instead of slowing it (pool.awaitTurn).
+	s.e.running.Add(1)
+	defer s.e.running.Add(-1)
 	ws, k := p.takeFiles(ctx, s.id)
 	if k == nil {
 		return false, nil
