@@ -31,7 +31,7 @@ type Executor struct {
 	pools     map[string]*pool     // by template name; read-only after New
 	refill    chan struct{}        // a token per warm kernel being started: one at a time per executor
 	starting  chan struct{}        // a token per kernel starting (Options.MaxStarting); nil: no limit
-	running   atomic.Int64         // calls running now; warm refills wait for 0
+	running   atomic.Int64         // calls and warm resumes running now; warm refills wait for 0
 
 	mu       sync.Mutex
 	sessions map[string]*session

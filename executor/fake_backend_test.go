@@ -25,6 +25,7 @@ type fakeBackend struct {
 	script *fakeScript
 	lossy  bool // placements report loss (LossReporter) and its reason (Diagnoser)
 	sync   bool // placements are FileSyncers
+	dirs   bool // placements are SessionDirers: their kernels can hibernate
 	// closeDelay is how long a placement's Close takes, as a real kernel's
 	// shutdown does (a few hundred ms on local, seconds on docker).
 	closeDelay time.Duration
@@ -73,6 +74,8 @@ func (b *fakeBackend) Open(ctx context.Context, spec executor.SessionSpec) (exec
 	switch {
 	case b.lossy:
 		return &lossyPlacement{p}, nil
+	case b.dirs:
+		return &dirPlacement{p}, nil
 	case b.sync:
 		sp := &syncingPlacement{fakePlacement: p}
 		if b.syncing == nil {

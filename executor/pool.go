@@ -62,6 +62,23 @@ func (p *pool) start() {
 // take hands a warm kernel to session id, or returns nil when none is ready (or the
 // session's directory already exists, so the warm one cannot be renamed to it).
 func (p *pool) take(ctx context.Context, id string) (*workspace.Session, *kernel) {
+	return p.takeWith(ctx, id, p.e.opts.Workspace.Adopt)
+}
+
+// takeFiles hands a warm kernel to session id whose directory exists (a hibernated
+// or forked session's): the session's files move into the warm directory, which
+// takes the session's name (workspace.Manager.AdoptFiles). It returns nil when none
+// is ready or the files cannot move (an entry in both, sessions with disks of their
+// own): the warm kernel then stays in the pool and the session starts its own.
+func (p *pool) takeFiles(ctx context.Context, id string) (*workspace.Session, *kernel) {
+	return p.takeWith(ctx, id, p.e.opts.Workspace.AdoptFiles)
+}
+
+// takeWith takes the first live warm kernel and gives its directory to session id
+// with adopt. A warm kernel whose adopt failed goes back to the pool, unless the
+// failure left some of the session's files in its directory (workspace.ErrStranded):
+// then its kernel is stopped and the directory kept.
+func (p *pool) takeWith(ctx context.Context, id string, adopt func(*workspace.Session, string) (*workspace.Session, error)) (*workspace.Session, *kernel) {
 	defer p.poke()
 	for {
 		p.mu.Lock()
@@ -76,10 +93,19 @@ func (p *pool) take(ctx context.Context, id string) (*workspace.Session, *kernel
 			p.discard(w)
 			continue
 		}
-		ws, err := p.e.opts.Workspace.Adopt(w.ws, id)
+		ws, err := adopt(w.ws, id)
+		if errors.Is(err, workspace.ErrStranded) {
+			p.e.log.Error("warm pool: a session's files could not all be put back; the warm kernel is stopped and its directory kept",
+				"session", id, "warm", w.ws.ID(), "err", err)
+			_ = w.k.shutdown(context.WithoutCancel(ctx), p.e.opts.ShutdownTimeout)
+			_ = w.ws.Close()
+			return nil, nil
+		}
 		if err != nil {
 			// The session's directory exists already (an earlier session with
-			// this id left files): give the kernel back and start normally.
+			// this id left files), or its files cannot move into the warm one:
+			// give the kernel back and start normally.
+			p.e.log.Debug("warm pool: not used for the session", "session", id, "err", err)
 			p.mu.Lock()
 			p.ready = append(p.ready, w)
 			p.mu.Unlock()

@@ -218,13 +218,8 @@ func (s *session) ensureKernel(j *job) error {
 	if ok, err := s.kernelReady(ctx); ok || err != nil {
 		return err
 	}
-	if p := s.e.pools[s.tmpl.Name]; s.k == nil && s.ws == nil && p != nil && s.sleep == nil {
-		if ws, k := p.take(ctx, s.id); k != nil {
-			s.ws = ws
-			s.everAlive = true
-			s.setKernel(k)
-			return nil
-		}
+	if ok, err := s.fromPool(ctx); ok || err != nil {
+		return err
 	}
 	if err := s.openWorkspace(); err != nil {
 		return err
@@ -274,6 +269,48 @@ func (s *session) ensureKernel(j *job) error {
 		s.restore(ctx)
 	}
 	return nil
+}
+
+// fromPool gives the session a warm kernel of its template's pool when one is
+// ready and the session has neither kernel nor directory open: a new session takes
+// it with its warm directory; a hibernated (or forked) one takes it with its own
+// files moved into that directory, and its snapshot is restored there, as after a
+// cold start. It reports false when the session has to start a kernel of its own.
+func (s *session) fromPool(ctx context.Context) (bool, error) {
+	p := s.e.pools[s.tmpl.Name]
+	if p == nil || s.k != nil || s.ws != nil {
+		return false, nil
+	}
+	if s.sleep == nil {
+		ws, k := p.take(ctx, s.id)
+		if k == nil {
+			return false, nil
+		}
+		s.ws = ws
+		s.everAlive = true
+		s.setKernel(k)
+		return true, nil
+	}
+	if s.asleep.Load() {
+		if err := s.e.roomToWake(s.id); err != nil {
+			return false, err
+		}
+	}
+	// Counted as a running call, so that the pool's refill (a kernel start, which
+	// takes a core) waits for the restore instead of slowing it (pool.awaitTurn).
+	s.e.running.Add(1)
+	defer s.e.running.Add(-1)
+	ws, k := p.takeFiles(ctx, s.id)
+	if k == nil {
+		return false, nil
+	}
+	s.ws = ws
+	s.noteEvicted(ws)
+	s.everAlive = true
+	s.setKernel(k)
+	s.setState(api.StateRestoring)
+	s.restore(ctx)
+	return true, nil
 }
 
 // openWorkspace opens the session directory unless the warm pool already did.

@@ -68,6 +68,21 @@ var (
 	// same Manager, or that was already adopted or closed.
 	ErrNotWarm = errors.New("not a warm session")
 
+	// ErrConflict means AdoptFiles found an entry of the same name in the warm
+	// directory and in the session's directory (other than an empty directory of
+	// the warm one, which the session's entry replaces, and the template's data
+	// copies under data/); nothing was moved.
+	ErrConflict = errors.New("the warm directory and the session's hold an entry of the same name")
+
+	// ErrOwnDisk means AdoptFiles was refused because each session directory is a
+	// disk of its own (Options.DiskQuota): moving the files would be copying them.
+	ErrOwnDisk = errors.New("session directories are disks of their own")
+
+	// ErrStranded means an AdoptFiles that failed could not put every entry back:
+	// some of the session's files are still in the warm directory, which must not
+	// be removed (the error names both directories).
+	ErrStranded = errors.New("files left in the warm directory")
+
 	// ErrInvalidPath means a requested artifact path is empty, absolute, contains a
 	// "." or ".." element, or leads through a symbolic link.
 	ErrInvalidPath = errors.New("invalid artifact path")

@@ -109,6 +109,7 @@ func (r *runner) durableSizes(ctx context.Context) ([]Row, error) {
 		name = "big"
 		tmpl = append(tmpl, executor.Template{Name: name, Description: "4 GiB of memory, for the 1 GiB namespace", Memory: durableMemory})
 	}
+	tmpl = append(tmpl, warmTemplate(r.spec.Containers))
 	e, ws, err := r.newExecutorWith(ctx, func(o *executor.Options) { o.Templates = tmpl })
 	if err != nil {
 		return nil, err
@@ -124,6 +125,15 @@ func (r *runner) durableSizes(ctx context.Context) ([]Row, error) {
 			got = []Row{{Name: fmt.Sprintf("%s: hibernate + resume %s", r.backend, sz.label),
 				Note: "NOT MEASURED: " + clipNote(err.Error())}}
 			bad = append(bad, fmt.Errorf("%s: %w", sz.label, err))
+		}
+		rows = append(rows, got...)
+	}
+	for i, sz := range warmSizes(r.c.Short) {
+		got, err := r.warmResumeOne(ctx, e, fmt.Sprintf("warm%d", i), sz)
+		if err != nil {
+			got = []Row{{Name: fmt.Sprintf("%s: resume %s (warm kernel + restore)", r.backend, sz.label),
+				Note: "NOT MEASURED: " + clipNote(err.Error())}}
+			bad = append(bad, fmt.Errorf("%s, warm: %w", sz.label, err))
 		}
 		rows = append(rows, got...)
 	}

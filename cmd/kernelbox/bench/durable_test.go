@@ -78,4 +78,9 @@ func TestDurableOnlyWhenNamed(t *testing.T) {
 	require.Len(t, durableSizes(true), 2)
 	require.Len(t, durableSizes(false), 4)
 	require.Contains(t, durableSizes(false)[2].build, "1024 * 2**20 // 8")
+	require.Len(t, warmSizes(true), 1)
+	require.Len(t, warmSizes(false), 2)
+	require.Equal(t, 1, warmTemplate(false).Warm, "the warm resume rows need a pool")
+	require.Zero(t, warmTemplate(false).Memory)
+	require.Equal(t, int64(1<<30), warmTemplate(true).Memory)
 }
