@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 )
 
@@ -163,21 +164,9 @@ func (r *runner) hibernateOne(ctx context.Context, e *executor.Executor, id, tmp
 		return nil, fmt.Errorf("hibernate: the session reports no snapshot (state %s)", info.State)
 	}
 	snap := *info.Snapshot
-	t0 = time.Now()
-	res, err := e.Resume(ctx, id)
-	resume := time.Since(t0)
+	res, resume, err := r.resumeChecked(ctx, e, req(sz.digest), before.Result)
 	if err != nil {
-		return nil, fmt.Errorf("resume: %w", err)
-	}
-	if res.StateRestored == nil || res.StateLost {
-		return nil, fmt.Errorf("resume: nothing restored (lost: %v, %s)", res.StateLost, res.Reason)
-	}
-	after, _, err := r.exec(ctx, e, req(sz.digest))
-	if err != nil {
-		return nil, fmt.Errorf("digest after: %w", err)
-	}
-	if after.Result != before.Result {
-		return nil, fmt.Errorf("the restored namespace differs: digest %s before, %s after", before.Result, after.Result)
+		return nil, err
 	}
 	save := time.Duration(snap.TookMS) * time.Millisecond
 	restore := time.Duration(res.StateRestored.TookMS) * time.Millisecond
@@ -198,4 +187,27 @@ func clipNote(s string) string {
 		return s[:300] + "..."
 	}
 	return s
+}
+
+// resumeChecked resumes the hibernated session of digest (a request running the
+// namespace's digest code), then checks that something was restored and that the
+// digest is want. It returns the resume's answer and how long the resume took.
+func (r *runner) resumeChecked(ctx context.Context, e *executor.Executor, digest executor.Request, want string) (api.ResumeResult, time.Duration, error) {
+	t0 := time.Now()
+	res, err := e.Resume(ctx, digest.SessionID)
+	took := time.Since(t0)
+	if err != nil {
+		return res, took, fmt.Errorf("resume: %w", err)
+	}
+	if res.StateRestored == nil || res.StateLost {
+		return res, took, fmt.Errorf("resume: nothing restored (lost: %v, %s)", res.StateLost, res.Reason)
+	}
+	after, _, err := r.exec(ctx, e, digest)
+	if err != nil {
+		return res, took, fmt.Errorf("digest after: %w", err)
+	}
+	if after.Result != want {
+		return res, took, fmt.Errorf("the restored namespace differs: digest %s before, %s after", want, after.Result)
+	}
+	return res, took, nil
 }

@@ -59,21 +59,9 @@ func (r *runner) warmResumeOne(ctx context.Context, e *executor.Executor, id str
 		if err := waitWarmReady(ctx, e); err != nil {
 			return nil, err
 		}
-		t0 := time.Now()
-		res, err := e.Resume(ctx, id)
-		took := time.Since(t0)
+		res, took, err := r.resumeChecked(ctx, e, req(sz.digest), before.Result)
 		if err != nil {
-			return nil, fmt.Errorf("resume: %w", err)
-		}
-		if res.StateRestored == nil || res.StateLost {
-			return nil, fmt.Errorf("resume: nothing restored (lost: %v, %s)", res.StateLost, res.Reason)
-		}
-		after, _, err := r.exec(ctx, e, req(sz.digest))
-		if err != nil {
-			return nil, fmt.Errorf("digest after: %w", err)
-		}
-		if after.Result != before.Result {
-			return nil, fmt.Errorf("the restored namespace differs: digest %s before, %s after", before.Result, after.Result)
+			return nil, err
 		}
 		took50 = append(took50, ms(took))
 		restoreMS = max(restoreMS, res.StateRestored.TookMS)
