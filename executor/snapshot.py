@@ -127,7 +127,30 @@ def _kb_why(e):
     return s if len(s) <= 300 else s[:300] + "…"
 
 
+# The temporary names of a session's snapshot and checkpoint (executor's SnapshotFile and
+# CheckpointFile) while they are written.
+_KB_TEMPS = (".kernelbox-snapshot.tmp-", ".kernelbox-checkpoint.tmp-")
+
+
+def _kb_sweep(path):
+    """Removes the half files a writer killed mid-save left beside path (a kernel killed
+    with kernelbox, an OOM): only the session's one kernel writes there, and it is not
+    writing now, so each is stale; left, it would hold disk against the session's quota."""
+    d = os.path.dirname(path) or "."
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return
+    for n in names:
+        if n.startswith(_KB_TEMPS):
+            try:
+                os.unlink(os.path.join(d, n))  # a link is removed, never followed
+            except OSError:
+                pass
+
+
 def _kb_save(path, limit):
+    _kb_sweep(path)
     try:
         import dill
     except ImportError as e:
@@ -282,6 +305,7 @@ def _kb_read_v1(data):
 
 
 def _kb_load(path):
+    _kb_sweep(path)
     try:
         import dill
     except ImportError as e:
