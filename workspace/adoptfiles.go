@@ -81,7 +81,7 @@ func (m *Manager) adoptFilesLocked(s *Session, id string) (*Session, string, err
 		return nil, "", wrap(err)
 	}
 	defer old.Close()
-	mv, err := newMover(m.sessions, old, s.root)
+	mv, err := newMover(m.sessions, old, s.root, m.adoptRename)
 	if err != nil {
 		return nil, "", wrap(err)
 	}
@@ -128,13 +128,19 @@ func (m *Manager) adoptFilesLocked(s *Session, id string) (*Session, string, err
 // to undo each step. Every operation is by directory descriptor and single name.
 type mover struct {
 	sessions, old, warm *os.File
+	renameAt            func(from int, name string, to int, newName string) error
 	steps               []func() error // undo, last first
 	moved               int
 	trash               string // where the session's data copies went ("" if nowhere)
 }
 
-func newMover(sessions, old, warm *os.Root) (*mover, error) {
-	var mv mover
+// newMover returns a mover from old into warm, both under sessions, that renames
+// with renameAt (nil: renameNoReplace).
+func newMover(sessions, old, warm *os.Root, renameAt func(int, string, int, string) error) (*mover, error) {
+	mv := mover{renameAt: renameAt}
+	if mv.renameAt == nil {
+		mv.renameAt = renameNoReplace
+	}
 	var err error
 	if mv.sessions, err = sessions.Open("."); err != nil {
 		return nil, err
@@ -205,11 +211,11 @@ func (mv *mover) moveEntry(from, to int, name string, top bool) error {
 
 // rename renames and records the way back.
 func (mv *mover) rename(from int, name string, to int, newName string) error {
-	if err := renameNoReplace(from, name, to, newName); err != nil {
+	if err := mv.renameAt(from, name, to, newName); err != nil {
 		return &fs.PathError{Op: "rename", Path: name, Err: err}
 	}
 	mv.moved++
-	mv.steps = append(mv.steps, func() error { return renameNoReplace(to, newName, from, name) })
+	mv.steps = append(mv.steps, func() error { return mv.renameAt(to, newName, from, name) })
 	return nil
 }
 

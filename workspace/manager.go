@@ -75,6 +75,11 @@ type Manager struct {
 	// see them.
 	noWriterScan bool
 
+	// adoptRename is the rename AdoptFiles moves entries with and puts them back
+	// with (adoptfiles.go); nil means renameNoReplace. Tests set it to make chosen
+	// renames fail, as an I/O error would.
+	adoptRename func(from int, name string, to int, newName string) error
+
 	// disks are the per-session disks (disk.go); nil without DiskQuota.
 	disks *disks
 
