@@ -94,7 +94,7 @@ func (m *Manager) adoptFilesLocked(s *Session, id string) (*Session, string, err
 		if uerr := mv.undo(); uerr != nil {
 			m.log.Error("a failed resume could not put the session's files back: some are in the warm directory",
 				"session", id, "warm", s.id, "err", uerr)
-			return nil, "", wrap(fmt.Errorf("%w (%s): %w; putting back: %w", ErrStranded, filepath.Join(m.sessionsDir, s.id), err, uerr))
+			return nil, "", wrap(fmt.Errorf("%w (%s): %w; undoing: %w", ErrStranded, filepath.Join(m.sessionsDir, s.id), err, uerr))
 		}
 		return nil, "", wrap(err)
 	}
@@ -215,7 +215,12 @@ func (mv *mover) rename(from int, name string, to int, newName string) error {
 		return &fs.PathError{Op: "rename", Path: name, Err: err}
 	}
 	mv.moved++
-	mv.steps = append(mv.steps, func() error { return mv.renameAt(to, newName, from, name) })
+	mv.steps = append(mv.steps, func() error {
+		if err := mv.renameAt(to, newName, from, name); err != nil {
+			return &fs.PathError{Op: "put back", Path: name, Err: err}
+		}
+		return nil
+	})
 	return nil
 }
 

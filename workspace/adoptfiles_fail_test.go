@@ -73,6 +73,9 @@ func TestAdoptFilesStranded(t *testing.T) {
 			assert.Contains(t, err.Error(), warm.Dir(), "the error names the warm directory")
 			stranded := faults.stranded()
 			require.Len(t, stranded, tc.strand)
+			for _, name := range stranded {
+				assert.Contains(t, err.Error(), "put back "+name+":", "the error names what is stranded")
+			}
 			t.Logf("moved %q, stranded %q: %v", faults.moved, stranded, err)
 
 			// Every file of the session is in exactly one of the two places.
