@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -142,4 +143,44 @@ func TestAdoptFilesMoveFailsUndone(t *testing.T) {
 	require.NoError(t, err, "the warm session is still warm")
 	assert.Equal(t, "old output", readFile(t, filepath.Join(s.Dir(), "outputs", "old.txt")))
 	require.NoError(t, s.Close())
+}
+
+// A session whose data/ is a symbolic link or a file, while the warm directory has
+// a data/ of the template's copies, is ErrConflict with everything back: the link
+// is not followed (its target is left alone), nothing is merged.
+func TestAdoptFilesDataNotADirectory(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		make func(t *testing.T, data string)
+	}{
+		{"link", func(t *testing.T, data string) {
+			target := t.TempDir()
+			writeFile(t, filepath.Join(target, "elsewhere.txt"), "not the session's")
+			require.NoError(t, os.Symlink(target, data))
+		}},
+		{"file", func(t *testing.T, data string) { writeFile(t, data, "a file named data") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m := newManager(t, nil)
+			s := openSession(t, m, "sleeper")
+			dir := s.Dir()
+			writeFile(t, filepath.Join(dir, "outputs", "old.txt"), "old output")
+			tc.make(t, filepath.Join(dir, "data"))
+			require.NoError(t, s.Close())
+			warm, err := m.Warm()
+			require.NoError(t, err)
+			require.NoError(t, warm.AddData("ds", hostDataDir(t, "warm copy"), 0))
+			before, warmBefore := treeOf(t, dir), treeOf(t, warm.Dir())
+
+			_, err = m.AdoptFiles(warm, "sleeper")
+			require.ErrorIs(t, err, ErrConflict)
+			require.NotErrorIs(t, err, ErrStranded)
+			assert.Contains(t, err.Error(), `"data"`)
+			assert.Equal(t, before, treeOf(t, dir), "the session's files are back")
+			assert.Equal(t, warmBefore, treeOf(t, warm.Dir()), "the warm directory is as it was")
+			require.NoError(t, warm.Close())
+		})
+	}
 }
