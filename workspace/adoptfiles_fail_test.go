@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/kernelbox/kernelbox/internal/paths"
 )
 
 // renameFaults is a Manager.adoptRename that fails chosen renames with EIO: the
@@ -147,40 +149,51 @@ func TestAdoptFilesMoveFailsUndone(t *testing.T) {
 
 // A session whose data/ is a symbolic link or a file, while the warm directory has
 // a data/ of the template's copies, is ErrConflict with everything back: the link
-// is not followed (its target is left alone), nothing is merged.
+// is not followed (its target is left alone), nothing is merged. Both ways paths
+// opens are tried (openat2, and the walk of kernels without it): they tell a link
+// apart differently (ENOTDIR or ErrLinkInPath).
 func TestAdoptFilesDataNotADirectory(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name string
-		make func(t *testing.T, data string)
-	}{
-		{"link", func(t *testing.T, data string) {
-			target := t.TempDir()
-			writeFile(t, filepath.Join(target, "elsewhere.txt"), "not the session's")
-			require.NoError(t, os.Symlink(target, data))
-		}},
-		{"file", func(t *testing.T, data string) { writeFile(t, data, "a file named data") }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			m := newManager(t, nil)
-			s := openSession(t, m, "sleeper")
-			dir := s.Dir()
-			writeFile(t, filepath.Join(dir, "outputs", "old.txt"), "old output")
-			tc.make(t, filepath.Join(dir, "data"))
-			require.NoError(t, s.Close())
-			warm, err := m.Warm()
-			require.NoError(t, err)
-			require.NoError(t, warm.AddData("ds", hostDataDir(t, "warm copy"), 0))
-			before, warmBefore := treeOf(t, dir), treeOf(t, warm.Dir())
-
-			_, err = m.AdoptFiles(warm, "sleeper")
-			require.ErrorIs(t, err, ErrConflict)
-			require.NotErrorIs(t, err, ErrStranded)
-			assert.Contains(t, err.Error(), `"data"`)
-			assert.Equal(t, before, treeOf(t, dir), "the session's files are back")
-			assert.Equal(t, warmBefore, treeOf(t, warm.Dir()), "the warm directory is as it was")
-			require.NoError(t, warm.Close())
-		})
+	// Not parallel: the walk case changes how paths opens, for the whole process.
+	for _, open := range []string{"openat2", "walk"} {
+		for _, tc := range []struct {
+			name string
+			make func(t *testing.T, data string)
+		}{
+			{"link", func(t *testing.T, data string) {
+				target := t.TempDir()
+				writeFile(t, filepath.Join(target, "elsewhere.txt"), "not the session's")
+				require.NoError(t, os.Symlink(target, data))
+			}},
+			{"file", func(t *testing.T, data string) { writeFile(t, data, "a file named data") }},
+		} {
+			t.Run(open+"/"+tc.name, func(t *testing.T) {
+				if open == "walk" {
+					defer paths.UseWalk()()
+				}
+				adoptDataNotADirectory(t, tc.make)
+			})
+		}
 	}
+}
+
+func adoptDataNotADirectory(t *testing.T, makeData func(t *testing.T, data string)) {
+	t.Helper()
+	m := newManager(t, nil)
+	s := openSession(t, m, "sleeper")
+	dir := s.Dir()
+	writeFile(t, filepath.Join(dir, "outputs", "old.txt"), "old output")
+	makeData(t, filepath.Join(dir, "data"))
+	require.NoError(t, s.Close())
+	warm, err := m.Warm()
+	require.NoError(t, err)
+	require.NoError(t, warm.AddData("ds", hostDataDir(t, "warm copy"), 0))
+	before, warmBefore := treeOf(t, dir), treeOf(t, warm.Dir())
+
+	_, err = m.AdoptFiles(warm, "sleeper")
+	require.ErrorIs(t, err, ErrConflict)
+	require.NotErrorIs(t, err, ErrStranded)
+	assert.Contains(t, err.Error(), `"data"`)
+	assert.Equal(t, before, treeOf(t, dir), "the session's files are back")
+	assert.Equal(t, warmBefore, treeOf(t, warm.Dir()), "the warm directory is as it was")
+	require.NoError(t, warm.Close())
 }
