@@ -230,18 +230,21 @@ func (mv *mover) rename(from int, name string, to int, newName string) error {
 // emptied-of-the-rest data/ to a trash name in sessions/. merged is false when
 // the session's data/ is not a directory.
 func (mv *mover) mergeData(from, to int) (merged bool, err error) {
-	src, err := openDirAt(from, "data")
-	if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
-		return false, nil
+	const dirFlags = unix.O_RDONLY | unix.O_DIRECTORY
+	srcFD, err := paths.OpenBeneath(from, "data", dirFlags)
+	if errors.Is(err, unix.ENOTDIR) || errors.Is(err, paths.ErrLinkInPath) {
+		return false, nil // a file or a link: not merged, not followed
 	}
 	if err != nil {
 		return false, &fs.PathError{Op: "open", Path: "data", Err: err}
 	}
+	src := os.NewFile(uintptr(srcFD), "data")
 	defer src.Close()
-	dst, err := openDirAt(to, "data")
+	dstFD, err := paths.OpenBeneath(to, "data", dirFlags)
 	if err != nil {
 		return false, &fs.PathError{Op: "open", Path: "data", Err: err}
 	}
+	dst := os.NewFile(uintptr(dstFD), "data")
 	defer dst.Close()
 	names, err := src.Readdirnames(-1)
 	if err != nil {
@@ -277,15 +280,6 @@ func (mv *mover) undo() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// openDirAt opens the directory name in dir without following a link.
-func openDirAt(dir int, name string) (*os.File, error) {
-	f, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	return os.NewFile(uintptr(f), name), nil
 }
 
 // remakeDir makes the empty directory name in dir again, with st's mode and,
