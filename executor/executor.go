@@ -43,6 +43,11 @@ type Executor struct {
 	wg   sync.WaitGroup
 
 	keep *keeper // the state file's writer (keepstate.go); nil without Options.StateDir
+
+	// adoptFiles moves a hibernated session's files into a warm directory for
+	// the pools (pool.takeFiles); nil means Options.Workspace.AdoptFiles. Tests
+	// set it (export_test.go) to make the move fail as the workspace can.
+	adoptFiles func(*workspace.Session, string) (*workspace.Session, error)
 }
 
 // New returns an executor. It starts no kernel until the first call (or, with

@@ -2,8 +2,10 @@ package executor_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 
 	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/workspace"
 )
 
 // newFakeResumeEnv is a fake executor whose sessions can hibernate, with a template
@@ -92,6 +95,61 @@ func TestFakeResumeFallsBackCold(t *testing.T) {
 	require.Equal(t, "session's", readFileT(t, filepath.Join(dir, "clash")))
 	require.Equal(t, "warm's", readFileT(t, filepath.Join(ready.spec.Dir, "clash")))
 	require.Equal(t, "kept", readFileT(t, filepath.Join(dir, "outputs", "kept.txt")))
+}
+
+// When the files cannot all be put back after a failed move into the warm
+// directory (workspace.ErrStranded), the warm kernel is stopped rather than given
+// back to the pool, its directory (which holds the stranded files) is kept, and the
+// session starts a kernel of its own, on which its call runs. The pool refills and
+// serves the next session.
+func TestFakeResumeStranded(t *testing.T) {
+	e, b, ready := newFakeResumeEnv(t, "sleeper")
+	dir := filepath.Join(e.WS.Root(), "sessions", "sleeper")
+	var adopts atomic.Int32
+	executor.SetAdoptFiles(e.Executor, func(warm *workspace.Session, id string) (*workspace.Session, error) {
+		adopts.Add(1)
+		// As a failed undo leaves it: one of the session's files in the warm directory.
+		if err := os.Rename(filepath.Join(dir, "outputs", "kept.txt"), filepath.Join(warm.Dir(), "kept.txt")); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("adopt the files of %q into warm session %s: %w (%s)", id, warm.ID(), workspace.ErrStranded, warm.Dir())
+	})
+	cold := func() int {
+		n := 0
+		for _, p := range b.placements() {
+			if !p.spec.Warm {
+				n++
+			}
+		}
+		return n
+	}
+	coldBefore := cold()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	r, err := e.Execute(ctx, executor.Request{SessionID: "sleeper", Code: "get x"})
+	require.NoError(t, err)
+	require.Equal(t, "41", r.Result, "%+v %v", r.Error, r.Notes)
+	require.NotNil(t, r.StateRestored, "%v", r.Notes)
+	require.Equal(t, "hibernation", r.StateRestored.From)
+	require.EqualValues(t, 1, adopts.Load())
+	info, err := e.Session("sleeper")
+	require.NoError(t, err)
+	require.Nil(t, ready.srv.Kernel(info.KernelID), "not the warm kernel")
+	require.Equal(t, coldBefore+1, cold(), "one cold start")
+	require.True(t, ready.isClosed(), "the warm kernel is stopped")
+	require.Equal(t, "kept", readFileT(t, filepath.Join(ready.spec.Dir, "kept.txt")), "the warm directory is kept")
+
+	// The pool refills with another kernel, which the next new session takes.
+	require.Eventually(t, func() bool { return e.WarmReadyOf("pooled") == 1 }, 10*time.Second, 5*time.Millisecond)
+	r, err = e.Execute(ctx, executor.Request{SessionID: "fresh", Template: "pooled", Code: "set y 1"})
+	require.NoError(t, err)
+	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, coldBefore+1, cold(), "the new session took a warm kernel")
+	r, err = e.Execute(ctx, executor.Request{SessionID: "sleeper", Code: "get x"})
+	require.NoError(t, err)
+	require.Equal(t, "41", r.Result, "%+v %v", r.Error, r.Notes)
+	require.Equal(t, "kept", readFileT(t, filepath.Join(ready.spec.Dir, "kept.txt")), "the warm directory is still kept")
 }
 
 func readFileT(t *testing.T, path string) string {

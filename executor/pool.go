@@ -71,7 +71,11 @@ func (p *pool) take(ctx context.Context, id string) (*workspace.Session, *kernel
 // is ready or the files cannot move (an entry in both, sessions with disks of their
 // own): the warm kernel then stays in the pool and the session starts its own.
 func (p *pool) takeFiles(ctx context.Context, id string) (*workspace.Session, *kernel) {
-	return p.takeWith(ctx, id, p.e.opts.Workspace.AdoptFiles)
+	adopt := p.e.adoptFiles
+	if adopt == nil {
+		adopt = p.e.opts.Workspace.AdoptFiles
+	}
+	return p.takeWith(ctx, id, adopt)
 }
 
 // takeWith takes the first live warm kernel and gives its directory to session id

@@ -81,7 +81,7 @@ func (m *Manager) adoptFilesLocked(s *Session, id string) (*Session, string, err
 		return nil, "", wrap(err)
 	}
 	defer old.Close()
-	mv, err := newMover(m.sessions, old, s.root)
+	mv, err := newMover(m.sessions, old, s.root, m.adoptRename)
 	if err != nil {
 		return nil, "", wrap(err)
 	}
@@ -94,7 +94,7 @@ func (m *Manager) adoptFilesLocked(s *Session, id string) (*Session, string, err
 		if uerr := mv.undo(); uerr != nil {
 			m.log.Error("a failed resume could not put the session's files back: some are in the warm directory",
 				"session", id, "warm", s.id, "err", uerr)
-			return nil, "", wrap(fmt.Errorf("%w (%s): %w; putting back: %w", ErrStranded, filepath.Join(m.sessionsDir, s.id), err, uerr))
+			return nil, "", wrap(fmt.Errorf("%w (%s): %w; undoing: %w", ErrStranded, filepath.Join(m.sessionsDir, s.id), err, uerr))
 		}
 		return nil, "", wrap(err)
 	}
@@ -128,13 +128,19 @@ func (m *Manager) adoptFilesLocked(s *Session, id string) (*Session, string, err
 // to undo each step. Every operation is by directory descriptor and single name.
 type mover struct {
 	sessions, old, warm *os.File
+	renameAt            func(from int, name string, to int, newName string) error
 	steps               []func() error // undo, last first
 	moved               int
 	trash               string // where the session's data copies went ("" if nowhere)
 }
 
-func newMover(sessions, old, warm *os.Root) (*mover, error) {
-	var mv mover
+// newMover returns a mover from old into warm, both under sessions, that renames
+// with renameAt (nil: renameNoReplace).
+func newMover(sessions, old, warm *os.Root, renameAt func(int, string, int, string) error) (*mover, error) {
+	mv := mover{renameAt: renameAt}
+	if mv.renameAt == nil {
+		mv.renameAt = renameNoReplace
+	}
 	var err error
 	if mv.sessions, err = sessions.Open("."); err != nil {
 		return nil, err
@@ -205,11 +211,16 @@ func (mv *mover) moveEntry(from, to int, name string, top bool) error {
 
 // rename renames and records the way back.
 func (mv *mover) rename(from int, name string, to int, newName string) error {
-	if err := renameNoReplace(from, name, to, newName); err != nil {
+	if err := mv.renameAt(from, name, to, newName); err != nil {
 		return &fs.PathError{Op: "rename", Path: name, Err: err}
 	}
 	mv.moved++
-	mv.steps = append(mv.steps, func() error { return renameNoReplace(to, newName, from, name) })
+	mv.steps = append(mv.steps, func() error {
+		if err := mv.renameAt(to, newName, from, name); err != nil {
+			return &fs.PathError{Op: "put back", Path: name, Err: err}
+		}
+		return nil
+	})
 	return nil
 }
 
@@ -219,18 +230,21 @@ func (mv *mover) rename(from int, name string, to int, newName string) error {
 // emptied-of-the-rest data/ to a trash name in sessions/. merged is false when
 // the session's data/ is not a directory.
 func (mv *mover) mergeData(from, to int) (merged bool, err error) {
-	src, err := openDirAt(from, "data")
-	if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
-		return false, nil
+	const dirFlags = unix.O_RDONLY | unix.O_DIRECTORY
+	srcFD, err := paths.OpenBeneath(from, "data", dirFlags)
+	if errors.Is(err, unix.ENOTDIR) || errors.Is(err, paths.ErrLinkInPath) {
+		return false, nil // a file or a link: not merged, not followed
 	}
 	if err != nil {
 		return false, &fs.PathError{Op: "open", Path: "data", Err: err}
 	}
+	src := os.NewFile(uintptr(srcFD), "data")
 	defer src.Close()
-	dst, err := openDirAt(to, "data")
+	dstFD, err := paths.OpenBeneath(to, "data", dirFlags)
 	if err != nil {
 		return false, &fs.PathError{Op: "open", Path: "data", Err: err}
 	}
+	dst := os.NewFile(uintptr(dstFD), "data")
 	defer dst.Close()
 	names, err := src.Readdirnames(-1)
 	if err != nil {
@@ -266,15 +280,6 @@ func (mv *mover) undo() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// openDirAt opens the directory name in dir without following a link.
-func openDirAt(dir int, name string) (*os.File, error) {
-	f, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	return os.NewFile(uintptr(f), name), nil
 }
 
 // remakeDir makes the empty directory name in dir again, with st's mode and,

@@ -80,7 +80,8 @@ var (
 
 	// ErrStranded means an AdoptFiles that failed could not put every entry back:
 	// some of the session's files are still in the warm directory, which must not
-	// be removed (the error names both directories).
+	// be removed (the error names the session, the warm directory's path and each
+	// entry left there: "put back <name>: …").
 	ErrStranded = errors.New("files left in the warm directory")
 
 	// ErrInvalidPath means a requested artifact path is empty, absolute, contains a

@@ -70,10 +70,12 @@ type Manager struct {
 	keepMu  sync.Mutex
 	keepMnt map[string]bool
 
-	// noWriterScan turns off looking for processes that hold an output open for
-	// writing (writers.go), so tests can check what Collect does where it cannot
-	// see them.
+	// Set by tests only. noWriterScan turns off looking for processes that hold an
+	// output open for writing (writers.go), so tests can check what Collect does
+	// where it cannot see them; adoptRename replaces AdoptFiles's renames, there
+	// and back (adoptfiles.go; nil: renameNoReplace), so tests can make some fail.
 	noWriterScan bool
+	adoptRename  func(from int, name string, to int, newName string) error
 
 	// disks are the per-session disks (disk.go); nil without DiskQuota.
 	disks *disks
