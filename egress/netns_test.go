@@ -24,7 +24,7 @@ import (
 // numbers are logged (docs/benchmarks.md); the bounds are loose on purpose.
 func TestProxyOverheadNetns(t *testing.T) {
 	dir := t.TempDir()
-	big := make([]byte, 64<<20)
+	big := make([]byte, 128<<20)
 	if err := os.WriteFile(filepath.Join(dir, "big.bin"), big, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func TestProxyOverheadNetns(t *testing.T) {
 	}
 	h := testnet.New(t, "web", dir)
 	port := strconv.Itoa(h.Port)
-	n := newTestNetWith(t, Policy{Allow: []string{"web.test:" + port}, CIDRs: []string{h.Prefix.String()}},
+	n := newTestNetWith(t, Policy{Allow: []string{"web.test:" + port}, CIDRs: []string{h.Prefix.String()}, MaxBytes: 4 << 30},
 		map[string][]netip.Addr{"web.test": {h.Addr}})
 	target := net.JoinHostPort(h.Addr.String(), port)
 
@@ -63,11 +63,19 @@ func TestProxyOverheadNetns(t *testing.T) {
 		}
 		return float64(len(big)) / time.Since(start).Seconds() / (1 << 20)
 	}
-	var d, p float64
-	for range 5 {
-		d, p = max(d, rate(target, "")), max(p, rate(n.addr, "web.test:"+port))
+	// Paired rounds, direct then through the tunnel, so that a burst of load from
+	// elsewhere falls on both of a pair; the median of the pairs' ratios, and the
+	// best of each way, are logged.
+	const bulkRounds = 9
+	var ds, ps, ratios []float64
+	for range bulkRounds {
+		d, p := rate(target, ""), rate(n.addr, "web.test:"+port)
+		ds, ps, ratios = append(ds, d), append(ps, p), append(ratios, p/d)
 	}
-	t.Logf("bulk 64 MiB, best of 5 interleaved: direct %.0f MiB/s, through a CONNECT tunnel %.0f MiB/s (%.0f%%)", d, p, 100*p/d)
+	slices.Sort(ratios)
+	d, p := slices.Max(ds), slices.Max(ps)
+	t.Logf("bulk %d MiB, %d paired rounds: through a CONNECT tunnel %.0f%% of direct (median of the pairs; %.0f%% to %.0f%%); best: direct %.0f MiB/s, tunnel %.0f MiB/s",
+		len(big)>>20, bulkRounds, 100*ratios[bulkRounds/2], 100*ratios[0], 100*ratios[bulkRounds-1], d, p)
 	if p <= 0 {
 		t.Fatal("no throughput")
 	}
@@ -110,7 +118,7 @@ func getOver(addr, connect, req string, minBody int) error {
 	if err != nil {
 		return err
 	}
-	n, err := io.Copy(io.Discard, resp.Body)
+	n, err := drain(resp.Body)
 	if err != nil {
 		return err
 	}
@@ -118,6 +126,25 @@ func getOver(addr, connect, req string, minBody int) error {
 		return fmt.Errorf("%s, %d bytes", resp.Status, n)
 	}
 	return nil
+}
+
+// drain reads r to its end in 256 KiB reads and returns how many bytes it read.
+// io.Copy to io.Discard reads 8 KiB at a time: in a profile of the bulk rounds that
+// client spent 55% of the process's CPU (its read calls), on the same 2 cores as the
+// proxy it measures.
+func drain(r io.Reader) (int64, error) {
+	buf := make([]byte, 256<<10)
+	var n int64
+	for {
+		k, err := r.Read(buf)
+		n += int64(k)
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
 }
 
 // timeInterleaved runs each of fs rounds times, in turn, and returns their
