@@ -91,27 +91,39 @@ func New(t testing.TB, opts *Options) *Server {
 	if s.opts.Version == "" {
 		s.opts.Version = "1.23.2"
 	}
-	t.Cleanup(s.Close)
 	s.ts = httptest.NewServer(s.routes())
 	if s.opts.Socket {
-		// t.TempDir paths can exceed the 108-byte limit of a socket address.
-		dir, err := os.MkdirTemp("", "jupytertest")
-		if err != nil {
+		if err := s.listenUnix(); err != nil {
+			s.Close()
 			t.Fatalf("jupytertest: %v", err)
 		}
-		s.sockDir = dir
-		ln, err := net.Listen("unix", filepath.Join(dir, "s"))
-		if err != nil {
-			t.Fatalf("jupytertest: %v", err)
-		}
-		s.unix = &http.Server{Handler: s.routes()}
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			_ = s.unix.Serve(ln)
-		}()
 	}
+	// Registered once s is whole: a warm pool may start a server from its own
+	// goroutine while the test's cleanups run, and a cleanup registered then runs
+	// at once, in the test's goroutine (it raced with the writes above).
+	t.Cleanup(s.Close)
 	return s
+}
+
+// listenUnix serves the routes on a unix socket in a new temporary directory too.
+func (s *Server) listenUnix() error {
+	// t.TempDir paths can exceed the 108-byte limit of a socket address.
+	dir, err := os.MkdirTemp("", "jupytertest")
+	if err != nil {
+		return err
+	}
+	s.sockDir = dir
+	ln, err := net.Listen("unix", filepath.Join(dir, "s"))
+	if err != nil {
+		return err
+	}
+	s.unix = &http.Server{Handler: s.routes()}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		_ = s.unix.Serve(ln)
+	}()
+	return nil
 }
 
 // Endpoint returns the server's TCP endpoint, with the token if one is configured.
