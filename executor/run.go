@@ -211,8 +211,12 @@ func (s *session) stoppedFromOutside() error {
 }
 
 // shutdownNotice is how long after an unexplained KeyboardInterrupt a call waits
-// for news of its kernel's shutdown.
-const shutdownNotice = time.Second
+// for news of its kernel's shutdown. A stopped Jupyter Server interrupts its kernels
+// and shuts them down after; on the loaded 2-core CI machine (load average 6) that
+// took more than one second (TestLocalServerStoppedMidCall read the interrupt as the
+// user's). Only a call that ends with a KeyboardInterrupt kernelbox did not send
+// waits for it: code that raises one itself.
+const shutdownNotice = 3 * time.Second
 
 // timedOut interrupts a call past its deadline. If the kernel stops within the grace
 // period the session keeps its state; otherwise the kernel is restarted, or, when its
