@@ -148,6 +148,16 @@ func connections(t *testing.T, s *gw, id string) int {
 	return k.Connections
 }
 
+// attached waits until the server has attached the client that just dialled
+// kernel id: a dial returns once the handshake is done, before the server's handler
+// attaches the socket to its kernel, and a kernel deleted in between refuses the
+// client as a session that is gone (1001) rather than one shut down under it.
+func attached(t *testing.T, s *gw, id string) {
+	t.Helper()
+	require.Eventually(t, func() bool { return connections(t, s, id) == 1 }, 30*time.Second, 10*time.Millisecond,
+		"the client of kernel %s was never attached", id)
+}
+
 // TestKernelClosedUnderClient: a kernel shut down (DELETE /api/kernels) while
 // a client is connected closes the client's socket with a reason; so does a
 // session closed through /v1 under a client (at once, through the session's
@@ -156,6 +166,7 @@ func TestKernelClosedUnderClient(t *testing.T) {
 	s := newGW(t, jupyterapi.Options{}, nil)
 	id := s.start("default")
 	c := s.mustDial(id)
+	attached(t, s, id)
 	st, _ := s.do("DELETE", "/api/kernels/"+id, "")
 	require.Equal(t, http.StatusNoContent, st)
 	code, reason := c.closeCode(30 * time.Second)
@@ -164,6 +175,7 @@ func TestKernelClosedUnderClient(t *testing.T) {
 
 	id = s.start("default")
 	c = s.mustDial(id)
+	attached(t, s, id)
 	st, _ = s.do("DELETE", "/v1/sessions/"+id, "")
 	require.Equal(t, http.StatusNoContent, st)
 	code, reason = c.closeCode(30 * time.Second)
