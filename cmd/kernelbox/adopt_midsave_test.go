@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -15,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kernelbox/kernelbox/api"
+	"github.com/kernelbox/kernelbox/internal/procs"
 	"github.com/kernelbox/kernelbox/internal/testenv"
 )
 
@@ -57,7 +56,7 @@ func TestServeKilledMidCheckpoint(t *testing.T) {
 		return err == nil && fi.Size() > 0
 	}, time.Minute, 10*time.Millisecond, "the second checkpoint's temporary file never appeared")
 	kill9(t, cmd)
-	require.Eventually(t, func() bool { return gone(pid) }, 30*time.Second, 50*time.Millisecond,
+	require.Eventually(t, func() bool { return !procs.Alive(pid) }, 30*time.Second, 50*time.Millisecond,
 		"the kernel (pid %d) outlived serve's SIGKILL", pid)
 	hf, err := os.Stat(half)
 	require.NoError(t, err, "the write finished before serve was killed: nothing was cut in the middle")
@@ -80,15 +79,4 @@ func TestServeKilledMidCheckpoint(t *testing.T) {
 	require.NoError(t, c.CloseSession(ctx, "mk"))
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, cmd.Wait())
-}
-
-// gone reports whether process pid has ended (no such process, or a zombie).
-func gone(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] == 'Z'
 }

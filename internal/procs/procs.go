@@ -129,6 +129,12 @@ func ppid(pid int) int {
 	return p
 }
 
+// Alive reports whether process pid exists and has not ended (a zombie has).
+func Alive(pid int) bool {
+	f := stat(pid)
+	return len(f) > 0 && f[0] != "Z"
+}
+
 func zombie(pid int) bool {
 	f := stat(pid)
 	return len(f) > 0 && f[0] == "Z"
