@@ -24,12 +24,19 @@ import (
 // callServer serves a local-backend executor with a registry built from co.
 func callServer(t *testing.T, mod func(*executor.Options), co calls.Options) *httptest.Server {
 	t.Helper()
+	srv, _ := callServerReg(t, mod, co)
+	return srv
+}
+
+// callServerReg is callServer that also returns its calls registry.
+func callServerReg(t *testing.T, mod func(*executor.Options), co calls.Options) (*httptest.Server, *calls.Registry) {
+	t.Helper()
 	te := testexec.Local(t, mod)
 	reg := calls.New(te.Exec, co)
 	t.Cleanup(func() { require.NoError(t, reg.Close()) })
 	srv := httptest.NewServer(httpapi.New(te.Exec, httpapi.Options{Token: "tok", Workspace: te.WS, Calls: reg}))
 	t.Cleanup(srv.Close)
-	return srv
+	return srv, reg
 }
 
 // do sends a request with the token and returns the answer and its body.
@@ -129,6 +136,7 @@ func streamText(t testing.TB, evs []idEvent) string {
 }
 
 func TestDetachedCall(t *testing.T) {
+	t.Parallel() // its own server and sessions, no time bound, nothing counted process-wide
 	srv := callServer(t, nil, calls.Options{})
 	id := detach(t, srv, "det", "import time\nfor i in range(5):\n    print(i, flush=True)\n    time.sleep(0.1)\n'end'")
 	info := waitCall(t, srv, id)
@@ -177,6 +185,7 @@ func TestDetachedCall(t *testing.T) {
 
 // TestCallBadInput: every misuse gets a clear error and code.
 func TestCallBadInput(t *testing.T) {
+	t.Parallel() // its own server and sessions, no time bound, nothing counted process-wide
 	srv := callServer(t, nil, calls.Options{MaxCalls: 1})
 	first := detach(t, srv, "bad", "1")
 	waitCall(t, srv, first)
@@ -235,6 +244,7 @@ func TestCallBadInput(t *testing.T) {
 // TestCancelCall: cancel interrupts a running call; its Result says so, and a
 // reader following its events live sees the end.
 func TestCancelCall(t *testing.T) {
+	t.Parallel() // its own server and sessions, no time bound, nothing counted process-wide
 	srv := callServer(t, nil, calls.Options{})
 	id := detach(t, srv, "can", "import time\nprint('go', flush=True)\ntime.sleep(60)")
 	req, err := http.NewRequest(http.MethodGet, srv.URL+"/v1/calls/"+id+"/events", nil)

@@ -101,12 +101,12 @@ func newestCall(t testing.TB, srv *httptest.Server, session string, count int) s
 // round of medians by 20% either way, so a round that misses the bound is measured
 // again, up to three rounds: a real slowdown misses it in every round.
 func TestStalledReader(t *testing.T) {
-	srv := callServer(t, func(o *executor.Options) { o.MaxStreamBytes = 16 << 20 }, calls.Options{MaxLogBytes: 32 << 20})
+	srv, reg := callServerReg(t, func(o *executor.Options) { o.MaxStreamBytes = 16 << 20 }, calls.Options{MaxLogBytes: 32 << 20})
 	detach(t, srv, "st", "1") // start the kernel
 	n := 1
 	var mb, ms time.Duration
 	for round := 1; round <= 3; round++ {
-		mb, ms = stallRound(t, srv, &n)
+		mb, ms = stallRound(t, srv, reg, &n)
 		if ms <= mb+mb/10+100*time.Millisecond {
 			return
 		}
@@ -117,8 +117,10 @@ func TestStalledReader(t *testing.T) {
 
 // stallRound runs the 10 MiB cell stallRuns times with a reading reader and as
 // many times with a stalled one, alternating, checks every Result, and returns the
-// two medians. n counts the session's calls.
-func stallRound(t *testing.T, srv *httptest.Server, n *int) (base, stalled time.Duration) {
+// two medians. n counts the session's calls. It reads each finished call from the
+// registry: its Result, fetched as JSON (Stdout and Outputs, 21 MB), took 3-4 s
+// per call to encode and decode under -race, most of this test's time.
+func stallRound(t *testing.T, srv *httptest.Server, reg *calls.Registry, n *int) (base, stalled time.Duration) {
 	t.Helper()
 	const runs = stallRuns
 	var bs, ss []time.Duration
@@ -130,8 +132,14 @@ func stallRound(t *testing.T, srv *httptest.Server, n *int) (base, stalled time.
 			stalledExecute(t, srv, "st", tenMiB)
 		}
 		*n++
-		id := newestCall(t, srv, "st", *n)
-		info := waitCall(t, srv, id)
+		c, err := reg.Get(newestCall(t, srv, "st", *n))
+		require.NoError(t, err)
+		select {
+		case <-c.Done():
+		case <-time.After(2 * time.Minute):
+			t.Fatalf("call %s did not end", c.ID())
+		}
+		info := c.Info(true, false)
 		if drained != nil {
 			require.NoError(t, <-drained, "the reading client's stream")
 		}
