@@ -30,6 +30,7 @@ print("written")`
 // one GET /v1/sessions/{id}/artifacts lists, downloads by its name (issue 20 item
 // 8); the ones left out are named, escaped, in the Result's notes.
 func TestArtifactsListedAreDownloadable(t *testing.T) {
+	t.Parallel() // its own server and sessions, no time bound, nothing counted process-wide
 	srv := callServer(t, nil, calls.Options{})
 	resp, b := do(t, srv, http.MethodPost, "/v1/sessions/names/execute", `{"code":`+quote(artifactNamesCode)+`}`)
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)

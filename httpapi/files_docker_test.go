@@ -13,6 +13,7 @@ import (
 // trip, every bad path and everything the kernel planted refused with nothing
 // outside read or written, and the batch (the filestest kit).
 func TestDockerFiles(t *testing.T) {
+	t.Parallel() // its own server and sessions, no time bound, nothing counted process-wide
 	fs, _ := filesServerOn(t, 0, testexec.DockerBackend)
 	t.Run("RoundTrip", func(t *testing.T) { filestest.RoundTrip(t, fs, "dr") })
 	t.Run("BadPaths", func(t *testing.T) { filestest.BadPaths(t, fs, "dbad") })

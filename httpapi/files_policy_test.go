@@ -21,6 +21,7 @@ import (
 // nothing: the session is not created, and the kernel of a session made by
 // execute sees no file; downloads (files.read) still work.
 func TestFilesDeniedByPolicy(t *testing.T) {
+	t.Parallel() // its own server and sessions, no time bound, nothing counted process-wide
 	srv := callServer(t, func(o *executor.Options) {
 		p := *o.Permissions
 		p.Policy = permissions.NewPolicy(append(permissions.DefaultRules(),

@@ -47,6 +47,7 @@ func filesServerOn(t *testing.T, quota int64, newBackend func(testing.TB) execut
 // whole or partial; the kernel sees nothing, and a smaller one fits after
 // (filestest.OverQuota), on local and docker.
 func TestFilesUploadOverQuota(t *testing.T) {
+	t.Parallel() // its own server and sessions, no time bound, nothing counted process-wide
 	const quota = 32 << 20
 	for name, newBackend := range map[string]func(testing.TB) executor.Backend{"local": testexec.LocalBackend, "docker": testexec.DockerBackend} {
 		t.Run(name, func(t *testing.T) {

@@ -62,6 +62,7 @@ func filesTarget(srv *httptest.Server) *filestest.Server {
 // directory lists; a delete is seen by the kernel (filestest.RoundTrip). The
 // session an upload made has no kernel until its first call.
 func TestFilesRoundTrip(t *testing.T) {
+	t.Parallel() // its own server and sessions, no time bound, nothing counted process-wide
 	srv := callServer(t, nil, calls.Options{})
 	fs := filesTarget(srv)
 	fs.Upload(t, "f0", "x.txt", "x")
@@ -76,12 +77,14 @@ func TestFilesRoundTrip(t *testing.T) {
 // nothing outside the session is read or written, whatever the kernel planted
 // (filestest.BadPaths).
 func TestFilesBadPaths(t *testing.T) {
+	t.Parallel() // its own server and sessions, no time bound, nothing counted process-wide
 	filestest.BadPaths(t, filesTarget(callServer(t, nil, calls.Options{})), "bad")
 }
 
 // TestFilesBatch (local): a batch of 5 with 2 bad files gives 3 ok and 2 named
 // errors (filestest.Batch).
 func TestFilesBatch(t *testing.T) {
+	t.Parallel() // its own server and sessions, no time bound, nothing counted process-wide
 	filestest.Batch(t, filesTarget(callServer(t, nil, calls.Options{})), "bt")
 }
 
@@ -89,6 +92,7 @@ func TestFilesBatch(t *testing.T) {
 // after the calls queued before it: a download asked while a call runs sees
 // what that call wrote.
 func TestFilesQueueBehindCalls(t *testing.T) {
+	t.Parallel() // its own server and sessions, no time bound, nothing counted process-wide
 	srv := callServer(t, nil, calls.Options{})
 	run(t, srv, "q", "1")
 	detach(t, srv, "q", `import time

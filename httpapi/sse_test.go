@@ -78,6 +78,7 @@ func postSSE(t *testing.T, srv *httptest.Server, session, body string) []sseEven
 // TestExecuteSSE checks that output is streamed while the cell runs: the first
 // print arrives as a stream event well before the final done event.
 func TestExecuteSSE(t *testing.T) {
+	t.Parallel() // its own server and sessions, no time bound, nothing counted process-wide
 	srv, work := sseServer(t)
 
 	t.Run("stream before done", func(t *testing.T) {

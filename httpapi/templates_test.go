@@ -15,6 +15,7 @@ import (
 // Sessions are created with a template, keep it (409 with both names otherwise), and
 // the templates are listed; every new route is behind the token.
 func TestTemplatesHTTP(t *testing.T) {
+	t.Parallel() // its own server and sessions, no time bound, nothing counted process-wide
 	srv := callServer(t, func(o *executor.Options) {
 		o.Templates = []executor.Template{{Name: "analyst", Description: "preloaded", Preload: "x_pre = 41"}}
 	}, calls.Options{})

@@ -52,6 +52,7 @@ func (r *signalReader) Read(p []byte) (int, error) {
 // and nothing partial is left: the session is gone, or holds the whole file
 // and no temporary one.
 func TestUploadRacesSessionClose(t *testing.T) {
+	t.Parallel() // its own server and sessions, no time bound, nothing counted process-wide
 	t.Run("host files (local)", func(t *testing.T) { uploadRace(t, testexec.Local(t, nil), 30, 32<<20) })
 	// The files of a remote session live in its kernel, and go through it.
 	t.Run("kernel files (remote)", func(t *testing.T) { uploadRace(t, testexec.Remote(t, nil), 10, 8<<20) })
