@@ -108,6 +108,7 @@ func (c *collector) text() string {
 // every line once, in order, and the Result. A second client attaching by id
 // after the first cut replays the call from the start.
 func TestConnectionKilledMidCall(t *testing.T) {
+	t.Parallel() // its own server and sessions, no time bound, nothing counted process-wide
 	te := testexec.Local(t, nil)
 	var rs resumes
 	srv := httptest.NewServer(rs.wrap(httpapi.New(te.Exec, httpapi.Options{Token: "secret", Workspace: te.WS})))
@@ -172,6 +173,7 @@ func TestConnectionKilledMidCall(t *testing.T) {
 }
 
 func TestCallsAPI(t *testing.T) {
+	t.Parallel() // its own server and sessions, no time bound, nothing counted process-wide
 	c, _, _ := newServer(t)
 	ctx := context.Background()
 	d, err := c.Start(ctx, api.Request{SessionID: "cs", Code: "import time\nprint('a', flush=True)\ntime.sleep(0.5)\n7"})

@@ -34,6 +34,7 @@ func newServer(t *testing.T) (*client.Client, string, string) {
 }
 
 func TestClient(t *testing.T) {
+	t.Parallel() // its own server and sessions, no time bound, nothing counted process-wide
 	c, url, work := newServer(t)
 	ctx := context.Background()
 

@@ -15,6 +15,7 @@ import (
 // listing shows the hibernated state and snapshot, errors come back as their
 // sentinels.
 func TestClientHibernateResumeFork(t *testing.T) {
+	t.Parallel() // its own server and sessions, no time bound, nothing counted process-wide
 	testenv.Imports(t, testenv.Jupyter(t), "dill")
 	c, _, _ := newServer(t)
 	ctx := context.Background()

@@ -16,6 +16,7 @@ import (
 )
 
 func TestClientFiles(t *testing.T) {
+	t.Parallel() // its own server and sessions, no time bound, nothing counted process-wide
 	c, _, _ := newServer(t)
 	ctx := context.Background()
 	data := make([]byte, 3<<20)
