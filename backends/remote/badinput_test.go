@@ -60,6 +60,7 @@ func TestNewRejectsBadURLs(t *testing.T) {
 }
 
 func TestNewWithUnreachableGateways(t *testing.T) {
+	t.Parallel() // its own gateways and sessions, no time bound, nothing counted process-wide
 	s, _ := startGateway(t)
 	down := closedPort(t)
 
@@ -83,6 +84,7 @@ func TestNewWithUnreachableGateways(t *testing.T) {
 }
 
 func TestWrongToken(t *testing.T) {
+	t.Parallel() // its own gateways and sessions, no time bound, nothing counted process-wide
 	s, _ := startGateway(t)
 	for _, token := range []string{"wrong", ""} {
 		_, err := remote.New(context.Background(), remote.Options{Gateways: []remote.Gateway{{URL: s.Endpoint().URL, Token: token}}})
@@ -93,6 +95,7 @@ func TestWrongToken(t *testing.T) {
 }
 
 func TestUnknownKernelName(t *testing.T) {
+	t.Parallel() // its own gateways and sessions, no time bound, nothing counted process-wide
 	s, _ := startGateway(t)
 	_, err := remote.New(context.Background(), remote.Options{Gateways: []remote.Gateway{gw(s)}, KernelName: "julia-9"})
 	require.ErrorContains(t, err, `no kernelspec "julia-9"`)
@@ -100,6 +103,7 @@ func TestUnknownKernelName(t *testing.T) {
 }
 
 func TestOutputLimitsAndLinks(t *testing.T) {
+	t.Parallel() // its own gateways and sessions, no time bound, nothing counted process-wide
 	s, _ := startGateway(t)
 	b := newBackend(t, []remote.Gateway{gw(s)}, func(o *remote.Options) { o.Sync.MaxFileBytes = 1 << 20 })
 	e := newEnv(t, b, nil)
@@ -134,6 +138,7 @@ func TestOutputLimitsAndLinks(t *testing.T) {
 }
 
 func TestHostRejectsEscapingNames(t *testing.T) {
+	t.Parallel() // its own gateways and sessions, no time bound, nothing counted process-wide
 	s, _ := startGateway(t)
 	b := newBackend(t, []remote.Gateway{gw(s)}, nil)
 	e := newEnv(t, b, nil)
@@ -160,6 +165,7 @@ func TestHostRejectsEscapingNames(t *testing.T) {
 }
 
 func TestTLSGateway(t *testing.T) {
+	t.Parallel() // its own gateways and sessions, no time bound, nothing counted process-wide
 	s, root := startGateway(t)
 	target, err := url.Parse(s.Endpoint().URL)
 	require.NoError(t, err)

@@ -37,6 +37,7 @@ func waitHealth(t *testing.T, b *remote.Backend, url string, healthy bool) {
 }
 
 func TestPlacementSpreadsAndFailsOver(t *testing.T) {
+	t.Parallel() // its own gateways and sessions, no time bound, nothing counted process-wide
 	sA, rootA := startGateway(t)
 	sB, rootB := startGateway(t)
 	b := newBackend(t, []remote.Gateway{gw(sA), gw(sB)}, nil)
@@ -107,6 +108,7 @@ func TestPlacementSpreadsAndFailsOver(t *testing.T) {
 }
 
 func TestGatewayDiesDuringCall(t *testing.T) {
+	t.Parallel() // its own gateways and sessions, no time bound, nothing counted process-wide
 	sA, _ := startGateway(t)
 	sB, rootB := startGateway(t)
 	b := newBackend(t, []remote.Gateway{gw(sA), gw(sB)}, nil)

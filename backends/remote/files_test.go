@@ -45,6 +45,7 @@ func target(srv *httptest.Server) *filestest.Server {
 // byte for byte, list, delete); the files are the kernel's, in its session
 // directory on the gateway, none of them in the host session directory.
 func TestRemoteFilesRoundTrip(t *testing.T) {
+	t.Parallel() // its own gateways and sessions, no time bound, nothing counted process-wide
 	srv, e, root := filesServer(t, nil)
 	fs := target(srv)
 	filestest.RoundTrip(t, fs, "rf")
@@ -65,6 +66,7 @@ func TestRemoteFilesRoundTrip(t *testing.T) {
 // kernel planted, is refused with the code a local session gives, and nothing
 // outside the kernel's session directory is read or written (the files kit).
 func TestRemoteFilesBadPaths(t *testing.T) {
+	t.Parallel() // its own gateways and sessions, no time bound, nothing counted process-wide
 	srv, _, _ := filesServer(t, nil)
 	filestest.BadPaths(t, target(srv), "bad")
 }
@@ -72,6 +74,7 @@ func TestRemoteFilesBadPaths(t *testing.T) {
 // TestRemoteFilesBatch: a batch of 5 with 2 bad files gives 3 ok and 2 named
 // errors, on the remote backend as on local (the files kit).
 func TestRemoteFilesBatch(t *testing.T) {
+	t.Parallel() // its own gateways and sessions, no time bound, nothing counted process-wide
 	srv, _, _ := filesServer(t, nil)
 	filestest.Batch(t, target(srv), "bt")
 }
@@ -81,6 +84,7 @@ func TestRemoteFilesBatch(t *testing.T) {
 // partial, in the kernel; one that fits is written (the files kit's
 // OverQuota); what the kernel's own code wrote counts too.
 func TestRemoteFilesBudget(t *testing.T) {
+	t.Parallel() // its own gateways and sessions, no time bound, nothing counted process-wide
 	const budget = 4 << 20
 	srv, _, _ := filesServer(t, func(o *remote.Options) { o.Sync.MaxSessionBytes = budget })
 	fs := target(srv)
@@ -95,6 +99,7 @@ func TestRemoteFilesBudget(t *testing.T) {
 // TestRemoteFilesWorkspaceQuota: with the workspace's disk quota set, a remote
 // session's budget is that quota, not Sync.MaxSessionBytes.
 func TestRemoteFilesWorkspaceQuota(t *testing.T) {
+	t.Parallel() // its own gateways and sessions, no time bound, nothing counted process-wide
 	const quota = 8 << 20
 	s, _ := startGateway(t)
 	root := t.TempDir()

@@ -13,6 +13,7 @@ import (
 )
 
 func TestStateAndFiles(t *testing.T) {
+	t.Parallel() // its own gateways and sessions, no time bound, nothing counted process-wide
 	s, root := startGateway(t)
 	b := newBackend(t, []remote.Gateway{gw(s)}, nil)
 	e := newEnv(t, b, nil)

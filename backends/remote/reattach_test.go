@@ -59,6 +59,7 @@ func reattachFrom(t *testing.T, s remote.Gateway, path string) (*remote.Backend,
 // session's own kernel, once nobody holds it, is taken back. Two backends never
 // share one state file.
 func TestReattachRecognisesItsOwnKernels(t *testing.T) {
+	t.Parallel() // its own gateways and sessions, no time bound, nothing counted process-wide
 	s, _ := startGateway(t)
 	ctx := context.Background()
 	jc, err := jupyter.NewClient(s.Endpoint(), nil)

@@ -50,6 +50,7 @@ func firstIncarnation(t *testing.T, e *env, id string) string {
 // artifact it did not write, and a file it writes with the first one's content is
 // reported.
 func TestSessionDirNotReusedByName(t *testing.T) {
+	t.Parallel() // its own gateways and sessions, no time bound, nothing counted process-wide
 	s, _ := startGateway(t)
 	e1 := newEnv(t, newBackend(t, []remote.Gateway{gw(s)}, nil), nil)
 	dir1 := firstIncarnation(t, e1, "same")
@@ -70,6 +71,7 @@ func TestSessionDirNotReusedByName(t *testing.T) {
 // goes with the session (CloseSession) and with kernelbox (Close), and that the
 // next incarnation of the id starts empty.
 func TestSessionDirRemovedOnClose(t *testing.T) {
+	t.Parallel() // its own gateways and sessions, no time bound, nothing counted process-wide
 	s, root := startGateway(t)
 	e := newEnv(t, newBackend(t, []remote.Gateway{gw(s)}, nil), nil)
 	firstIncarnation(t, e, "c1")
@@ -95,6 +97,7 @@ func TestSessionDirRemovedOnClose(t *testing.T) {
 // the dead session's directory is reaped once its heartbeat is older than
 // Sync.ReapAfter, while a live session idle for longer than that keeps its own.
 func TestCrashedSessionDirIsReaped(t *testing.T) {
+	t.Parallel() // its own gateways and sessions, no time bound, nothing counted process-wide
 	const reapAfter = 4 * time.Second
 	short := func(o *remote.Options) { o.Sync.ReapAfter = reapAfter }
 	root := t.TempDir()

@@ -18,6 +18,7 @@ import (
 // it refuses an R kernel with a clear error: at New when its own kernel
 // (Options.KernelName) is R's, whose kernelspec says so.
 func TestRKernelRefusedAtNew(t *testing.T) {
+	t.Parallel() // its own gateways and sessions, no time bound, nothing counted process-wide
 	testenv.RKernel(t)
 	s, _ := startGateway(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -36,6 +37,7 @@ func TestRKernelRefusedAtNew(t *testing.T) {
 // in it: the gateway offers "ir" (Debian's IRkernel), so the kernel starts, and the
 // executor refuses it when its kernel_info says R.
 func TestRKernelRefused(t *testing.T) {
+	t.Parallel() // its own gateways and sessions, no time bound, nothing counted process-wide
 	testenv.RKernel(t)
 	s, _ := startGateway(t)
 	b := newBackend(t, []remote.Gateway{gw(s)}, nil)

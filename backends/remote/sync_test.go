@@ -17,6 +17,7 @@ import (
 // TestSyncLeavesUserStateAlone checks that file sync is invisible to the user's
 // code: execution counts, In/Out history, _ and the namespace.
 func TestSyncLeavesUserStateAlone(t *testing.T) {
+	t.Parallel() // its own gateways and sessions, no time bound, nothing counted process-wide
 	s, _ := startGateway(t)
 	e := newEnv(t, newBackend(t, []remote.Gateway{gw(s)}, nil), nil)
 	in := filepath.Join(e.Data, "a.txt")
@@ -38,6 +39,7 @@ func TestSyncLeavesUserStateAlone(t *testing.T) {
 // TestFreshKernelIsSetUpAgain checks that a kernel that restarted (its death, a
 // reset) works in the session's directory again and still has its inputs.
 func TestFreshKernelIsSetUpAgain(t *testing.T) {
+	t.Parallel() // its own gateways and sessions, no time bound, nothing counted process-wide
 	s, root := startGateway(t)
 	e := newEnv(t, newBackend(t, []remote.Gateway{gw(s)}, nil), nil)
 	in := filepath.Join(e.Data, "keep.txt")
@@ -68,6 +70,7 @@ func TestFreshKernelIsSetUpAgain(t *testing.T) {
 // TestChangedOutputsAreCollected rewrites an output with the same size within the
 // file system's timestamp granularity: the change must still be seen.
 func TestChangedOutputsAreCollected(t *testing.T) {
+	t.Parallel() // its own gateways and sessions, no time bound, nothing counted process-wide
 	s, _ := startGateway(t)
 	e := newEnv(t, newBackend(t, []remote.Gateway{gw(s)}, nil), nil)
 	for _, content := range []string{"aaaa", "bbbb", "cccc"} {
@@ -93,6 +96,7 @@ func TestChangedOutputsAreCollected(t *testing.T) {
 // TestDataAndWarmPool checks that data mounts reach the remote kernel (read-only)
 // and that a warm kernel gets the directory of the session that takes it.
 func TestDataAndWarmPool(t *testing.T) {
+	t.Parallel() // its own gateways and sessions, no time bound, nothing counted process-wide
 	s, root := startGateway(t)
 	e := newEnv(t, newBackend(t, []remote.Gateway{gw(s)}, nil), func(o *executor.Options) {
 		// Under the policy's workdir, so reading it is allowed.
@@ -113,6 +117,7 @@ func TestDataAndWarmPool(t *testing.T) {
 // TestLiteralPayloads covers kernels that do not let code read the request being
 // handled: payloads then travel as literals in the expression.
 func TestLiteralPayloads(t *testing.T) {
+	t.Parallel() // its own gateways and sessions, no time bound, nothing counted process-wide
 	s, _ := startGateway(t)
 	e := newEnv(t, newBackend(t, []remote.Gateway{gw(s)}, nil), nil)
 	ok(t, e.run(t, "lit", "import sys\nm = [v for k, v in sys.modules.items() if k.startswith('_kernelbox_sync_')][0]\nm._parent = lambda: {}"))
