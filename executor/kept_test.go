@@ -68,6 +68,7 @@ func images(t *testing.T, ws *workspace.Manager) []string {
 // files first, and a session that comes back finds its files (or is told they
 // are gone). The executor's Close leaves nothing mounted.
 func TestFakeIdleClosedSessionsLetTheirDisksGo(t *testing.T) {
+	t.Parallel() // a fake backend and a workspace of its own: it counts mounts and loop devices under its own root only
 	root := filepath.Join(t.TempDir(), "ws")
 	ws, err := workspace.New(workspace.Options{Root: root, DiskQuota: 32 << 20, MaxKeptSessions: 3})
 	require.NoError(t, err)
