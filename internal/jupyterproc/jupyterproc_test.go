@@ -13,7 +13,7 @@ import (
 )
 
 // The server runs through kernelbox's launcher: kernels start with the kernelbox
-// kernelspec, run code, and the server's activity monitor (which would decode every
+// kernelspec (without debugpy), run code, and the server's activity monitor (which would decode every
 // iopub message a second time) is off, so the REST model's fields keep their start
 // values.
 func TestServer(t *testing.T) {
@@ -33,6 +33,11 @@ func TestServer(t *testing.T) {
 	r, err := conn.Run(ctx, "import os, sys; 1 + 1", nil)
 	require.NoError(t, err)
 	require.Equal(t, "ok", r.Status)
+	// The launcher kept debugpy out of the kernel's start (a third of its imports'
+	// CPU), and code can still import it.
+	r, err = conn.Run(ctx, "assert 'debugpy' not in sys.modules, 'debugpy was imported at start'\nimport debugpy", nil)
+	require.NoError(t, err)
+	require.Equal(t, "ok", r.Status, "%s: %s", r.Ename, r.Evalue)
 	time.Sleep(200 * time.Millisecond)
 	after, err := c.Kernel(ctx, k.ID)
 	require.NoError(t, err)
