@@ -197,7 +197,7 @@ if _pipe and hasattr(iostream.IOPubThread, "_setup_pipe_in"):
     iostream.IOPubThread._setup_pipe_in = _setup_pipe_in
     iostream.IOPubThread._setup_pipe_out = _setup_pipe_out
 from ipykernel import kernelapp
-del sys.modules["debugpy"]
+sys.modules.pop("debugpy", None)
 import logging as _logging
 class _KbNoDebuggerNote(_logging.Filter):
     def filter(self, record):
