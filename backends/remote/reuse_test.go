@@ -97,7 +97,7 @@ func TestSessionDirRemovedOnClose(t *testing.T) {
 // the dead session's directory is reaped once its heartbeat is older than
 // Sync.ReapAfter, while a live session idle for longer than that keeps its own.
 func TestCrashedSessionDirIsReaped(t *testing.T) {
-	t.Parallel() // its own gateways and sessions, no time bound, nothing counted process-wide
+	t.Parallel() // its own gateways and sessions; its one time check is a lower bound (not reaped too early), which load cannot break
 	const reapAfter = 4 * time.Second
 	short := func(o *remote.Options) { o.Sync.ReapAfter = reapAfter }
 	root := t.TempDir()

@@ -13,9 +13,9 @@ import (
 )
 
 // The server runs through kernelbox's launcher: kernels start with the kernelbox
-// kernelspec (without debugpy), run code, and the server's activity monitor (which would decode every
-// iopub message a second time) is off, so the REST model's fields keep their start
-// values.
+// kernelspec (without debugpy), run code, and the server's activity monitor (which
+// would decode every iopub message a second time) is off, so the REST model's
+// fields keep their start values.
 func TestServer(t *testing.T) {
 	py := testenv.Jupyter(t)
 	ctx := context.Background()
