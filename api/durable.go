@@ -26,10 +26,18 @@ var ErrCannotHibernate = errors.New("session cannot be hibernated")
 // session stays live.
 var ErrSnapshotTooLarge = errors.New("snapshot too large")
 
+// ErrCannotResume: a hibernated session's snapshot could not be loaded into its
+// new kernel because the kernel died or ran out of time while loading it (most
+// often its memory limit: the OOM is named). The snapshot is kept and the
+// session stays hibernated, so a resume after the cause is mended (a larger
+// memory limit) brings it back; a reset or a close discards it.
+var ErrCannotResume = errors.New("session cannot be resumed")
+
 // The codes of the durable-session errors.
 const (
 	CodeCannotHibernate  Code = "cannot_hibernate"
 	CodeSnapshotTooLarge Code = "snapshot_too_large"
+	CodeCannotResume     Code = "cannot_resume"
 )
 
 // CheckpointInfo describes a session's last after-call checkpoint.
@@ -70,6 +78,10 @@ type StateRestored struct {
 	// NotRestored are the names that are not back, with why (not saved at
 	// snapshot time, or failed to load).
 	NotRestored map[string]string `json:"not_restored,omitempty"`
+	// ByDesign are what a snapshot never keeps, on purpose, with why: IPython's
+	// own input and output history caches (_, _i3, _5, ...), which a restored
+	// kernel starts afresh. The user's own names are in Restored or NotRestored.
+	ByDesign map[string]string `json:"by_design,omitempty"`
 	// Bytes is the snapshot's size; TookMS how long the restore took, in
 	// the kernel.
 	Bytes  int64 `json:"bytes"`

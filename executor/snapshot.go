@@ -53,6 +53,25 @@ type snapReport struct {
 	Lost        string            `json:"lost"`
 	Restored    []string          `json:"restored"`
 	NotRestored map[string]string `json:"not_restored"`
+	// ByDesign are the names a snapshot leaves out on purpose (IPython's
+	// history caches), with why; Meta is what the save was given to keep (a
+	// checkpoint's call), as read back from the very file that was loaded.
+	ByDesign map[string]string `json:"by_design"`
+	Meta     *snapMeta         `json:"meta"`
+}
+
+// snapMeta is what kernelbox writes into a snapshot's index beside the namespace
+// and reads back from the file a load used: so that a restore says which call the
+// state it loaded is from, whichever file was there (issue 46: a record that lags
+// behind the file, or the reverse, must not make it say another).
+type snapMeta struct {
+	AfterCall int `json:"after_call,omitempty"`
+}
+
+// pyMeta is m as a Python literal for _kb_save (JSON is one for these fields).
+func pyMeta(m snapMeta) string {
+	b, _ := json.Marshal(m)
+	return "__import__('json').loads(" + pyStr(string(b)) + ")"
 }
 
 // snapMarker starts the report line; maxReport bounds what is kept of the

@@ -45,13 +45,79 @@ class _KbNeedsDill(Exception):
     pass
 
 
+def _kb_is_file(obj):
+    """Whether obj is a file object of the operating system's (open or closed): one
+    that a pickler would re-open by name and mode on load. An in-memory BytesIO or
+    StringIO holds its data and is pickled as any value."""
+    return isinstance(obj, io.IOBase) and not isinstance(obj, (io.BytesIO, io.StringIO))
+
+
+def _kb_file_desc(f):
+    name, mode = getattr(f, "name", "?"), getattr(f, "mode", "?")
+    state = "a closed" if getattr(f, "closed", False) else "an open"
+    return "%s file object (%r, mode %r)" % (state, name, mode)
+
+
+def _kb_stand_in(pickler, obj):
+    """The reduction of a file object found inside a saved value: a closed stand-in
+    with its name and mode, never a file re-opened (dill re-opens files in their saved
+    mode, and "w" would empty the file)."""
+    pickler.kb_files.append(_kb_file_desc(obj))
+    return (types.SimpleNamespace, (), {"name": getattr(obj, "name", None), "mode": getattr(obj, "mode", None),
+                                        "closed": True, "kernelbox": "a file object is never re-opened by a restore"})
+
+
 class _KbPickler(pickle.Pickler):
-    """The C pickler, refusing what it would save by a reference into __main__."""
+    """The C pickler, refusing what it would save by a reference into __main__, and
+    saving file objects as closed stand-ins."""
+
+    def __init__(self, *a, **k):
+        super().__init__(*a, **k)
+        self.kb_files = []
 
     def reducer_override(self, obj):
         if isinstance(obj, (type, types.FunctionType)) and getattr(obj, "__module__", None) == "__main__":
             raise _KbNeedsDill()
+        if _kb_is_file(obj):
+            return _kb_stand_in(self, obj)
         return NotImplemented
+
+
+def _kb_dill_pickler(dill):
+    """dill's pickler with the same file rule as _KbPickler (dill's own would re-open
+    a file in its saved mode on load)."""
+
+    class _KbDillPickler(dill.Pickler):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            self.kb_files = []
+
+        def reducer_override(self, obj):
+            if _kb_is_file(obj):
+                return _kb_stand_in(self, obj)
+            return NotImplemented
+
+    return _KbDillPickler
+
+
+def _kb_dill_loads(dill, p, notes):
+    """dill.loads, except that a file object in the pickle (a snapshot written before
+    file objects were saved as stand-ins, or one the session's own code wrote) comes
+    back as a closed stand-in instead of being re-opened: a restore never changes a
+    file. notes gets a line per file object."""
+
+    def stand_in(name, mode, *_):
+        notes.append("closed file object (%r, mode %r)" % (name, mode))
+        return types.SimpleNamespace(name=name, mode=mode, closed=True,
+                                     kernelbox="a file object is never re-opened by a restore")
+
+    class _KbDillUnpickler(dill.Unpickler):
+        def find_class(self, module, name):
+            if name == "_create_filehandle" and module.startswith("dill"):
+                return stand_in
+            return super().find_class(module, name)
+
+    return _KbDillUnpickler(io.BytesIO(p)).load()
 
 
 class _KbOut:
@@ -69,9 +135,9 @@ class _KbOut:
         return self.f.write(b)
 
 
-def _kb_dump(out, v, dill):
-    """Pickles v into out; returns (kind, out-of-band buffers). On an exception the
-    file is back where it was."""
+def _kb_dump(out, v, dill_pickler):
+    """Pickles v into out; returns (kind, out-of-band buffers, the file objects in v
+    saved as closed stand-ins). On an exception the file is back where it was."""
     f, start = out.f, out.f.tell()
 
     def rewind():
@@ -82,13 +148,15 @@ def _kb_dump(out, v, dill):
     out.reset()
     bufs = []
     try:
-        _KbPickler(out, protocol=5, buffer_callback=bufs.append).dump(v)
-        return "p", bufs
+        p = _KbPickler(out, protocol=5, buffer_callback=bufs.append)
+        p.dump(v)
+        return "p", bufs, p.kb_files
     except Exception:  # _KbNeedsDill, or a type the C pickler cannot save
         rewind()
     try:
-        dill.dump(v, out)  # functions keep the namespace as their globals
-        return "d", []
+        p = dill_pickler(out)  # functions keep the namespace as their globals
+        p.dump(v)
+        return "d", [], p.kb_files
     except BaseException:
         rewind()
         raise
@@ -106,20 +174,40 @@ def _kb_report(obj):
     sys.stdout.flush()
 
 
+# Module attributes every kernel has of its own: not the user's names.
+_KB_MODULE_ATTRS = frozenset(("__name__", "__doc__", "__package__", "__loader__", "__spec__", "__builtins__",
+                              "__builtin__", "__file__", "__cached__"))
+
+
+def _kb_is_cache(name):
+    """Whether name is one IPython keeps its input and output history under."""
+    if name in ("In", "Out", "_ih", "_oh", "_dh", "_", "__", "___", "_i", "_ii", "_iii"):
+        return True
+    return (name.startswith("_i") and name[2:].isdigit()) or (name.startswith("_") and name[1:].isdigit())
+
+
 def _kb_user_names(ip):
+    """Returns (the user's names, sorted; how many of IPython's own history caches
+    were left out). IPython marks what it puts in the namespace itself (its setup:
+    get_ipython, exit, quit, In, Out; and each history entry it pushes: _, _5, _i5)
+    by keeping the same object in user_ns_hidden. A name is IPython's only while it
+    still holds that very object: a user's `_1 = 5`, `exit = 7` or `In = []` is the
+    user's and saved; so is a private `__secret`."""
     ns, hidden = ip.user_ns, getattr(ip, "user_ns_hidden", {})
-    out = []
+    out, caches = [], 0
     for name in list(ns):
-        if name.startswith("__") or (name in hidden and ns[name] is hidden[name]):
+        v = ns[name]
+        if name in hidden and v is hidden[name]:
+            caches += _kb_is_cache(name)
             continue
-        if name in ("In", "Out", "_", "__", "___", "exit", "quit", "get_ipython", "_oh", "_dh", "_ih", "_sh"):
-            continue
-        if name.startswith("_i") and (name[2:].isdigit() or name[2:] in ("", "i", "ii")):
-            continue
-        if name.startswith("_") and name[1:].isdigit():
+        if name in _KB_MODULE_ATTRS:
             continue
         out.append(name)
-    return sorted(out)
+    return sorted(out), caches
+
+
+# The key under which a snapshot lists IPython's history caches, skipped by design.
+_KB_CACHES_KEY = "IPython's history caches"
 
 
 def _kb_why(e):
@@ -149,7 +237,9 @@ def _kb_sweep(path):
                 pass
 
 
-def _kb_save(path, limit):
+def _kb_save(path, limit, meta=None):
+    """Saves the namespace to path. meta (JSON) is kept in the index as it is and
+    reported by the load that reads this very file: a checkpoint names its call."""
     _kb_sweep(path)
     try:
         import dill
@@ -159,7 +249,7 @@ def _kb_save(path, limit):
     tmp = "%s.tmp-%d" % (path, os.getpid())
     try:
         with open(tmp, "wb") as f:
-            r, index = _kb_write(f, get_ipython(), dill, limit)
+            r, index = _kb_write(f, get_ipython(), dill, limit, meta)
             if r is not None:  # too big
                 f.close()
                 os.unlink(tmp)
@@ -183,26 +273,40 @@ def _kb_save(path, limit):
             pass
         raise
     _kb_report({"ok": True, "bytes": size, "names": index["names"], "modules": index["modules"],
-                "skipped": index["skipped"]})
+                "skipped": index["skipped"], "changed": index["changed"], "by_design": index["by_design"]})
 
 
-def _kb_write(f, ip, dill, limit):
+def _kb_write(f, ip, dill, limit, meta=None):
     """Writes the namespace to f (format 2). Returns (a too_big report, None) or
     (None, the index written)."""
     ns = ip.user_ns
-    names, records, modules, skipped, total = [], [], {}, {}, 0
+    names, records, modules, skipped, changed, total = [], [], {}, {}, {}, 0
     f.write(_KB_MAGIC)
     out = _KbOut(f)
-    for name in _kb_user_names(ip):
+    dill_pickler = _kb_dill_pickler(dill)
+    user, caches = _kb_user_names(ip)
+    for name in user:
         v = ns[name]
         if isinstance(v, types.ModuleType):
             modules[name] = v.__name__
             continue
+        if _kb_is_file(v):
+            skipped[name] = ("%s: a restore never re-opens a file (re-opening it in its mode could empty or move "
+                             "it); open it again after the restore" % _kb_file_desc(v))
+            continue
+        cls = type(v)
+        if cls.__module__ == "__main__" and "." not in cls.__qualname__ and ns.get(cls.__qualname__) is not cls:
+            skipped[name] = ("an instance of an earlier definition of class %s (the class was defined again since): "
+                             "restored, it would become an instance of the new definition; create it again" % cls.__qualname__)
+            continue
         try:
-            kind, bufs = _kb_dump(out, v, dill)
+            kind, bufs, files = _kb_dump(out, v, dill_pickler)
         except Exception as e:  # one object that cannot be pickled does not sink the rest
             skipped[name] = _kb_why(e)
             continue
+        if files:
+            changed[name] = ("restored with the file objects it held as closed stand-ins (%s): a restore never "
+                             "re-opens a file" % "; ".join(files[:5] + (["…"] if len(files) > 5 else [])))
         raws = [_kb_raw(b) for b in bufs]
         size = out.n + sum(r.nbytes for r in raws)
         total += size
@@ -216,8 +320,14 @@ def _kb_write(f, ip, dill, limit):
             f.write(r)
         names.append(name)
         records.append(rec)
+    by_design = {}
+    if caches:
+        by_design[_KB_CACHES_KEY] = ("%d names (In, Out, _, __, ___, _i, _ii, _iii, _iN, _N, _ih, _oh, _dh) holding IPython's input and "
+                                     "output history: not saved by design; a restored kernel's history starts "
+                                     "afresh" % caches)
     index = {"format": _KB_FORMAT, "dill": dill.__version__, "python": sys.version.split()[0],
-             "names": names, "records": records, "modules": modules, "skipped": skipped}
+             "names": names, "records": records, "modules": modules, "skipped": skipped,
+             "changed": changed, "by_design": by_design, "meta": meta}
     b = json.dumps(index).encode()
     off = f.tell()
     f.write(b)
@@ -322,6 +432,7 @@ def _kb_load(path):
     ns = get_ipython().user_ns
     import importlib
     restored, failed = [], dict(("%s" % k, "not saved: " + v) for k, v in header.get("skipped", {}).items())
+    changed = header.get("changed") or {}
     for name, mod in sorted(header.get("modules", {}).items()):
         try:
             ns[name] = importlib.import_module(mod)
@@ -330,9 +441,16 @@ def _kb_load(path):
             failed[name] = "re-import of module %s failed: %s" % (mod, _kb_why(e))
     for name, (kind, p, bufs) in zip(header["names"], records):
         try:
-            ns[name] = pickle.loads(p, buffers=bufs) if kind == "p" else dill.loads(p)
+            notes = []
+            ns[name] = pickle.loads(p, buffers=bufs) if kind == "p" else _kb_dill_loads(dill, p, notes)
             restored.append(name)
+            if name in changed:
+                failed[name] = changed[name]
+            elif notes:
+                failed[name] = ("restored with the file objects it held as closed stand-ins (%s): a restore never "
+                                "re-opens a file" % "; ".join(notes[:5]))
         except Exception as e:
             failed[name] = "could not be loaded: " + _kb_why(e)
     _kb_report({"ok": True, "restored": sorted(restored), "not_restored": failed, "bytes": os.path.getsize(path),
-                "python": header.get("python"), "dill": header.get("dill")})
+                "python": header.get("python"), "dill": header.get("dill"), "by_design": header.get("by_design") or {},
+                "meta": header.get("meta")})
