@@ -139,6 +139,7 @@ var codes = []struct {
 	{ErrTemplateMismatch, CodeTemplateMismatch, http.StatusConflict},
 	{ErrCannotHibernate, CodeCannotHibernate, http.StatusConflict},
 	{ErrSnapshotTooLarge, CodeSnapshotTooLarge, http.StatusInsufficientStorage},
+	{ErrCannotResume, CodeCannotResume, http.StatusConflict},
 }
 
 // CodeOf returns the code and HTTP status for err: the first sentinel of the table

@@ -48,8 +48,10 @@ func (e *Executor) adopt() error {
 		recs = nil
 	}
 	byID := make(map[string]keptSession, len(recs))
+	whole := readWhole(e.opts.StateDir)
 	for _, r := range recs {
 		if ValidSessionID(r.ID) {
+			r.Whole = max(r.Whole, whole[r.ID])
 			byID[r.ID] = r
 		}
 	}
@@ -68,6 +70,20 @@ func (e *Executor) adopt() error {
 			continue
 		case rec.Lost != "":
 			why = strings.TrimSuffix(rec.Lost, stateGone) // written with it by a stop
+		case rec.Snapshot != nil && rec.KernelID != "":
+			// Killed while the snapshot loaded: the kernel holds part of the
+			// namespace, the snapshot all of it (removed only after a whole
+			// load). Never the half kernel as whole: hibernated again.
+			if r.Placement != nil {
+				e.log.Warn("a kept kernel was loading its session's snapshot when kernelbox stopped; it is closed and the session stays hibernated", "session", id)
+				if err := r.Placement.Close(ctx); err != nil {
+					e.log.Warn("closing a half-restored placement", "session", id, "err", err)
+				}
+			}
+			rec.KernelID = ""
+			e.adoptHibernated(rec, t)
+			hibernated++
+			continue
 		case r.Placement != nil:
 			e.adoptLive(rec, t, r.Placement)
 			adopted++
@@ -91,9 +107,12 @@ func (e *Executor) adopt() error {
 	if len(byID) > 0 {
 		e.log.Info("sessions taken back after a restart", "adopted", adopted, "hibernated", hibernated, "lost", lost)
 	}
+	// What the whole-call journal said is in the records now: on disk first,
+	// then the journal is emptied.
+	e.flushState()
+	e.emptyWhole()
 	e.wg.Add(1)
 	go e.keepLoop()
-	e.stateChanged()
 	return nil
 }
 
@@ -142,7 +161,7 @@ func (e *Executor) retire(id, why string) {
 func (e *Executor) startAdopted(s *session, first func(*session) error) {
 	if first != nil {
 		j := newJob(context.Background(), jobFunc, Request{SessionID: s.id}, nil, nil, time.Now())
-		j.fn = first
+		j.fn, j.opName = first, "reconnection after kernelbox's restart"
 		_ = s.enqueue(j) // the queue is empty: it has room
 	}
 	e.mu.Lock()
@@ -162,6 +181,7 @@ func (e *Executor) adoptLive(rec keptSession, t *Template, p Placement) {
 	s.state.Created, s.state.Calls, s.state.ExecutionCount = rec.Created, rec.Calls, rec.ExecutionCount
 	s.state.State = api.StateStarting
 	s.keepCheckpoint(rec)
+	s.adopting = rec.KernelID
 	k := &kernel{placement: p, id: rec.KernelID}
 	if lr, ok := p.(LossReporter); ok {
 		k.lost = lr.Lost()
@@ -189,6 +209,7 @@ func (e *Executor) adoptHibernated(rec keptSession, t *Template) {
 	s.state.Created, s.state.Calls, s.state.ExecutionCount = rec.Created, rec.Calls, rec.ExecutionCount
 	s.state.State, s.state.Snapshot, s.state.Hibernated = api.StateHibernated, &info, info.Taken
 	s.keepCheckpoint(rec)
+	e.opts.Workspace.Pin(s.id)
 	e.startAdopted(s, nil)
 }
 
@@ -225,6 +246,11 @@ func (s *session) keepCheckpoint(rec keptSession) {
 	}
 	s.ckpt.last = &checkpoint{afterCall: c.AfterCall, info: c.SnapshotInfo}
 	s.ckpt.lastWhole = rec.Calls
+	if rec.Whole > 0 { // the journal's: acknowledged, maybe after the state was last written
+		s.ckpt.lastWhole = rec.Whole
+		s.state.Calls = max(s.state.Calls, rec.Whole)
+	}
+	s.whole = s.ckpt.lastWhole
 	s.state.Checkpoint = c
 }
 
@@ -236,6 +262,12 @@ func (s *session) keepCheckpoint(rec keptSession) {
 func (s *session) takeBack(k *kernel) {
 	ctx, cancel := context.WithTimeout(s.ctx, s.e.opts.StartTimeout)
 	defer cancel()
+	defer func() {
+		s.mu.Lock()
+		s.adopting = ""
+		s.mu.Unlock()
+		s.e.stateChanged()
+	}()
 	fail := func(why string) {
 		s.log.Warn("adopted kernel cannot be reached; the next call starts a fresh one", "reason", why)
 		s.markLost("kernelbox restarted and the session's kernel could not be reached again (" + why + "): its variables are gone, its files are kept")

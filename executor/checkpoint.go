@@ -74,10 +74,7 @@ func (s *session) afterCall(r *Result) {
 		s.ckpt.restore = s.ckpt.last != nil
 		return
 	}
-	s.mu.Lock()
-	call := s.state.Calls // counted for this call already (touch)
-	s.mu.Unlock()
-	s.ckpt.lastWhole = call
+	call := s.ckpt.lastWhole // this call's number, set by noteWhole
 	if s.k == nil || !s.k.alive() {
 		return
 	}
@@ -86,7 +83,7 @@ func (s *session) afterCall(r *Result) {
 		s.ckpt.note = "checkpoints are off for this session: " + err.Error()
 		return
 	}
-	info, err := s.saveSnapshotTo(s.ctx, CheckpointFile, s.e.opts.CheckpointTimeout, "the checkpoint timeout")
+	info, err := s.saveSnapshotTo(s.ctx, CheckpointFile, s.e.opts.CheckpointTimeout, "the checkpoint timeout", snapMeta{AfterCall: call})
 	switch {
 	case err == nil:
 		s.ckpt.last = &checkpoint{afterCall: call, info: *info}
@@ -96,9 +93,6 @@ func (s *session) afterCall(r *Result) {
 		s.mu.Unlock()
 		s.e.stateChanged() // a restart of kernelbox keeps it (keepstate.go)
 	default:
-		if errors.Is(err, context.DeadlineExceeded) && s.ctx.Err() == nil {
-			s.stopSave()
-		}
 		why := strings.TrimPrefix(err.Error(), ErrCannotHibernate.Error()+": ")
 		s.ckpt.note = fmt.Sprintf("the checkpoint after call %d was not taken (%s)", call, why)
 		if s.ckpt.last != nil {
@@ -125,7 +119,7 @@ func (s *session) restoreCheckpoint(ctx context.Context, lost bool, why string, 
 	if err != nil {
 		return lost, why
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.e.opts.SnapshotTimeout)
+	ctx, cancel := context.WithTimeout(ctx, s.e.opts.RestoreTimeout)
 	defer cancel()
 	t0 := time.Now()
 	r, err := runSnapshot(ctx, s.k.conn, fmt.Sprintf("_kb_load(%s)", pyStr(p)))
@@ -144,8 +138,16 @@ func (s *session) restoreCheckpoint(ctx context.Context, lost bool, why string, 
 	// A kernel restarted in place counts its executions from 1 again: not a
 	// replacement the next result must report.
 	s.k.count = 0
-	f.restored = &api.StateRestored{From: "checkpoint", AfterCall: c.afterCall, Taken: c.info.Taken,
-		Restored: nonNil(r.Restored), NotRestored: r.NotRestored, Bytes: r.Bytes, TookMS: took.Milliseconds()}
+	// The call the state is from is the one the loaded file names: the record
+	// may lag behind a checkpoint renamed just before a kill, or the reverse.
+	after := c.afterCall
+	if r.Meta != nil && r.Meta.AfterCall > 0 {
+		after = r.Meta.AfterCall
+		c = &checkpoint{afterCall: after, info: c.info}
+		s.ckpt.last = c
+	}
+	f.restored = &api.StateRestored{From: "checkpoint", AfterCall: after, Taken: c.info.Taken,
+		Restored: nonNil(r.Restored), NotRestored: r.NotRestored, ByDesign: r.ByDesign, Bytes: r.Bytes, TookMS: took.Milliseconds()}
 	note := "the kernel was replaced"
 	if why != "" {
 		note += " (" + why + ")"

@@ -12,9 +12,10 @@ import (
 // it, and returns its error. A caller whose ctx ends while the job is queued gets
 // ctx's error and the job does not run; once it runs, it is bounded by the
 // session's own life, not by ctx.
-func (s *session) runFunc(ctx context.Context, fn func(*session, *job) error) error {
+func (s *session) runFunc(ctx context.Context, op string, fn func(*session, *job) error) error {
 	j := newJob(ctx, jobFunc, Request{SessionID: s.id}, nil, nil, time.Now())
 	j.fn = func(s *session) error { return fn(s, j) }
+	j.opName = op
 	if err := s.enqueue(j); err != nil {
 		return err
 	}
@@ -36,8 +37,8 @@ func (e *Executor) Hibernate(ctx context.Context, id string) (SessionInfo, error
 	if err != nil {
 		return SessionInfo{}, err
 	}
-	err = s.runFunc(ctx, func(s *session, _ *job) error {
-		_, err := s.hibernate(s.ctx)
+	err = s.runFunc(ctx, "hibernate", func(s *session, _ *job) error {
+		_, err := s.hibernateCapped(s.ctx)
 		return err
 	})
 	return s.info(), err
@@ -54,7 +55,7 @@ func (e *Executor) Resume(ctx context.Context, id string) (api.ResumeResult, err
 		return api.ResumeResult{}, err
 	}
 	var res api.ResumeResult
-	err = s.runFunc(ctx, func(s *session, j *job) error {
+	err = s.runFunc(ctx, "resume", func(s *session, j *job) error {
 		if s.sleep == nil {
 			return nil
 		}
@@ -70,26 +71,46 @@ func (e *Executor) Resume(ctx context.Context, id string) (api.ResumeResult, err
 	return res, err
 }
 
-// liveCount is the number of sessions that hold (or may start) a kernel: every
-// session but the hibernated ones. e.mu is held.
-func (e *Executor) liveCountLocked() int {
+// hibernatedCount is the number of hibernated sessions.
+func (e *Executor) hibernatedCount() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	n := 0
 	for _, s := range e.sessions {
-		if !s.asleep.Load() {
+		if s.asleep.Load() {
 			n++
 		}
 	}
 	return n
 }
 
-// roomToWake fails with ErrTooManySessions when waking hibernated session id would
-// take the live sessions past MaxSessions.
-func (e *Executor) roomToWake(id string) error {
+// liveCount is the number of sessions that hold (or may start) a kernel: every
+// session but the hibernated ones, counting those waking up. e.mu is held.
+func (e *Executor) liveCountLocked() int {
+	n := 0
+	for _, s := range e.sessions {
+		if !s.asleep.Load() || s.waking.Load() {
+			n++
+		}
+	}
+	return n
+}
+
+// roomToWake takes a place among MaxSessions for hibernated session s, which is
+// about to start a kernel, or fails with ErrTooManySessions when there is none.
+// The count and the taking are one step under e.mu, so that resumes at once cannot
+// all pass the check (issue 46 item 7); the place is s's until it wakes
+// (session.wake) or goes back to sleep (s.waking cleared).
+func (e *Executor) roomToWake(s *session) error {
+	if s.waking.Load() {
+		return nil
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if n := e.liveCountLocked(); n >= e.opts.MaxSessions {
 		return fmt.Errorf("%w: %d sessions are live, the limit; hibernated session %q stays hibernated until one is closed or hibernated",
-			ErrTooManySessions, n, id)
+			ErrTooManySessions, n, s.id)
 	}
+	s.waking.Store(true)
 	return nil
 }

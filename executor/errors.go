@@ -61,6 +61,11 @@ func (e *StepTimeoutError) Error() string {
 	return fmt.Sprintf("%s did not finish within %s", e.Step, e.Bound)
 }
 
+// ErrCannotResume: a hibernated session's snapshot could not be loaded (its
+// kernel died or ran out of time loading it); the session stays hibernated with
+// its snapshot.
+var ErrCannotResume = api.ErrCannotResume
+
 // ErrCannotHibernate: the session cannot be hibernated or forked (not Python, a
 // backend whose kernels keep their files away from the session directory, no
 // kernel). The session is left as it was.

@@ -225,6 +225,7 @@ func (e *Executor) ExecuteStream(ctx context.Context, req Request, onEvent func(
 			return nil, err
 		}
 		j := newJob(ctx, jobExecute, req, inputs, onEvent, start)
+		j.op, j.opBound = &s.op, e.callBound(req)
 		if err = s.enqueue(j); err == nil {
 			api.Queued(ctx)
 			res, err = j.wait()

@@ -45,9 +45,14 @@ func (e *Executor) Fork(ctx context.Context, id, newID string) (api.ResumeResult
 	if err != nil {
 		return api.ResumeResult{}, err
 	}
-	err = src.runFunc(ctx, func(src *session, _ *job) error { return src.forkInto(ctx, dst) })
+	err = src.runFunc(ctx, "fork", func(src *session, _ *job) error { return src.forkInto(ctx, dst) })
 	if errors.Is(err, errForkTaken) {
 		return api.ResumeResult{}, invalidf("cannot fork into %q: a call created that session meanwhile", newID)
+	}
+	if err != nil && src.ctx.Err() != nil && ctx.Err() == nil {
+		// The source was closed (DELETE) while the fork waited for it or saved
+		// it: as if it had not existed, not a client that went away.
+		err = fmt.Errorf("no such session %q: it was closed while it was being forked: %w", id, ErrNoSession)
 	}
 	if err != nil {
 		if cerr := e.CloseSession(context.WithoutCancel(ctx), newID); cerr != nil && !errors.Is(cerr, ErrNoSession) {
@@ -81,9 +86,21 @@ func (s *session) forkInto(ctx context.Context, dst *session) error {
 			}
 		}()
 	}
-	srcDir := filepath.Join(s.e.opts.Workspace.Root(), "sessions", s.id)
+	// A hibernated session's directory is closed, and with a disk quota its
+	// disk unmounted: it is opened (mounted) for the copy, which would
+	// otherwise copy an empty mount point (issue 46 item 5).
+	src := s.ws
+	if src == nil {
+		ws, err := s.e.opts.Workspace.Open(s.id)
+		if err != nil {
+			return fmt.Errorf("fork: open the hibernated session's directory: %w", err)
+		}
+		defer ws.Close()
+		src = ws
+	}
+	srcDir := src.Dir()
 	from := "fork:" + s.id
-	return dst.runFunc(ctx, func(d *session, _ *job) error {
+	return dst.runFunc(ctx, "fork's copy", func(d *session, _ *job) error {
 		if d.everAlive || d.ws != nil {
 			return errForkTaken // a call on the new id came first
 		}
@@ -95,9 +112,15 @@ func (s *session) forkInto(ctx context.Context, dst *session) error {
 		}
 		// Opened again, the directory takes what was copied as files that were
 		// there before (not the first call's artifacts).
+		d.e.opts.Workspace.Pin(d.id) // its snapshot is in it (see hibernate)
 		_ = d.ws.Close()
 		d.ws = nil
 		d.sleep = &sleepState{info: info, from: from}
+		// Listed with its snapshot until the restore is whole: a kill in the
+		// middle takes it back hibernated, never half-loaded (restore).
+		d.mu.Lock()
+		d.state.Snapshot = &info
+		d.mu.Unlock()
 		return nil
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -36,13 +37,16 @@ func (e *Executor) snapshotLimit() int64 {
 // The kernel keeps running. On any error no snapshot is kept under the final name
 // beyond one written earlier.
 func (s *session) saveSnapshot(ctx context.Context) (*api.SnapshotInfo, error) {
-	return s.saveSnapshotTo(ctx, SnapshotFile, s.e.opts.SnapshotTimeout, "the snapshot timeout")
+	return s.saveSnapshotTo(ctx, SnapshotFile, s.e.opts.SnapshotTimeout, "the snapshot timeout", snapMeta{})
 }
 
 // saveSnapshotTo writes the session's namespace to the file name in its directory
 // (SnapshotFile, CheckpointFile), as saveSnapshot does, within timeout (bound names
-// it in the error).
-func (s *session) saveSnapshotTo(ctx context.Context, name string, timeout time.Duration, bound string) (*api.SnapshotInfo, error) {
+// it in the error) and ctx, keeping meta in the file. A save that does not finish
+// in time (a __getstate__ that blocks) is interrupted in the kernel, and its
+// temporary file removed, before the error returns: the session's next job never
+// waits behind it, and no half file stays to hold disk.
+func (s *session) saveSnapshotTo(ctx context.Context, name string, timeout time.Duration, bound string, meta snapMeta) (*api.SnapshotInfo, error) {
 	p, err := s.kernelFilePath(name)
 	if err != nil {
 		return nil, err
@@ -50,15 +54,27 @@ func (s *session) saveSnapshotTo(ctx context.Context, name string, timeout time.
 	if !s.k.alive() {
 		return nil, fmt.Errorf("%w: session %q's kernel is not alive", ErrCannotHibernate, s.id)
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	sctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	t0 := time.Now()
 	limit := s.e.snapshotLimit()
-	r, err := runSnapshot(ctx, s.k.conn, fmt.Sprintf("_kb_save(%s, %d)", pyStr(p), limit))
+	r, err := runSnapshot(sctx, s.k.conn, fmt.Sprintf("_kb_save(%s, %d, %s)", pyStr(p), limit, pyMeta(meta)))
 	took := time.Since(t0)
+	if err != nil || r == nil || !r.OK {
+		s.sweepSaves(name)
+	}
 	switch {
-	case err != nil && ctx.Err() != nil:
-		return nil, fmt.Errorf("%w: saving the namespace took over %s (%s): %w", ErrCannotHibernate, timeout, bound, err)
+	case err != nil && sctx.Err() != nil:
+		if s.ctx.Err() == nil {
+			s.stopSave()
+		}
+		s.sweepSaves(name)
+		limitWhy := fmt.Sprintf("over %s (%s)", timeout.Round(time.Millisecond), bound)
+		if ctx.Err() != nil {
+			limitWhy = "past the time the operation had (" + context.Cause(ctx).Error() + ")"
+		}
+		return nil, fmt.Errorf("%w: saving the namespace was stopped after %s, %s; the kernel was interrupted and keeps its namespace",
+			ErrCannotHibernate, took.Round(time.Millisecond), limitWhy)
 	case err != nil:
 		return nil, fmt.Errorf("%w: %w", ErrCannotHibernate, err)
 	case r.TooBig:
@@ -78,6 +94,35 @@ func (s *session) saveSnapshotTo(ctx context.Context, name string, timeout time.
 	snapObserver(s.e.opts.Observer).SnapshotTaken(r.Bytes, took)
 	return &api.SnapshotInfo{Bytes: r.Bytes, Names: nonNil(r.Names), Modules: r.Modules, Skipped: r.Skipped,
 		Taken: time.Now(), TookMS: took.Milliseconds()}, nil
+}
+
+// sweepSaves removes, from the host's side, the temporary files of saves of name
+// in the session's directory (name.tmp-PID): a save that failed or was stopped
+// leaves none behind to hold disk against the quota until the next save. It runs
+// only when the kernel is not saving (after its save answered or was interrupted):
+// should a save still be writing, the file it writes is unlinked under it, and its
+// final rename fails, so no late half file can take the final name.
+func (s *session) sweepSaves(name string) {
+	if s.ws == nil {
+		return
+	}
+	sweepTemps(s.ws.Dir(), name, s.log)
+}
+
+// sweepTemps removes dir/name.tmp-* (never following a link: a link is removed
+// itself).
+func sweepTemps(dir, name string, log *slog.Logger) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, d := range ents {
+		if strings.HasPrefix(d.Name(), name+".tmp-") {
+			if err := os.Remove(filepath.Join(dir, d.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+				log.Warn("removing a snapshot's temporary file", "file", d.Name(), "err", err)
+			}
+		}
+	}
 }
 
 func nonNil(s []string) []string {
@@ -109,6 +154,9 @@ func (s *session) hibernate(ctx context.Context) (*api.SnapshotInfo, error) {
 		s.log.Warn("hibernate: shutting down the kernel", "err", err)
 	}
 	s.setKernel(nil)
+	// Pinned before it closes: a closed directory past --max-kept-sessions
+	// would otherwise be deleted, snapshot and all.
+	s.e.opts.Workspace.Pin(s.id)
 	if s.ws != nil {
 		_ = s.ws.Close()
 		s.ws = nil
@@ -125,24 +173,38 @@ func (s *session) hibernate(ctx context.Context) (*api.SnapshotInfo, error) {
 	return info, nil
 }
 
+// hibernateCapped hibernates the session as hibernate does, unless the server
+// already keeps Options.MaxHibernated hibernated sessions: then it is refused and
+// the session stays live. A stop with StopHibernate is not capped (it is the
+// operator's choice for every session, bounded by the sessions there are).
+func (s *session) hibernateCapped(ctx context.Context) (*api.SnapshotInfo, error) {
+	if s.sleep == nil {
+		if n := s.e.hibernatedCount(); n >= s.e.opts.MaxHibernated {
+			return nil, fmt.Errorf("%w: the server keeps at most %d hibernated sessions (--max-hibernated) and has %d; none is deleted to make room: close or resume one",
+				ErrCannotHibernate, s.e.opts.MaxHibernated, n)
+		}
+	}
+	return s.hibernate(ctx)
+}
+
 // restore loads the session's snapshot into its new kernel, s.k, and records what
 // came back for the next result (or says the state is lost, and why). It runs in
-// ensureKernel, right after the kernel started.
-func (s *session) restore(ctx context.Context) {
+// ensureKernel, right after the kernel started. Until the load has succeeded the
+// kept state still lists the snapshot beside the new kernel, so a kernelbox killed
+// in the middle takes the session back hibernated, never the half-loaded kernel as
+// whole; the snapshot file is removed only once the state without it is on disk.
+// A kernel that dies or runs out of time while loading (an OOM under a smaller
+// memory limit) leaves the session hibernated with its snapshot, and the error
+// (ErrCannotResume) says why and how to recover.
+func (s *session) restore(ctx context.Context) error {
 	sl := s.sleep
-	s.sleep = nil
-	if s.asleep.Swap(false) {
-		snapObserver(s.e.opts.Observer).Hibernated(-1)
-	}
-	s.mu.Lock()
-	s.state.Snapshot, s.state.Hibernated = nil, time.Time{}
-	s.mu.Unlock()
 	p, err := s.kernelSnapshotPath()
 	if err != nil {
+		s.wake()
 		s.markLost("the session's snapshot could not be restored: " + err.Error())
-		return
+		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.e.opts.SnapshotTimeout)
+	ctx, cancel := context.WithTimeout(ctx, s.e.opts.RestoreTimeout)
 	defer cancel()
 	t0 := time.Now()
 	r, err := runSnapshot(ctx, s.k.conn, fmt.Sprintf("_kb_load(%s)", pyStr(p)))
@@ -150,21 +212,106 @@ func (s *session) restore(ctx context.Context) {
 	hostFile := filepath.Join(s.ws.Dir(), SnapshotFile)
 	switch {
 	case err != nil:
-		// A load that killed the kernel (a pickle bomb past its memory limit)
-		// is not tried again: the next call finds the dead kernel.
-		s.markLost("the session's snapshot could not be restored (" + err.Error() + "); the kernel starts empty")
+		// The kernel died (a pickle bomb or a namespace past its memory limit)
+		// or the load ran out of time: not tried again now, and the snapshot
+		// stays for a resume once the cause is mended.
+		return s.backToSleep(ctx, err, took)
 	case r.Lost != "":
+		s.wake()
 		s.markLost("the session's snapshot could not be restored: " + r.Lost + "; the kernel starts empty")
 	default:
+		s.wake()
 		snapObserver(s.e.opts.Observer).SnapshotRestored(took)
 		s.restored = &api.StateRestored{From: sl.from, Restored: nonNil(r.Restored), NotRestored: r.NotRestored,
-			Bytes: r.Bytes, TookMS: took.Milliseconds()}
+			ByDesign: r.ByDesign, Bytes: r.Bytes, TookMS: took.Milliseconds()}
 	}
 	// A snapshot is restored once: a later kernel of the session must not load
-	// an old namespace over a newer one.
+	// an old namespace over a newer one. The state that no longer lists it is
+	// written first, so that a kill between the two finds the file unlisted, not
+	// listed and gone.
+	s.e.flushState()
 	if err := os.Remove(hostFile); err != nil && !errors.Is(err, os.ErrNotExist) {
 		s.log.Warn("removing the restored snapshot", "err", err)
 	}
+	return nil
+}
+
+// wake records that the session's snapshot has been dealt with (loaded, or found
+// unusable): the session is live again.
+func (s *session) wake() {
+	s.sleep = nil
+	if s.asleep.Swap(false) {
+		snapObserver(s.e.opts.Observer).Hibernated(-1)
+	}
+	s.waking.Store(false)
+	s.e.opts.Workspace.Unpin(s.id)
+	s.mu.Lock()
+	s.state.Snapshot, s.state.Hibernated = nil, time.Time{}
+	s.mu.Unlock()
+}
+
+// discardSnapshot forgets a hibernated session's snapshot and deletes its file (a
+// reset asks for a fresh interpreter): the session is live again, without a
+// kernel until its next call.
+func (s *session) discardSnapshot() {
+	dir := filepath.Join(s.e.opts.Workspace.Root(), "sessions", s.id)
+	if s.ws != nil {
+		dir = s.ws.Dir()
+	} else if ws, err := s.e.opts.Workspace.Open(s.id); err == nil { // mounts its disk
+		defer ws.Close()
+		dir = ws.Dir()
+	}
+	if err := os.Remove(filepath.Join(dir, SnapshotFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		s.log.Warn("removing the discarded snapshot", "err", err)
+	}
+	s.wake()
+	s.setState(api.StateNew)
+	s.e.stateChanged()
+}
+
+// backToSleep puts a session whose snapshot could not be loaded (its kernel died
+// or ran out of time: err) back to hibernation: the new kernel is stopped, the
+// snapshot kept, and the error says why, naming an OOM, and how to recover.
+func (s *session) backToSleep(ctx context.Context, err error, took time.Duration) error {
+	why := err.Error()
+	if ctx.Err() != nil && s.ctx.Err() == nil {
+		why = fmt.Sprintf("loading it took over %s (the restore timeout)", s.e.opts.RestoreTimeout)
+	} else {
+		// Bounded: a placement that does not answer must not hold this up.
+		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), diagnoseWait)
+		cause := s.k.diagnose(dctx)
+		dcancel()
+		if cause == "" {
+			cause = "no cause known (most often the memory limit"
+			if s.tmpl.Memory > 0 {
+				cause += ", " + formatMiB(s.tmpl.Memory) + " for this template"
+			}
+			cause += ")"
+		}
+		why = "the kernel died while loading it: " + cause
+	}
+	s.log.Warn("the snapshot could not be restored; the session stays hibernated", "err", why, "took", took)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.e.opts.ShutdownTimeout)
+	defer cancel()
+	if err := s.k.shutdown(sctx, s.e.opts.ShutdownTimeout); err != nil {
+		s.log.Warn("stopping the kernel that could not restore the snapshot", "err", err)
+	}
+	s.setKernel(nil)
+	if s.ws != nil {
+		_ = s.ws.Close()
+		s.ws = nil
+	}
+	s.waking.Store(false)
+	if !s.asleep.Swap(true) {
+		snapObserver(s.e.opts.Observer).Hibernated(1)
+	}
+	s.mu.Lock()
+	s.state.State, s.state.Snapshot = api.StateHibernated, &s.sleep.info
+	s.mu.Unlock()
+	s.e.stateChanged()
+	return fmt.Errorf("%w: session %q's snapshot (%d bytes) could not be loaded: %s; it is kept and the session stays hibernated: "+
+		"give its template more memory (or time) and resume it, or reset or close the session to discard it",
+		ErrCannotResume, s.id, s.sleep.info.Bytes, why)
 }
 
 // restoredNote sums up a restore for a result's notes.

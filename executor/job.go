@@ -33,13 +33,22 @@ type job struct {
 
 	// files is a jobFiles job's work (files.go).
 	files func(context.Context, SessionFiles) error
-	// fn is a jobFunc job's work.
-	fn func(*session) error
+	// fn is a jobFunc job's work, and opName what it is called in a message
+	// ("hibernate", "fork"...).
+	fn     func(*session) error
+	opName string
 
 	// deadline is start + req.MaxWait (zero: none); cutByWait says the execution's
 	// timeout was shortened to meet it.
 	deadline  time.Time
 	cutByWait bool
+
+	// opBound, for a call, is its own time bound (its timeout and the interrupt
+	// grace): past it, a call still queued while its session runs an operation
+	// (op: a hibernate, fork, checkpoint, resume) answers that it did not run,
+	// rather than waiting for the operation's own, longer bound (issue 46 item 8).
+	opBound time.Duration
+	op      *atomic.Pointer[string]
 
 	state  atomic.Int32 // jobQueued, jobRunning, jobCanceled
 	done   chan struct{}
@@ -47,6 +56,9 @@ type job struct {
 	err    error
 	notRun bool // the session closed before the job started
 }
+
+// opCheckpoint names the after-call checkpoint as an operation (session.op).
+var opCheckpoint = "after-call checkpoint"
 
 const (
 	jobQueued int32 = iota
@@ -99,17 +111,37 @@ func (j *job) wait() (*Result, error) {
 		defer t.Stop()
 		expire = t.C
 	}
-	select {
-	case <-j.done:
-		return j.res, j.err
-	case <-j.ctx.Done():
-		if j.state.CompareAndSwap(jobQueued, jobCanceled) {
-			return nil, j.ctx.Err()
+	var behindOp <-chan time.Time
+	if j.opBound > 0 && j.op != nil {
+		t := time.NewTimer(time.Until(j.start.Add(j.opBound)))
+		defer t.Stop()
+		behindOp = t.C
+	}
+	for {
+		select {
+		case <-j.done:
+			return j.res, j.err
+		case <-j.ctx.Done():
+			if j.state.CompareAndSwap(jobQueued, jobCanceled) {
+				return nil, j.ctx.Err()
+			}
+		case <-expire:
+			if j.state.CompareAndSwap(jobQueued, jobCanceled) {
+				return j.waitedOut("while it waited behind the session's other calls"), nil
+			}
+		case <-behindOp:
+			// Checked again every quarter second: an operation may start
+			// after the call ahead of this one ends.
+			behindOp = time.After(250 * time.Millisecond)
+			if op := j.op.Load(); op != nil && j.state.CompareAndSwap(jobQueued, jobCanceled) {
+				r := j.waitedOut("while the session's " + *op + " ran")
+				r.Error.Evalue = fmt.Sprintf("the call waited %s, its time bound, while the session's %s ran; its code did not run",
+					j.opBound.Round(time.Millisecond), *op)
+				return r, nil
+			}
+			continue
 		}
-	case <-expire:
-		if j.state.CompareAndSwap(jobQueued, jobCanceled) {
-			return j.waitedOut("while it waited behind the session's other calls"), nil
-		}
+		break
 	}
 	<-j.done
 	return j.res, j.err

@@ -80,14 +80,21 @@ type keptSession struct {
 	// Lost says why a session's state did not survive the stop (it could not
 	// hibernate): the next executor tells its next call so.
 	Lost string `json:"lost,omitempty"`
+	// Whole is, for a session that checkpoints, its last call that left the
+	// namespace whole and was acknowledged (wholelog.go): a checkpoint older
+	// than it is restored as such, with the later calls' changes told lost.
+	Whole int `json:"whole,omitempty"`
 }
 
 // keeper writes the state file: stateChanged asks, one goroutine writes.
 type keeper struct {
 	path   string
 	dirty  chan struct{}
-	mu     sync.Mutex // held while writing; guards frozen
+	mu     sync.Mutex // held while writing; guards frozen, whole and wholeBytes
 	frozen bool       // Close wrote the last list
+
+	whole      *os.File // the whole-call journal (wholelog.go), opened at first use
+	wholeBytes int64
 }
 
 // stateChanged tells the state writer to write the sessions again. It never
@@ -133,9 +140,11 @@ func (s *session) record() (keptSession, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := keptSession{ID: s.id, Template: s.tmpl.Name, Created: s.state.Created, Calls: s.state.Calls,
-		ExecutionCount: s.state.ExecutionCount, Snapshot: s.state.Snapshot, Checkpoint: s.state.Checkpoint}
+		ExecutionCount: s.state.ExecutionCount, Snapshot: s.state.Snapshot, Checkpoint: s.state.Checkpoint, Whole: s.whole}
 	if s.kref != nil {
 		r.KernelID = s.kref.id
+	} else if s.adopting != "" {
+		r.KernelID = s.adopting
 	}
 	return r, r.KernelID != "" || r.Snapshot != nil || r.Checkpoint != nil
 }
@@ -150,12 +159,37 @@ func (e *Executor) writeState(recs []keptSession, final bool) {
 		return
 	}
 	k.frozen = final
+	e.writeStateLocked(recs)
+}
+
+// writeStateLocked writes recs as the state file; e.keep.mu is held.
+func (e *Executor) writeStateLocked(recs []keptSession) {
+	k := e.keep
 	data, err := json.Marshal(keptSessions{Version: stateVersion, Sessions: recs})
 	if err == nil {
 		err = statefile.Write(k.path, data, true)
 	}
 	if err != nil {
 		e.log.Error("write the sessions' state: the next start cannot adopt them", "file", k.path, "err", err)
+	}
+}
+
+// stopping reports whether Close has begun.
+func (e *Executor) stopping() bool {
+	select {
+	case <-e.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// flushState writes the state file now, on the caller's goroutine, when there is
+// one: for a change that must be on disk before what follows it (a restored
+// snapshot is removed only once the state no longer lists it).
+func (e *Executor) flushState() {
+	if e.keep != nil {
+		e.writeState(e.liveRecords(), false)
 	}
 }
 
@@ -191,36 +225,89 @@ func readState(path string) ([]keptSession, error) {
 }
 
 // prepareStop applies Options.OnClose before Close stops the sessions in list,
-// and writes the state file's last list. With StopKeep the sessions let go of
-// their kernels without stopping them; with StopHibernate each is hibernated
-// first (bounded by ctx), and one that cannot be is recorded as lost with why.
-// It reports whether the backend is to be detached rather than closed.
+// and writes the state file's last list. Whatever the policy, a hibernated
+// session stays listed hibernated (its snapshot is in its directory) and a
+// session with a checkpoint stays listed with it, so the next start restores it
+// and says why (issue 46 item 2). With StopKeep the sessions with a kernel let go
+// of it without stopping it; with StopHibernate each is hibernated first (bounded
+// by ctx), and one that cannot be is recorded as lost with why. It reports
+// whether the backend is to be detached rather than closed.
 func (e *Executor) prepareStop(ctx context.Context, list []*session) (detach bool) {
 	policy := e.opts.OnClose
 	_, reattaches := e.opts.Backend.(Reattacher)
 	if policy == StopKeep && !reattaches {
-		e.log.Warn("stop policy keep needs a backend whose kernels outlive kernelbox; closing the sessions", "backend", e.Backend())
+		e.log.Warn("stop policy keep needs a backend whose kernels outlive kernelbox; closing the sessions (hibernated and checkpointed ones stay listed)", "backend", e.Backend())
 		policy = StopClose
 	}
 	if e.keep == nil {
 		return false
 	}
 	var recs []keptSession
-	switch policy {
-	case StopKeep:
-		for _, s := range list {
-			if r, ok := s.record(); ok && r.KernelID != "" {
-				recs = append(recs, r)
-				s.detached.Store(true)
-				e.opts.Workspace.KeepMounted(s.id)
-			}
-		}
-	case StopHibernate:
+	if policy == StopHibernate {
 		recs = e.hibernateAll(ctx, list)
+	} else {
+		e.settleCheckpoints(ctx, list)
+		recs = e.keptAtStop(list, policy)
 	}
 	e.writeState(recs, true)
-	e.log.Info("sessions kept for the next start", "policy", string(policy), "sessions", len(recs))
+	live, asleep, ckpt, lost := 0, 0, 0, 0
+	for _, r := range recs {
+		switch {
+		case r.Lost != "" && r.Checkpoint == nil:
+			lost++
+		case r.Snapshot != nil && r.KernelID == "":
+			asleep++
+		case r.KernelID != "":
+			live++
+		default:
+			ckpt++
+		}
+	}
+	e.log.Info("sessions kept for the next start", "policy", string(policy), "sessions", len(recs),
+		"with_kernel", live, "hibernated", asleep, "from_checkpoint", ckpt, "lost", lost)
 	return policy == StopKeep
+}
+
+// settleCheckpoints waits, bounded by ctx, for the checkpoints being written when
+// the stop came (each runs on its session's worker before the next job): the
+// stop then keeps the checkpoint of the last call each session answered.
+func (e *Executor) settleCheckpoints(ctx context.Context, list []*session) {
+	var wg sync.WaitGroup
+	for _, s := range list {
+		if s.tmpl.Checkpoint == CheckpointAfterCall && !s.asleep.Load() {
+			wg.Go(func() { _ = s.runFunc(ctx, "stop", func(*session, *job) error { return nil }) })
+		}
+	}
+	wg.Wait()
+}
+
+// keptAtStop returns the records a stop with policy StopKeep or StopClose keeps:
+// hibernated sessions as they are; with StopKeep the sessions with a kernel,
+// which let go of it (detached); sessions with a checkpoint whose kernel stops,
+// to be restored from it (their record says why); a session whose snapshot was
+// still loading, hibernated again.
+func (e *Executor) keptAtStop(list []*session, policy StopPolicy) []keptSession {
+	var recs []keptSession
+	for _, s := range list {
+		r, ok := s.record()
+		switch {
+		case !ok:
+			continue
+		case r.Snapshot != nil && r.KernelID == "": // hibernated
+		case policy == StopKeep && r.KernelID != "":
+			s.detached.Store(true)
+			e.opts.Workspace.KeepMounted(s.id)
+		case r.Snapshot != nil: // its restore did not finish: hibernated still
+			r.KernelID = ""
+		case r.Checkpoint != nil:
+			r.KernelID = ""
+			r.Lost = fmt.Sprintf("kernelbox was stopped with --on-stop %s, which stops every kernel", policy) + stateGone
+		default:
+			continue
+		}
+		recs = append(recs, r)
+	}
+	return recs
 }
 
 // hibernateAll interrupts and hibernates every session in list, at once,
@@ -234,7 +321,7 @@ func (e *Executor) hibernateAll(ctx context.Context, list []*session) []keptSess
 	for _, s := range list {
 		wg.Go(func() {
 			_ = s.interrupt(ctx)
-			err := s.runFunc(ctx, func(s *session, _ *job) error {
+			err := s.runFunc(ctx, "hibernate", func(s *session, _ *job) error {
 				if s.k == nil && s.sleep == nil {
 					return errNoKernel
 				}
@@ -272,6 +359,25 @@ func (s *session) detach() {
 		}
 	}
 	s.log.Info("session kept for the next start", "kernel_id", s.snapshot().KernelID)
+}
+
+// PinnedSessions returns the ids of the sessions the state file in dir lists
+// without a running kernel but with state in their directories (a snapshot: a
+// hibernated session; a checkpoint), whose directories the workspace must keep
+// whatever its MaxKeptSessions says (workspace.Options.Pinned). A missing or
+// unreadable file lists none.
+func PinnedSessions(dir string) []string {
+	recs, err := readState(filepath.Join(dir, stateFileName))
+	if err != nil {
+		return nil
+	}
+	var ids []string
+	for _, r := range recs {
+		if (r.Snapshot != nil || r.Checkpoint != nil) && ValidSessionID(r.ID) {
+			ids = append(ids, r.ID)
+		}
+	}
+	return ids
 }
 
 // KeptSessions returns the ids of the sessions whose kernels the state file in dir

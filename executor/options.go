@@ -125,9 +125,21 @@ type Options struct {
 	// is stopped (the kernel is interrupted) and skipped with a note. Defaults
 	// to 60 seconds.
 	CheckpointTimeout time.Duration
-	// SnapshotTimeout bounds saving or restoring one snapshot in the kernel.
-	// Defaults to 10 minutes.
+	// SnapshotTimeout bounds saving one snapshot in the kernel (a hibernate, a
+	// fork's save): one that takes longer (a __getstate__ that blocks) is
+	// interrupted, its temporary file removed, and the session stays live.
+	// Defaults to 2 minutes (a 1 GiB namespace saves in about 4 s).
 	SnapshotTimeout time.Duration
+	// RestoreTimeout bounds loading one snapshot (or checkpoint) in a new
+	// kernel; past it the session stays hibernated with its snapshot
+	// (ErrCannotResume). Defaults to 10 minutes.
+	RestoreTimeout time.Duration
+	// MaxHibernated bounds the hibernated sessions kept at once: a hibernate
+	// past it is refused (ErrCannotHibernate, the session stays live; an idle
+	// one is closed as before, told), never made room for by deleting another.
+	// Hibernated sessions are kept for HibernatedRetention, their directories
+	// never evicted for the workspace's MaxKeptSessions. Defaults to 1,000.
+	MaxHibernated int
 
 	// Warm keeps that many kernels started ahead of need, so that a new
 	// session's first call does not wait for a kernel to start. Defaults to 0.
@@ -194,7 +206,9 @@ func (o *Options) setDefaults() {
 	def(&o.IdleTimeout, 30*time.Minute)
 	def(&o.ShutdownTimeout, 20*time.Second)
 	def(&o.HibernatedRetention, 7*24*time.Hour)
-	def(&o.SnapshotTimeout, 10*time.Minute)
+	def(&o.SnapshotTimeout, 2*time.Minute)
+	def(&o.RestoreTimeout, 10*time.Minute)
+	defInt(&o.MaxHibernated, 1000)
 	def(&o.CheckpointTimeout, time.Minute)
 	defInt(&o.MaxCodeBytes, 1<<20)
 	defInt(&o.MaxInputs, 100)

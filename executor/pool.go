@@ -198,7 +198,7 @@ func (p *pool) needsOne() bool {
 	default:
 	}
 	p.e.mu.Lock()
-	live := len(p.e.sessions)
+	live := p.e.liveCountLocked() // hibernated sessions hold no kernel
 	p.e.mu.Unlock()
 	all := p.e.warmHeld()
 	p.mu.Lock()

@@ -13,6 +13,16 @@ import (
 	"github.com/kernelbox/kernelbox/jupyter"
 )
 
+// callBound is a call's own time bound: its timeout (the default when it sets
+// none, capped by MaxTimeout) and the grace an interrupted call has to stop.
+func (e *Executor) callBound(req Request) time.Duration {
+	t := req.Timeout
+	if t == 0 {
+		t = e.opts.DefaultTimeout
+	}
+	return min(t, e.opts.MaxTimeout) + e.opts.InterruptGrace
+}
+
 // execute runs one call on the session's worker: it gathers what the call produced in
 // a callFacts, then builds the Result from it once.
 func (s *session) execute(j *job) (*Result, error) {

@@ -48,8 +48,10 @@ type session struct {
 	ckpt      checkpointState    // after-call checkpoints (checkpoint.go)
 
 	// asleep mirrors sleep != nil for readers off the worker (live session count,
-	// the idle cull).
+	// the idle cull); waking says a hibernated session holds a place among
+	// MaxSessions while its kernel starts (roomToWake).
 	asleep      atomic.Bool
+	waking      atomic.Bool
 	hibernating atomic.Bool // the cull has a hibernate job on its way
 
 	// interrupted: a caller asked for an interrupt during the running call, so a
@@ -60,12 +62,21 @@ type session struct {
 	// kernel without stopping it (keepstate.go).
 	detached atomic.Bool
 
+	// op names the operation the worker runs now (a hibernate, a fork, a
+	// checkpoint...; nil during a call or when idle): a call queued behind one
+	// answers within its own bound (job.wait).
+	op atomic.Pointer[string]
+
 	taps taps // the session's watchers (watch.go)
 
 	mu      sync.Mutex
 	state   SessionInfo
 	noSleep string  // why the last idle hibernation failed; cleared by a call (cull.go)
 	kref    *kernel // the kernel, for Interrupt
+	whole   int     // the last acknowledged call that left the namespace whole (wholelog.go)
+	// adopting is the kernel id an adopted session is reconnecting to (until
+	// takeBack ends), so the state file keeps listing it meanwhile.
+	adopting string
 }
 
 func newSession(e *Executor, id string, t *Template) *session {
@@ -125,7 +136,9 @@ func (s *session) run() {
 				continue
 			}
 			if j.kind == jobFunc {
+				s.op.Store(&j.opName)
 				err := j.fn(s)
+				s.op.Store(nil)
 				s.touch(nil) // before finish: the caller reads the state it left
 				j.finish(nil, err)
 				continue
@@ -142,9 +155,14 @@ func (s *session) run() {
 				s.e.running.Add(-1)
 			}
 			s.touch(r)
+			if err == nil && j.kind != jobReset {
+				s.noteWhole(r) // before the result is delivered
+			}
 			j.finish(r, err)
 			if err == nil && j.kind != jobReset {
+				s.op.Store(&opCheckpoint)
 				s.afterCall(r)
+				s.op.Store(nil)
 			}
 		}
 	}
@@ -180,11 +198,16 @@ func (s *session) release() {
 		s.setKernel(nil)
 	}
 	if s.ws != nil {
-		s.dropCheckpoint(s.ws.Dir())
+		// Closed on request, its checkpoint goes (its directory does too); a
+		// stop of the whole executor keeps it for the next start (prepareStop).
+		if !s.e.stopping() {
+			s.dropCheckpoint(s.ws.Dir())
+		}
 		_ = s.ws.Close()
 	}
 	if s.asleep.Swap(false) {
 		snapObserver(s.e.opts.Observer).Hibernated(-1)
+		s.e.opts.Workspace.Unpin(s.id)
 	}
 }
 
@@ -242,7 +265,7 @@ func (s *session) ensureKernel(j *job) error {
 		s.setKernel(nil)
 	}
 	if s.asleep.Load() {
-		if err := s.e.roomToWake(s.id); err != nil {
+		if err := s.e.roomToWake(s); err != nil {
 			return err
 		}
 	}
@@ -250,7 +273,12 @@ func (s *session) ensureKernel(j *job) error {
 	s.setState(api.StateStarting)
 	k, err := s.e.acquireKernel(ctx, s)
 	if err != nil {
-		s.setState(api.StateDead)
+		if s.sleep != nil { // still hibernated, its snapshot untouched
+			s.waking.Store(false)
+			s.setState(api.StateHibernated)
+		} else {
+			s.setState(api.StateDead)
+		}
 		if errors.Is(err, ErrDisabled) {
 			return err
 		}
@@ -266,7 +294,7 @@ func (s *session) ensureKernel(j *job) error {
 	s.setKernel(k)
 	if s.sleep != nil {
 		s.setState(api.StateRestoring)
-		s.restore(ctx)
+		return s.restore(ctx)
 	}
 	return nil
 }
@@ -292,7 +320,7 @@ func (s *session) fromPool(ctx context.Context) (bool, error) {
 		return true, nil
 	}
 	if s.asleep.Load() {
-		if err := s.e.roomToWake(s.id); err != nil {
+		if err := s.e.roomToWake(s); err != nil {
 			return false, err
 		}
 	}
@@ -309,8 +337,7 @@ func (s *session) fromPool(ctx context.Context) (bool, error) {
 	s.everAlive = true
 	s.setKernel(k)
 	s.setState(api.StateRestoring)
-	s.restore(ctx)
-	return true, nil
+	return true, s.restore(ctx)
 }
 
 // openWorkspace opens the session directory unless the warm pool already did.
@@ -336,6 +363,9 @@ func (s *session) openWorkspace() error {
 func (s *session) reset(j *job) error {
 	if s.ws != nil {
 		s.dropCheckpoint(s.ws.Dir())
+	}
+	if s.sleep != nil {
+		s.discardSnapshot()
 	}
 	if s.k == nil {
 		return nil

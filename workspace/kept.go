@@ -67,7 +67,7 @@ func (m *Manager) closedDir(name string) {
 		}
 	}
 	var trash []string
-	if _, err := m.sessions.Lstat(name); err == nil && api.ValidSessionID(name) && m.keeps() {
+	if _, err := m.sessions.Lstat(name); err == nil && api.ValidSessionID(name) && m.keeps() && !m.pinned(name) {
 		m.kept = append(m.kept, name)
 		trash = m.evictLocked()
 	}
@@ -139,6 +139,7 @@ func (m *Manager) takeEvicted(name string) bool {
 // first by when they were last written (the disk image's mtime, else the
 // directory's), and evicts those past MaxKeptSessions. Called from New.
 func (m *Manager) setupKept() {
+	m.Pin(m.opts.Pinned...)
 	if !m.keeps() {
 		return
 	}
@@ -154,6 +155,9 @@ func (m *Manager) setupKept() {
 		}
 		if m.keepsMount(filepath.Join(m.sessionsDir, n)) {
 			continue // a live session a restarted server adopts
+		}
+		if m.pinned(n) {
+			continue // a hibernated session's (Pin)
 		}
 		fi, err := m.sessions.Lstat(n)
 		if err != nil || !fi.IsDir() {

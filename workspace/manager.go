@@ -65,10 +65,10 @@ type Manager struct {
 	watchOnce sync.Once
 	watch     atomic.Pointer[watcher]
 
-	// keepMu guards keepMnt: the session directories whose disks stay mounted
-	// when the Manager closes (keepmounts.go).
-	keepMu  sync.Mutex
-	keepMnt map[string]bool
+	// keepMu guards keepMnt, the directories whose disks stay mounted when the
+	// Manager closes (keepmounts.go), and pins, those never evicted (pinned.go).
+	keepMu        sync.Mutex
+	keepMnt, pins map[string]bool
 
 	// Set by tests only. noWriterScan turns off looking for processes that hold an
 	// output open for writing (writers.go), so tests can check what Collect does

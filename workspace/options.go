@@ -68,6 +68,10 @@ type Options struct {
 	// unmounts them as any other unless Manager.KeepMounted names them again.
 	// Defaults to none.
 	KeepMounted []string
+	// Pinned lists closed session directories New keeps whatever
+	// MaxKeptSessions says (see Manager.Pin): the hibernated sessions a
+	// restarted server lists again. Defaults to none.
+	Pinned []string
 
 	// HashInputs computes the SHA-256 of each staged input (Staged.SHA256) while
 	// copying it through user space. Without it (the default) the copy is a plain

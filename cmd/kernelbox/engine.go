@@ -137,6 +137,8 @@ func (f *engineFlags) build(ctx context.Context, log *slog.Logger, approver perm
 		HibernateAfter:      f.pool.durable.hibernateAfter,
 		HibernatedRetention: idleOption(f.pool.durable.retention),
 		SnapshotMaxBytes:    f.pool.durable.snapshotMax,
+		SnapshotTimeout:     f.pool.durable.saveTimeout,
+		MaxHibernated:       f.pool.durable.maxHibernated,
 		Checkpoint:          f.pool.durable.checkpoint,
 		MaxStreamBytes:      f.maxOutput,
 		Warm:                f.pool.warm,
@@ -172,7 +174,7 @@ func (f *engineFlags) newWorkspace(log *slog.Logger) (*workspace.Manager, error)
 	if d := f.keep.dir(); d != "" {
 		private = append(private, d)
 	}
-	wsOpts := workspace.Options{Root: wsRoot, ArtifactsDir: f.artifacts, PrivateDirs: private, Logger: log, KeepMounted: f.keep.mounted()}
+	wsOpts := workspace.Options{Root: wsRoot, ArtifactsDir: f.artifacts, PrivateDirs: private, Logger: log, KeepMounted: f.keep.mounted(), Pinned: f.keep.pinned()}
 	if err := f.disk.apply(&wsOpts); err != nil {
 		return nil, err
 	}

@@ -85,6 +85,16 @@ func (k *keepFlags) journal() string {
 	return filepath.Join(k.stateDir, "calls.json")
 }
 
+// pinned lists the sessions whose directories the workspace keeps whatever
+// --max-kept-sessions says: the hibernated and checkpointed ones the last serve
+// listed, under any --on-stop.
+func (k *keepFlags) pinned() []string {
+	if k == nil || k.stateDir == "" {
+		return nil
+	}
+	return executor.PinnedSessions(k.stateDir)
+}
+
 // mounted lists the sessions whose disks stay mounted for their adoption: those
 // the last serve of a backend that keeps its sessions left running.
 func (k *keepFlags) mounted() []string {

@@ -26,6 +26,8 @@ type durableFlags struct {
 	retention      time.Duration
 	snapshotMax    int64
 	checkpoint     string
+	saveTimeout    time.Duration
+	maxHibernated  int
 }
 
 // register adds the "Sessions" group.
@@ -36,6 +38,8 @@ func (p *poolFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&p.durable.hibernateAfter, "hibernate-after", 0, "hibernate Python sessions idle this long instead of closing them: their variables are saved in their directory and their kernel stopped, and their next call restores them (0 = off; a template's hibernate_after overrides it)")
 	fs.DurationVar(&p.durable.retention, "hibernated-retention", 7*24*time.Hour, "close sessions hibernated this long (files kept, snapshot deleted); 0 = keep them")
 	fs.StringVar(&p.durable.checkpoint, "checkpoint", "", `"after_call": save each Python session's variables after every call that left them whole, so that a kernel that dies (OOM, crash) comes back with them; costs about the time of a hibernate per call, before the next call runs ("" or "off" = none; a template's checkpoint overrides it)`)
+	fs.DurationVar(&p.durable.saveTimeout, "snapshot-timeout", 2*time.Minute, "longest a save of a session's variables (hibernate, fork) may take; past it the kernel is interrupted, nothing is kept and the session stays live")
+	fs.IntVar(&p.durable.maxHibernated, "max-hibernated", 1000, "most hibernated sessions kept at once; a hibernate past it is refused (never made room for by deleting one)")
 	fs.Int64Var(&p.durable.snapshotMax, "snapshot-max-bytes", 0, "largest snapshot of a session's variables; a bigger namespace does not hibernate (default: the disk quota, else 8 GiB)")
 	fs.StringVar(&p.templates, "templates", p.templates, "JSON file of named session templates (kernel, image, limits, env, preload, warm pool); none of them may ask more than the flags give a session (see docs/templates.md)")
 }

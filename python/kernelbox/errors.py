@@ -163,6 +163,10 @@ class SnapshotTooLarge(APIError):
     """The session's namespace (or a fork's files) is over its snapshot limit; it stays live (507)."""
 
 
+class CannotResume(APIError):
+    """The snapshot could not be loaded (the kernel died, e.g. out of memory); it is kept, the session stays hibernated (409)."""
+
+
 #: The one table: error code -> (HTTP status, exception class). Mirrors api/errors.go.
 ERRORS: Dict[str, Tuple[int, Type[APIError]]] = {
     "invalid_request": (400, InvalidRequest),
@@ -193,6 +197,7 @@ ERRORS: Dict[str, Tuple[int, Type[APIError]]] = {
     "too_many_connections": (503, TooManyConnections),
     "cannot_hibernate": (409, CannotHibernate),
     "snapshot_too_large": (507, SnapshotTooLarge),
+    "cannot_resume": (409, CannotResume),
 }
 
 
