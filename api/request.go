@@ -22,8 +22,11 @@ type Request struct {
 	Template string `json:"template,omitempty"`
 
 	// Timeout bounds the execution: the code's run, from when it starts. Time spent
-	// waiting in the session's queue and starting its kernel is not counted. Zero
-	// means the server's default.
+	// waiting in the session's queue and starting its kernel is not counted, with
+	// one exception: a call still queued, past Timeout and the interrupt grace,
+	// while its session runs an operation (a hibernate, fork, checkpoint) ends with
+	// status timeout and does not run, rather than waiting for the operation's
+	// own, longer bound. Zero means the server's default.
 	Timeout time.Duration `json:"-"`
 
 	// MaxWait, when set, bounds the whole call as the caller sees it: queue, kernel
