@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"cmp"
+	"io/fs"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -75,6 +76,19 @@ func (m *Manager) closedDir(name string) {
 	m.emptyEvicted(trash)
 }
 
+// holdsNoFile reports whether the tree at name holds directories only.
+func (m *Manager) holdsNoFile(name string) bool {
+	empty := true
+	err := fs.WalkDir(m.sessions.FS(), name, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			empty = false
+			return fs.SkipAll
+		}
+		return nil
+	})
+	return empty && err == nil
+}
+
 // keeps reports whether closed directories are counted against
 // MaxKeptSessions: only with a DiskQuota, whose product with the count bounds
 // what they take.
@@ -140,10 +154,21 @@ func (m *Manager) takeEvicted(name string) bool {
 // directory's), and evicts those past MaxKeptSessions. Called from New.
 func (m *Manager) setupKept() {
 	m.Pin(m.opts.Pinned...)
+	names, _ := readNames(m.sessionsDir)
+	for _, n := range names {
+		// A warm kernel's directory an earlier run left (a SIGKILL): its
+		// kernel or container is gone or reaped, and no session names it.
+		// Only an empty one: a resume whose move failed leaves the session's
+		// files there, named in its error (ErrStranded), for the operator.
+		if isWarmID(n) && m.holdsNoFile(n) {
+			if err := m.Remove(n); err != nil {
+				m.log.Warn("could not remove a warm directory an earlier run left", "dir", n, "err", err)
+			}
+		}
+	}
 	if !m.keeps() {
 		return
 	}
-	names, _ := readNames(m.sessionsDir)
 	type dir struct {
 		name  string
 		mtime int64

@@ -144,3 +144,29 @@ func TestKeptConcurrentOpenClose(t *testing.T) {
 	s := openSession(t, m, "s")
 	assert.Len(t, dirNames(t, filepath.Join(s.Dir(), "outputs")), 160)
 }
+
+// A warm directory an earlier run left empty (a SIGKILL of serve) is removed by
+// the next New; one that holds files (a resume's move that failed: ErrStranded
+// names it) is kept for the operator (issue 46 item 11).
+func TestNewRemovesEmptyWarmLeftovers(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	m, err := New(Options{Root: root})
+	require.NoError(t, err)
+	empty, err := m.Warm()
+	require.NoError(t, err)
+	full, err := m.Warm()
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(full.Dir(), "outputs", "stranded.csv"), []byte("x"), 0o644))
+	emptyDir, fullDir := empty.Dir(), full.Dir()
+	require.NoError(t, m.Close()) // the Sessions stay open: as a killed process leaves them
+
+	m, err = New(Options{Root: root})
+	require.NoError(t, err)
+	defer m.Close()
+	_, err = os.Stat(emptyDir)
+	require.ErrorIs(t, err, os.ErrNotExist, "the empty warm directory is removed")
+	b, err := os.ReadFile(filepath.Join(fullDir, "outputs", "stranded.csv"))
+	require.NoError(t, err, "a warm directory with files is kept")
+	require.Equal(t, "x", string(b))
+}
