@@ -161,7 +161,7 @@ func (e *Executor) retire(id, why string) {
 func (e *Executor) startAdopted(s *session, first func(*session) error) {
 	if first != nil {
 		j := newJob(context.Background(), jobFunc, Request{SessionID: s.id}, nil, nil, time.Now())
-		j.fn, j.opName = first, "reconnection after kernelbox's restart"
+		j.fn = first
 		_ = s.enqueue(j) // the queue is empty: it has room
 	}
 	e.mu.Lock()

@@ -55,7 +55,7 @@ func (e *Executor) Resume(ctx context.Context, id string) (api.ResumeResult, err
 		return api.ResumeResult{}, err
 	}
 	var res api.ResumeResult
-	err = s.runFunc(ctx, "resume", func(s *session, j *job) error {
+	err = s.runFunc(ctx, "", func(s *session, j *job) error { // a kernel start, as a call's own
 		if s.sleep == nil {
 			return nil
 		}

@@ -36,7 +36,6 @@ func (e *Executor) ensureKernelJob(ctx context.Context, id string) error {
 	}
 	j := newJob(ctx, jobFunc, Request{SessionID: id}, nil, nil, time.Now())
 	j.fn = func(s *session) error { return s.ensureKernel(j) }
-	j.opName = "kernel start"
 	if err := s.enqueue(j); err != nil {
 		return err
 	}

@@ -34,7 +34,8 @@ type job struct {
 	// files is a jobFiles job's work (files.go).
 	files func(context.Context, SessionFiles) error
 	// fn is a jobFunc job's work, and opName what it is called in a message
-	// ("hibernate", "fork"...).
+	// ("hibernate", "fork"...): "" for a job that starts a kernel (a resume, an
+	// adoption's reconnection), which a call would wait for as its own start.
 	fn     func(*session) error
 	opName string
 

@@ -136,7 +136,9 @@ func (s *session) run() {
 				continue
 			}
 			if j.kind == jobFunc {
-				s.op.Store(&j.opName)
+				if j.opName != "" {
+					s.op.Store(&j.opName)
+				}
 				err := j.fn(s)
 				s.op.Store(nil)
 				s.touch(nil) // before finish: the caller reads the state it left
