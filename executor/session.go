@@ -209,8 +209,8 @@ func (s *session) release() {
 	}
 	if s.asleep.Swap(false) {
 		snapObserver(s.e.opts.Observer).Hibernated(-1)
-		s.e.opts.Workspace.Unpin(s.id)
 	}
+	s.e.opts.Workspace.Unpin(s.id)
 }
 
 // close stops the worker (a running call ends at once) and waits for it to release
