@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/kernelbox/kernelbox/api"
+	"github.com/kernelbox/kernelbox/workspace"
 )
 
 // Fork makes session newID a copy of session id as it is now: the same template,
@@ -98,7 +97,6 @@ func (s *session) forkInto(ctx context.Context, dst *session) error {
 		defer ws.Close()
 		src = ws
 	}
-	srcDir := src.Dir()
 	from := "fork:" + s.id
 	return dst.runFunc(ctx, "fork's copy", func(d *session, _ *job) error {
 		if d.everAlive || d.ws != nil {
@@ -107,7 +105,11 @@ func (s *session) forkInto(ctx context.Context, dst *session) error {
 		if err := d.openWorkspace(); err != nil {
 			return err
 		}
-		if err := copyTree(srcDir, d.ws.Dir(), s.e.forkCopyLimit()); err != nil {
+		err := s.e.opts.Workspace.CopyTree(src, d.ws, workspace.CopyOptions{Limit: s.e.forkCopyLimit(), Skip: forkSkip})
+		if errors.Is(err, workspace.ErrTooLarge) {
+			err = fmt.Errorf("%w: %w", ErrSnapshotTooLarge, err)
+		}
+		if err != nil {
 			return fmt.Errorf("fork: copy the session's files: %w", err)
 		}
 		// Opened again, the directory takes what was copied as files that were
@@ -135,91 +137,10 @@ func (e *Executor) forkCopyLimit() int64 {
 	return 8 << 30
 }
 
-// copyTree copies the regular files and directories under src into dst, which
-// exists, at most limit bytes in all (apparent sizes: a sparse file counts in
-// full). Symbolic links, devices, FIFOs and sockets are not copied, nor data/ (the
-// template's data mounts, which the new session gets as its own) nor a snapshot's
-// temporary files. Errors from the disk (a full quota) are returned.
-func copyTree(src, dst string, limit int64) error {
-	root, err := os.OpenRoot(src)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	left := limit
-	return fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p == "." {
-			return nil
-		}
-		if p == "data" || p == CheckpointFile || strings.HasPrefix(d.Name(), SnapshotFile+".tmp-") || strings.HasPrefix(d.Name(), CheckpointFile+".tmp-") {
-			if d.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		target := filepath.Join(dst, filepath.FromSlash(p))
-		switch {
-		case d.IsDir():
-			fi, err := d.Info()
-			if err != nil {
-				return err
-			}
-			if err := os.MkdirAll(target, 0o755); err != nil {
-				return err
-			}
-			return sameOwner(target, fi)
-		case d.Type().IsRegular():
-			return copyFile(root, p, target, &left, limit)
-		}
-		return nil
-	})
-}
-
-// sameOwner gives target the owner of the file fi describes, when this process may
-// (as root): a docker kernel runs as its own user and must be able to write the
-// copies of the files it wrote.
-func sameOwner(target string, fi fs.FileInfo) error {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok || os.Geteuid() != 0 {
-		return nil
-	}
-	return os.Lchown(target, int(st.Uid), int(st.Gid))
-}
-
-// copyFile copies the regular file name under root to target and takes its size
-// from *left. A file swapped for a FIFO or device since the walk saw it is left
-// out (opened without blocking, checked after the open), and one that grows while
-// it is copied is copied only up to what was left.
-func copyFile(root *os.Root, name, target string, left *int64, limit int64) error {
-	in, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	fi, err := in.Stat()
-	if err != nil {
-		return err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil
-	}
-	if fi.Size() > *left {
-		return fmt.Errorf("%w: the session's files are over %d bytes (apparent sizes: a sparse file counts in full)", ErrSnapshotTooLarge, limit)
-	}
-	*left -= fi.Size()
-	out, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, fi.Mode().Perm())
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, io.LimitReader(in, fi.Size())); err != nil {
-		out.Close()
-		return err
-	}
-	if err := out.Close(); err != nil {
-		return err
-	}
-	return sameOwner(target, fi)
+// forkSkip leaves out of a fork's copy what is not the session's files: data/ (the
+// template's data mounts, which the new session gets as its own), the checkpoint
+// (a fork does not copy it) and the temporary files of saves.
+func forkSkip(rel string, d fs.DirEntry) bool {
+	return rel == "data" || rel == CheckpointFile ||
+		strings.HasPrefix(d.Name(), SnapshotFile+".tmp-") || strings.HasPrefix(d.Name(), CheckpointFile+".tmp-")
 }
