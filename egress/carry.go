@@ -235,7 +235,7 @@ func (p *Proxy) copyIdleFrom(dst *countWriter, r io.Reader, conn net.Conn, rec *
 		if n > 0 {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				if errors.Is(werr, errByteLimit) {
-					rec.Decision = deny("byte limit", fmt.Sprintf("the session passed its %d bytes (max_bytes); the connection was cut", p.o.Rules.policy.MaxBytes))
+					rec.Decision = deny("byte limit", fmt.Sprintf("the session passed its %d bytes (max_bytes, over the session's life); the connection was cut", p.o.Rules.policy.MaxBytes))
 				} else {
 					rec.Err = werr.Error()
 				}
