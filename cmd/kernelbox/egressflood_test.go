@@ -53,7 +53,10 @@ func serveRSS(t *testing.T, pid int) int64 {
 // held, an API call and another session's fetch through its own proxy answer
 // within a second; the refusals log a handful of lines (item 5), not one each;
 // once the kernel closes them, serve's descriptors come back and its memory
-// has not grown. About 15 s, most of it two containers starting.
+// has not grown. The template keeps a warm kernel: the session that takes it
+// has its egress logged under its own id, never the pool's ".warm-…"
+// placeholder (item 6). About 15 s on a quiet machine (35 s under load), most
+// of it containers starting.
 func TestServeDockerEgressFlood(t *testing.T) {
 	testenv.Docker(t)
 	t.Parallel()
@@ -63,7 +66,7 @@ func TestServeDockerEgressFlood(t *testing.T) {
 	_, port, err := net.SplitHostPort(web.Listener.Addr().String())
 	require.NoError(t, err)
 	tmpl := filepath.Join(t.TempDir(), "templates.json")
-	require.NoError(t, os.WriteFile(tmpl, []byte(`{"templates": [{"name": "net",
+	require.NoError(t, os.WriteFile(tmpl, []byte(`{"templates": [{"name": "net", "warm": 1,
 	  "network": {"allow": ["web.test:`+port+`"], "cidrs": ["127.0.0.1/32"]}}]}`), 0o600))
 	s := startServeWith(t, serveOpts{token: "tk", backend: []string{"--backend", "docker", "--memory", "256m"},
 		args: []string{"--templates", tmpl, "--egress-test-hosts", "web.test=127.0.0.1"}})
@@ -82,7 +85,21 @@ t0 = time.monotonic()
 body = urllib.request.urlopen("http://web.test:` + port + `/x.csv", timeout=30).read().decode()
 print(body == "a,b\n1,2\n", round(time.monotonic() - t0, 3))`
 	start := time.Now()
-	require.Contains(t, run("other", fetch).Stdout, "True")
+	require.Eventually(t, func() bool {
+		ts, err := c.Templates(ctx)
+		require.NoError(t, err)
+		for _, ti := range ts {
+			if ti.Name == "net" {
+				return ti.WarmReady == 1
+			}
+		}
+		return false
+	}, 3*time.Minute, 50*time.Millisecond, "the warm kernel")
+	require.Contains(t, run("other", fetch+`
+try:
+    urllib.request.urlopen("http://elsewhere.test/", timeout=30)
+except urllib.error.HTTPError as e:
+    print(e.code)`).Stdout, "True")
 	t.Logf("first session up in %s", time.Since(start).Round(time.Millisecond))
 	run("flooder", "import socket, resource\nheld = []")
 	fds0, rss0 := serveFDs(t, s.Pid), serveRSS(t, s.Pid)
@@ -128,7 +145,19 @@ print(len(held), round(time.monotonic() - t0, 2))`)
 	t.Logf("after: descriptors %d (before %d), resident memory %.1f MB (before %.1f MB)", fds1, fds0, float64(rss1)/1e6, float64(rss0)/1e6)
 	require.LessOrEqual(t, fds1, fds0+8)
 	require.Less(t, rss1, rss0+32<<20)
-	lines := strings.Count(s.log.String(), `msg="egress refused"`)
+	log := s.log.String()
+	lines := strings.Count(log, `msg="egress refused"`)
 	t.Logf("refusal log lines: %d (and the aggregate when its window ends)", lines)
 	require.LessOrEqual(t, lines, 12)
+	var named []string
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, `msg="egress refused"`) {
+			require.NotContains(t, l, ".warm-", "an egress line names the warm pool's placeholder")
+			if strings.Contains(l, "elsewhere.test") {
+				named = append(named, l)
+			}
+		}
+	}
+	require.Len(t, named, 1, "the warm-taken session's refusal is logged once")
+	require.Contains(t, named[0], "session=other")
 }
