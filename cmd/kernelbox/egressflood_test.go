@@ -61,40 +61,8 @@ func TestServeDockerEgressFlood(t *testing.T) {
 	testenv.Docker(t)
 	t.Parallel()
 	const flood = 3000
-	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "a,b\n1,2\n") }))
-	t.Cleanup(web.Close)
-	_, port, err := net.SplitHostPort(web.Listener.Addr().String())
-	require.NoError(t, err)
-	tmpl := filepath.Join(t.TempDir(), "templates.json")
-	require.NoError(t, os.WriteFile(tmpl, []byte(`{"templates": [{"name": "net", "warm": 1,
-	  "network": {"allow": ["web.test:`+port+`"], "cidrs": ["127.0.0.1/32"]}}]}`), 0o600))
-	s := startServeWith(t, serveOpts{token: "tk", backend: []string{"--backend", "docker", "--memory", "256m"},
-		args: []string{"--templates", tmpl, "--egress-test-hosts", "web.test=127.0.0.1"}})
-	c, err := client.New(s.URL, &client.Options{Token: "tk"})
-	require.NoError(t, err)
-	ctx := context.Background()
-	run := func(session, code string) *api.Result {
-		t.Helper()
-		r, err := c.Execute(ctx, api.Request{SessionID: session, Template: "net", Code: code})
-		require.NoError(t, err, "session %s", session)
-		require.Equal(t, api.StatusOK, r.Status, "%s: %+v", session, r.Error)
-		return r
-	}
-	fetch := `import time, urllib.request
-t0 = time.monotonic()
-body = urllib.request.urlopen("http://web.test:` + port + `/x.csv", timeout=30).read().decode()
-print(body == "a,b\n1,2\n", round(time.monotonic() - t0, 3))`
+	s, run, fetch := egressServe(t)
 	start := time.Now()
-	require.Eventually(t, func() bool {
-		ts, err := c.Templates(ctx)
-		require.NoError(t, err)
-		for _, ti := range ts {
-			if ti.Name == "net" {
-				return ti.WarmReady == 1
-			}
-		}
-		return false
-	}, 3*time.Minute, 50*time.Millisecond, "the warm kernel")
 	require.Contains(t, run("other", fetch+`
 try:
     urllib.request.urlopen("http://elsewhere.test/", timeout=30)
@@ -119,7 +87,6 @@ print(len(held), round(time.monotonic() - t0, 2))`)
 	during := serveFDs(t, s.Pid)
 	t.Logf("serve's descriptors: %d before, %d with %d idle connections held", fds0, during, flood)
 	require.Less(t, during-fds0, 200, "serve holds a descriptor for each idle connection")
-
 	t0 := time.Now()
 	code, _ := s.get(t, "/v1/sessions", true)
 	api := time.Since(t0)
@@ -145,7 +112,14 @@ print(len(held), round(time.monotonic() - t0, 2))`)
 	t.Logf("after: descriptors %d (before %d), resident memory %.1f MB (before %.1f MB)", fds1, fds0, float64(rss1)/1e6, float64(rss0)/1e6)
 	require.LessOrEqual(t, fds1, fds0+8)
 	require.Less(t, rss1, rss0+32<<20)
-	log := s.log.String()
+	checkEgressLog(t, s.log.String())
+}
+
+// checkEgressLog checks serve's log after the flood: a handful of refusal
+// lines, none naming a warm pool's placeholder, and the warm-taken session's
+// refusal under its own id.
+func checkEgressLog(t *testing.T, log string) {
+	t.Helper()
 	lines := strings.Count(log, `msg="egress refused"`)
 	t.Logf("refusal log lines: %d (and the aggregate when its window ends)", lines)
 	require.LessOrEqual(t, lines, 12)
@@ -160,4 +134,47 @@ print(len(held), round(time.monotonic() - t0, 2))`)
 	}
 	require.Len(t, named, 1, "the warm-taken session's refusal is logged once")
 	require.Contains(t, named[0], "session=other")
+}
+
+// egressServe starts `serve --backend docker` with a template "net" that allows
+// a loopback test server's name and keeps a warm kernel, waits for the warm
+// kernel, and returns the server, a way to run code on a session of the
+// template, and Python that fetches from the test server and prints whether the
+// body came whole and how long it took.
+func egressServe(t *testing.T) (*server, func(session, code string) *api.Result, string) {
+	t.Helper()
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "a,b\n1,2\n") }))
+	t.Cleanup(web.Close)
+	_, port, err := net.SplitHostPort(web.Listener.Addr().String())
+	require.NoError(t, err)
+	tmpl := filepath.Join(t.TempDir(), "templates.json")
+	require.NoError(t, os.WriteFile(tmpl, []byte(`{"templates": [{"name": "net", "warm": 1,
+	  "network": {"allow": ["web.test:`+port+`"], "cidrs": ["127.0.0.1/32"]}}]}`), 0o600))
+	s := startServeWith(t, serveOpts{token: "tk", backend: []string{"--backend", "docker", "--memory", "256m"},
+		args: []string{"--templates", tmpl, "--egress-test-hosts", "web.test=127.0.0.1"}})
+	c, err := client.New(s.URL, &client.Options{Token: "tk"})
+	require.NoError(t, err)
+	ctx := context.Background()
+	run := func(session, code string) *api.Result {
+		t.Helper()
+		r, err := c.Execute(ctx, api.Request{SessionID: session, Template: "net", Code: code})
+		require.NoError(t, err, "session %s", session)
+		require.Equal(t, api.StatusOK, r.Status, "%s: %+v", session, r.Error)
+		return r
+	}
+	fetch := `import time, urllib.request
+t0 = time.monotonic()
+body = urllib.request.urlopen("http://web.test:` + port + `/x.csv", timeout=30).read().decode()
+print(body == "a,b\n1,2\n", round(time.monotonic() - t0, 3))`
+	require.Eventually(t, func() bool {
+		ts, err := c.Templates(ctx)
+		require.NoError(t, err)
+		for _, ti := range ts {
+			if ti.Name == "net" {
+				return ti.WarmReady == 1
+			}
+		}
+		return false
+	}, 3*time.Minute, 50*time.Millisecond, "the warm kernel")
+	return s, run, fetch
 }
