@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path/filepath"
@@ -83,6 +84,9 @@ func (e *Executor) recheckData(t *Template) error {
 		return nil
 	}
 	if err := checkData(e.perm, data, map[string]bool{}); err != nil {
+		if errors.Is(err, permissions.ErrDenied) {
+			err = fmt.Errorf("%w: %w", ErrDenied, err) // the API's 403, as for a denied input
+		}
 		return fmt.Errorf("data mounts are checked again as each session's kernel starts: %w", err)
 	}
 	return nil

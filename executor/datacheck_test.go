@@ -151,6 +151,7 @@ func TestDataMountRecheckedPerSession(t *testing.T) {
 	writeTree(t, dir, ".env", ".ssh/id_ed25519")
 	_, err = e.Execute(ctx, executor.Request{SessionID: "after", Code: "1"})
 	require.ErrorIs(t, err, permissions.ErrDenied)
+	require.ErrorIs(t, err, executor.ErrDenied, "the API answers 403 permission_denied")
 	t.Logf("refused: %v", err)
 	for _, w := range []string{"checked again as each session's kernel starts", `data mount "ref"`, "holds 2 entries",
 		filepath.Join(dir, ".env") + `: denied by rule "environment files"`, filepath.Join(dir, ".ssh") + `: denied by rule "SSH keys"`} {
