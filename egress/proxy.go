@@ -184,8 +184,11 @@ func (p *Proxy) Serve(ln net.Listener) error {
 			if done {
 				return ErrClosed
 			}
-			if temporaryAccept(err) && p.acceptFailed(err, &wait, &run) {
-				continue
+			if temporaryAccept(err) {
+				if p.acceptFailed(err, &wait, &run) {
+					continue
+				}
+				return ErrClosed // closed during the back-off
 			}
 			if errors.Is(err, net.ErrClosed) && p.closed() {
 				return ErrClosed
