@@ -94,22 +94,59 @@ func (p *Proxy) tunnel(c net.Conn, br *bufio.Reader, up net.Conn, host Host, rec
 		rec.Err = err.Error()
 		return
 	}
-	c.SetReadDeadline(time.Now().Add(p.o.SniffTimeout))
-	name, ok, err := peekServerName(br)
-	var ne net.Error
-	if err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
-		rec.Err = err.Error()
+	first, ok := p.judgeTunnel(c, br, host, rec)
+	if !ok {
 		return
 	}
-	if ok && name != "" {
+	c.SetReadDeadline(time.Time{})
+	p.splice(c, io.MultiReader(bytes.NewReader(first), bufferedOf(br), c), up, rec)
+}
+
+// judgeTunnel reads what the client sends first in a CONNECT tunnel, before a
+// byte goes on: a TLS ClientHello, gathered whole from however many records
+// carry it, must name the CONNECT target (or no name); plain HTTP is refused
+// (its Host, and every later request's on the same connection, would go
+// unchecked: plain HTTP goes to the proxy as an absolute URI, one checked
+// request per connection); a client that sends nothing within SniffTimeout
+// speaks a server-first protocol and is passed on. It returns the bytes it
+// consumed, to be sent first, and false when rec holds the refusal (or error).
+func (p *Proxy) judgeTunnel(c net.Conn, br *bufio.Reader, host Host, rec *Record) ([]byte, bool) {
+	c.SetReadDeadline(time.Now().Add(p.o.SniffTimeout))
+	b, err := br.Peek(1)
+	var ne net.Error
+	switch {
+	case errors.As(err, &ne) && ne.Timeout():
+		return nil, true
+	case err != nil:
+		rec.Err = err.Error()
+		return nil, false
+	}
+	c.SetReadDeadline(time.Now().Add(p.o.HeadTimeout))
+	if b[0] != 0x16 {
+		isHTTP, err := looksLikeHTTP(br)
+		switch {
+		case isHTTP:
+			rec.Decision = deny("plain HTTP in a tunnel", "plain HTTP through CONNECT is refused (its Host is not checked); send http:// URLs to the proxy as they are")
+		case err != nil && !errors.Is(err, io.EOF):
+			rec.Decision = deny("request smuggling or bounds", "the tunnel's first bytes were neither whole nor TLS nor a protocol the proxy passes: "+err.Error())
+		default:
+			return nil, true
+		}
+		return nil, false
+	}
+	raw, name, err := readClientHello(br)
+	if err != nil {
+		rec.Decision = deny("request smuggling or bounds", "the tunnel's TLS ClientHello: "+err.Error())
+		return nil, false
+	}
+	if name != "" {
 		sn, perr := ParseHost(name)
 		if perr != nil || sn != host {
 			rec.Decision = deny("server name mismatch", fmt.Sprintf("the TLS server name %q is not the CONNECT target %s", clip(name), host))
-			return
+			return nil, false
 		}
 	}
-	c.SetReadDeadline(time.Time{})
-	p.splice(c, io.MultiReader(bufferedOf(br), c), up, rec)
+	return raw, true
 }
 
 // bufferedOf returns the bytes br already holds, as a reader.
@@ -198,7 +235,7 @@ func (p *Proxy) copyIdleFrom(dst *countWriter, r io.Reader, conn net.Conn, rec *
 		if n > 0 {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				if errors.Is(werr, errByteLimit) {
-					rec.Decision = deny("byte limit", fmt.Sprintf("the session passed its %d bytes (max_bytes); the connection was cut", p.o.Rules.policy.MaxBytes))
+					rec.Decision = deny("byte limit", fmt.Sprintf("the session passed its %d bytes (max_bytes, over the session's life); the connection was cut", p.o.Rules.policy.MaxBytes))
 				} else {
 					rec.Err = werr.Error()
 				}

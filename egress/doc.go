@@ -12,9 +12,13 @@
 // /tmp) and a callback, and turns its [Record]s into a call's network notes.
 //
 // The proxy speaks HTTP CONNECT, with TLS passed through untouched (no interception,
-// no CA to install; the ClientHello's server name is only read, to refuse one that
-// names another host than the CONNECT), and plain HTTP with absolute URIs, one
-// request per client connection. It resolves names itself and dials exactly the
+// no CA to install; the ClientHello, gathered whole from however many records carry
+// it, is only read, to refuse one that names another host than the CONNECT; plain
+// HTTP through a tunnel is refused), and plain HTTP with absolute URIs, one request
+// per client connection. Every connection counts against its session's max_conns
+// (and an optional [Limiter] shared by all sessions) from its accept, so that idle
+// connections cannot exhaust the server's descriptors, and a session's max_bytes is
+// a [Budget] its successive proxies share. It resolves names itself and dials exactly the
 // address it checked, so a name cannot resolve to an allowed address at check time
 // and to another at connect time. Loopback, private, link-local (the cloud
 // metadata service), CGNAT, multicast, unspecified and reserved addresses, and

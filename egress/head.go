@@ -30,13 +30,15 @@ type head struct {
 
 // readHead reads one request head from br, refusing what could be read two ways by
 // two parsers: a bare CR or LF, a line over maxLine, a head over maxHead, folded
-// lines, two Host or Content-Length headers, Content-Length with
-// Transfer-Encoding, a target that is not an authority (CONNECT) or an absolute
-// http URI (any other method). Refusals wrap errRefused.
+// lines, two Host, Content-Length or Transfer-Encoding headers, Content-Length
+// with Transfer-Encoding, a Content-Length that is not one decimal number, a
+// Transfer-Encoding other than "chunked", a target that is not an authority
+// (CONNECT) or an absolute http URI (any other method), or that holds a '#' or
+// a '@'. Refusals wrap errRefused.
 func readHead(br *bufio.Reader, maxLine, maxHead int) (*head, error) {
 	var raw bytes.Buffer
 	h := &head{}
-	hosts, lengths, te := 0, 0, false
+	hosts, lengths, tes := 0, 0, 0
 	for n := 0; ; n++ {
 		line, err := readLine(br, maxLine)
 		if err != nil {
@@ -69,8 +71,14 @@ func readHead(br *bufio.Reader, maxLine, maxHead int) (*head, error) {
 			h.hostHeader = value
 		case "content-length":
 			lengths++
+			if !isDecimal(value) {
+				return nil, fmt.Errorf("%w: Content-Length %q is not one decimal number", errRefused, clip(value))
+			}
 		case "transfer-encoding":
-			te = true
+			tes++
+			if !strings.EqualFold(value, "chunked") {
+				return nil, fmt.Errorf("%w: Transfer-Encoding %q: the proxy passes only chunked", errRefused, clip(value))
+			}
 		}
 	}
 	switch {
@@ -78,7 +86,9 @@ func readHead(br *bufio.Reader, maxLine, maxHead int) (*head, error) {
 		return nil, fmt.Errorf("%w: more than one Host header", errRefused)
 	case lengths > 1:
 		return nil, fmt.Errorf("%w: more than one Content-Length header", errRefused)
-	case lengths > 0 && te:
+	case tes > 1:
+		return nil, fmt.Errorf("%w: more than one Transfer-Encoding header", errRefused)
+	case lengths > 0 && tes > 0:
 		return nil, fmt.Errorf("%w: both Content-Length and Transfer-Encoding", errRefused)
 	}
 	h.raw = raw.Bytes()
@@ -119,6 +129,9 @@ func (h *head) requestLine(s string) error {
 		return fmt.Errorf("%w: malformed request line %q", errRefused, clip(s))
 	}
 	h.method, h.target = parts[0], parts[1]
+	if strings.ContainsAny(h.target, "#@\\") {
+		return fmt.Errorf("%w: %s target %q holds a '#', '@' or '\\', which parsers read differently", errRefused, h.method, clip(h.target))
+	}
 	if h.method == "CONNECT" {
 		host, port, err := splitAuthority(h.target)
 		if err != nil {
@@ -181,6 +194,19 @@ func sameHost(hostHeader, host string, port, defaultPort int) bool {
 	a, err1 := ParseHost(hh)
 	b, err2 := ParseHost(host)
 	return err1 == nil && err2 == nil && a == b && hp == port
+}
+
+// isDecimal says whether s is a non-empty run of at most 18 decimal digits.
+func isDecimal(s string) bool {
+	if s == "" || len(s) > 18 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func isToken(s string) bool {

@@ -21,9 +21,10 @@ import (
 
 // TestProxyOverheadNetns measures what the proxy adds between the test's network
 // namespace and a test host in a namespace of its own: the time of a new
-// connection and one small request, direct, as plain HTTP through the proxy and
-// through a CONNECT tunnel; the same for a new HTTPS connection; and bulk
-// throughput direct and through a tunnel. The numbers are logged
+// connection and one small request, direct and as plain HTTP through the proxy;
+// the same for a new HTTPS connection, direct and through a CONNECT tunnel; and
+// bulk HTTPS throughput direct and through a tunnel (plain HTTP through CONNECT
+// is refused: issue 47 item 7). The numbers are logged
 // (docs/network.md#measured); the bounds are loose on purpose.
 func TestProxyOverheadNetns(t *testing.T) {
 	dir := t.TempDir()
@@ -53,14 +54,13 @@ func TestProxyOverheadNetns(t *testing.T) {
 		func() error {
 			return getOver(n.addr, "", nil, "GET http://web.test:"+port+"/small.csv HTTP/1.1\r\nHost: web.test:"+port+"\r\n\r\n", 8)
 		},
-		func() error { return getOver(n.addr, "web.test:"+port, nil, small, 8) },
 	}
 	p50 := timeInterleaved(t, rounds, ways)
-	direct, plain, tunnel := p50[0], p50[1], p50[2]
-	t.Logf("new connection + small GET, p50 over %d: direct %s, proxy plain HTTP %s (+%s), proxy CONNECT %s (+%s)",
-		rounds, direct, plain, plain-direct, tunnel, tunnel-direct)
-	if tunnel-direct > 100*time.Millisecond {
-		t.Errorf("the proxy adds %s per connection", tunnel-direct)
+	direct, plain := p50[0], p50[1]
+	t.Logf("new connection + small GET, p50 over %d: direct %s, proxy plain HTTP %s (+%s)",
+		rounds, direct, plain, plain-direct)
+	if plain-direct > 100*time.Millisecond {
+		t.Errorf("the proxy adds %s per connection", plain-direct)
 	}
 
 	// A new HTTPS connection (TCP, TLS handshake with the test CA, a small GET),
@@ -85,10 +85,10 @@ func TestProxyOverheadNetns(t *testing.T) {
 		t.Errorf("the proxy adds %s per HTTPS connection", p50[1]-p50[0])
 	}
 
-	bigReq := "GET /big.bin HTTP/1.1\r\nHost: web.test\r\nConnection: close\r\n\r\n"
+	bigReq := "GET /big.bin HTTP/1.1\r\nHost: secure.test\r\nConnection: close\r\n\r\n"
 	rate := func(via, connect string) float64 {
 		start := time.Now()
-		if err := getOver(via, connect, nil, bigReq, len(big)); err != nil {
+		if err := getOver(via, connect, conf, bigReq, len(big)); err != nil {
 			t.Fatal(err)
 		}
 		return float64(len(big)) / time.Since(start).Seconds() / (1 << 20)
@@ -99,12 +99,12 @@ func TestProxyOverheadNetns(t *testing.T) {
 	const bulkRounds = 9
 	var ds, ps, ratios []float64
 	for range bulkRounds {
-		d, p := rate(target, ""), rate(n.addr, "web.test:"+port)
+		d, p := rate(starget, ""), rate(n.addr, "secure.test:"+sport)
 		ds, ps, ratios = append(ds, d), append(ps, p), append(ratios, p/d)
 	}
 	slices.Sort(ratios)
 	d, p := slices.Max(ds), slices.Max(ps)
-	t.Logf("bulk %d MiB, %d paired rounds: through a CONNECT tunnel %.0f%% of direct (median of the pairs; %.0f%% to %.0f%%); best: direct %.0f MiB/s, tunnel %.0f MiB/s",
+	t.Logf("bulk %d MiB over HTTPS, %d paired rounds: through a CONNECT tunnel %.0f%% of direct (median of the pairs; %.0f%% to %.0f%%); best: direct %.0f MiB/s, tunnel %.0f MiB/s",
 		len(big)>>20, bulkRounds, 100*ratios[bulkRounds/2], 100*ratios[0], 100*ratios[bulkRounds-1], d, p)
 	if p <= 0 {
 		t.Fatal("no throughput")

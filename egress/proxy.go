@@ -2,10 +2,12 @@ package egress
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"strconv"
 	"sync"
@@ -18,8 +20,18 @@ type Options struct {
 	// Rules is the compiled policy the proxy enforces.
 	Rules *Rules
 
-	// Session names the session in records and logs.
+	// Session names the session in records and logs; [Proxy.Adopt] renames it.
 	Session string
+
+	// Budget is what the session has spent of its byte limit (MaxBytes) over its
+	// life, shared with the proxies that served it before. Defaults to a new
+	// Budget: nothing spent.
+	Budget *Budget
+
+	// Limiter, when not nil, bounds this proxy's client connections together
+	// with every other proxy's that shares it, and one proxy's to its
+	// PerSession. Defaults to none: only the policy's MaxConns bounds them.
+	Limiter *Limiter
 
 	// TestHosts, when not nil, replaces name resolution: a name resolves to its
 	// addresses here, and a name not here does not resolve. It is for tests
@@ -34,7 +46,8 @@ type Options struct {
 	// connection's goroutine. Defaults to nothing.
 	OnRecord func(Record)
 
-	// Logger receives a line per refusal. Defaults to discarding.
+	// Logger receives refusals (at most a few lines per session and 10 s, the
+	// rest counted: refusals.go) and accept failures. Defaults to discarding.
 	Logger *slog.Logger
 
 	// MaxLineBytes bounds one request-head line. Defaults to 8 KiB.
@@ -59,16 +72,21 @@ type Options struct {
 type Proxy struct {
 	o    Options
 	log  *slog.Logger
-	mu   sync.Mutex
-	conn map[net.Conn]connState // client connections
-	era  uint64                 // Settle's count: a connection accepted since the last Settle has this era
-	ups  map[net.Conn]struct{}  // their connections to servers
-	lns  map[net.Listener]struct{}
-	st   Stats
-	used int64 // bytes carried, both ways, live; under mu
-	done bool
-	wg   sync.WaitGroup
-	bufs sync.Pool // copy buffers (*[]byte); see copyIdleFrom
+	stop chan struct{} // closed by Close: wakes an accept loop's backoff
+	// lingers holds a slot per refused connection being drained (accept.go).
+	lingers chan struct{}
+	refused refusalLog
+	mu      sync.Mutex
+	sess    string                 // the session's id (Options.Session, then Adopt's); under mu
+	budget  *Budget                // the session's; under mu
+	conn    map[net.Conn]connState // client connections
+	era     uint64                 // Settle's count: a connection accepted since the last Settle has this era
+	ups     map[net.Conn]struct{}  // their connections to servers
+	lns     map[net.Listener]struct{}
+	st      Stats
+	done    bool
+	wg      sync.WaitGroup
+	bufs    sync.Pool // copy buffers (*[]byte); see copyIdleFrom
 }
 
 // New returns a proxy enforcing o.Rules.
@@ -99,14 +117,48 @@ func New(o Options) (*Proxy, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Proxy{o: o, log: log, conn: map[net.Conn]connState{}, ups: map[net.Conn]struct{}{}, lns: map[net.Listener]struct{}{}}, nil
+	if o.Budget == nil {
+		o.Budget = &Budget{}
+	}
+	return &Proxy{o: o, log: log, stop: make(chan struct{}), lingers: make(chan struct{}, lingerSlots),
+		sess: o.Session, budget: o.Budget,
+		conn: map[net.Conn]connState{}, ups: map[net.Conn]struct{}{}, lns: map[net.Listener]struct{}{}}, nil
+}
+
+// Adopt gives the proxy to session, spending from its budget from now on: a
+// warm kernel's proxy, started before any session took it, then names the
+// session in its records and logs, and counts the session's bytes with those
+// its earlier proxies carried. A nil budget keeps the proxy's own.
+func (p *Proxy) Adopt(session string, budget *Budget) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.sess = session
+	if budget != nil {
+		p.budget = budget
+	}
+}
+
+// session returns the session's id.
+func (p *Proxy) session() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sess
+}
+
+// sessionBudget returns the session's budget.
+func (p *Proxy) sessionBudget() *Budget {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.budget
 }
 
 // ErrClosed is returned by Serve after Close.
 var ErrClosed = errors.New("egress: proxy closed")
 
-// Serve accepts connections on ln until ln fails or the proxy is closed, which
-// closes ln. Each connection is served on its own goroutine, owned by the proxy.
+// Serve accepts connections on ln until the proxy is closed, which closes ln, or
+// ln fails for good; it survives running out of descriptors (accept.go) and
+// logs why it ends unless closed. Each connection is served on its own
+// goroutine, owned by the proxy.
 func (p *Proxy) Serve(ln net.Listener) error {
 	p.mu.Lock()
 	if p.done {
@@ -121,6 +173,8 @@ func (p *Proxy) Serve(ln net.Listener) error {
 		delete(p.lns, ln)
 		p.mu.Unlock()
 	}()
+	var wait time.Duration
+	var run int64 // failed accepts in a row
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -130,13 +184,41 @@ func (p *Proxy) Serve(ln net.Listener) error {
 			if done {
 				return ErrClosed
 			}
+			if temporaryAccept(err) {
+				if p.acceptFailed(err, &wait, &run) {
+					continue
+				}
+				return ErrClosed // closed during the back-off
+			}
+			if errors.Is(err, net.ErrClosed) && p.closed() {
+				return ErrClosed
+			}
+			p.log.Error("egress proxy stopped accepting", "session", p.session(), "err", err)
 			return err
+		}
+		if run > 0 {
+			p.acceptRecovered(run)
+			run, wait = 0, 0
+		}
+		if !p.admitConn(c) {
+			continue
 		}
 		if !p.track(c) {
 			c.Close()
+			p.o.Limiter.give()
 			return ErrClosed
 		}
 		go p.serveConn(c)
+	}
+}
+
+// closed says whether Close was called.
+func (p *Proxy) closed() bool {
+	select {
+	case <-p.stop:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -177,6 +259,9 @@ func (p *Proxy) untrackUp(up net.Conn) {
 // Close stops every listener and connection and waits for their goroutines.
 func (p *Proxy) Close() error {
 	p.mu.Lock()
+	if !p.done {
+		close(p.stop)
+	}
 	p.done = true
 	for ln := range p.lns {
 		ln.Close()
@@ -189,6 +274,7 @@ func (p *Proxy) Close() error {
 	}
 	p.mu.Unlock()
 	p.wg.Wait()
+	p.refused.flush(p.log, p.session())
 	return nil
 }
 
@@ -246,9 +332,10 @@ func (p *Proxy) Stats() Stats {
 
 // serveConn serves one client connection and records it.
 func (p *Proxy) serveConn(c net.Conn) {
-	rec := Record{Session: p.o.Session, Start: time.Now()}
+	rec := Record{Start: time.Now()}
 	defer func() {
 		c.Close()
+		p.o.Limiter.give()
 		rec.Duration = time.Since(rec.Start)
 		p.mu.Lock()
 		if p.conn[c].ending {
@@ -256,28 +343,37 @@ func (p *Proxy) serveConn(c net.Conn) {
 		}
 		delete(p.conn, c)
 		p.st.Active--
-		p.st.Connections++
-		if rec.Decision.Effect == Deny {
-			p.st.Refused++
-		}
-		p.st.Up += rec.Up
-		p.st.Down += rec.Down
+		rec.Session = p.sess
 		p.mu.Unlock()
-		if rec.Decision.Effect == Deny {
-			p.log.Info("egress refused", "session", p.o.Session, "host", rec.Host, "port", rec.Port, "rule", rec.Decision.Rule, "reason", rec.Decision.Reason)
-		}
-		if p.o.OnRecord != nil {
-			p.o.OnRecord(rec)
-		}
+		p.finish(rec)
 		p.wg.Done()
 	}()
 	p.serve(c, &rec)
 }
 
+// finish counts an ended connection's record, logs a refusal (bounded:
+// refusals.go) and hands the record on.
+func (p *Proxy) finish(rec Record) {
+	p.mu.Lock()
+	p.st.Connections++
+	if rec.Decision.Effect == Deny {
+		p.st.Refused++
+	}
+	p.st.Up += rec.Up
+	p.st.Down += rec.Down
+	p.mu.Unlock()
+	if rec.Decision.Effect == Deny {
+		p.refused.note(p.log, rec)
+	}
+	if p.o.OnRecord != nil {
+		p.o.OnRecord(rec)
+	}
+}
+
 // serve reads the request, decides, dials and carries bytes, filling rec.
 func (p *Proxy) serve(c net.Conn, rec *Record) {
 	c.SetReadDeadline(time.Now().Add(p.o.HeadTimeout))
-	br := bufio.NewReaderSize(c, maxHelloRecord+5)
+	br := bufio.NewReaderSize(c, headBuf)
 	h, err := readHead(br, p.o.MaxLineBytes, p.o.MaxHeadBytes)
 	if err != nil {
 		rec.Decision = p.headFailure(c, err)
@@ -341,8 +437,20 @@ func (p *Proxy) headFailure(c net.Conn, err error) Decision {
 	return deny("no request", "the connection ended before a request head: "+err.Error())
 }
 
-// checkRequest refuses a Host header that names another host than the target.
+// checkRequest refuses a Host header that names another host than the target,
+// and a plain-HTTP head that the request parser forward uses reads otherwise
+// than readHead did, or not at all: every malformed head is answered before
+// anything is dialled.
 func (p *Proxy) checkRequest(h *head) (Decision, bool) {
+	if h.method != "CONNECT" {
+		req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(h.raw)))
+		if err != nil {
+			return deny("request smuggling or bounds", "malformed request head: "+err.Error()), false
+		}
+		if req.URL.Hostname() != h.host || req.URL.Port() != "" && req.URL.Port() != strconv.Itoa(h.port) {
+			return deny("request smuggling or bounds", fmt.Sprintf("the request target %q is read two ways", clip(h.target))), false
+		}
+	}
 	if h.hostHeader == "" {
 		if h.method != "CONNECT" {
 			return deny("request smuggling or bounds", "a plain-HTTP request without a Host header"), false
@@ -359,28 +467,22 @@ func (p *Proxy) checkRequest(h *head) (Decision, bool) {
 	return Decision{}, true
 }
 
-// admit holds the connection limit: connections past MaxConns are refused.
+// admit refuses a connection once the session has spent its bytes (max_bytes,
+// over its life: Budget). The connection limit is held from accept (admitConn).
 func (p *Proxy) admit() (Decision, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	max := p.o.Rules.policy.MaxConns
-	if p.st.Active > max {
-		return deny("connection limit", fmt.Sprintf("the session already has %d connections open; the limit is %d (max_conns)", p.st.Active-1, max)), false
-	}
-	if p.used >= p.o.Rules.policy.MaxBytes {
-		return deny("byte limit", fmt.Sprintf("the session has used its %d bytes (max_bytes)", p.o.Rules.policy.MaxBytes)), false
+	if p.sessionBudget().spent(p.o.Rules.policy.MaxBytes) {
+		return deny("byte limit", fmt.Sprintf("the session has used its %d bytes (max_bytes, over the session's life)", p.o.Rules.policy.MaxBytes)), false
 	}
 	return Decision{}, true
 }
 
 // spend counts n bytes against the session's limit; false when they would pass it.
 func (p *Proxy) spend(n int64) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.used+n > p.o.Rules.policy.MaxBytes {
-		p.used = p.o.Rules.policy.MaxBytes
-		return false
-	}
-	p.used += n
-	return true
+	return p.sessionBudget().spend(n, p.o.Rules.policy.MaxBytes)
 }
+
+// headBuf is the size of a client connection's read buffer: request heads are
+// read through it line by line (a longer line is gathered in pieces), and a
+// ClientHello is read record by record into a buffer of its own (sni.go), so
+// that an idle connection holds no more.
+const headBuf = 4 << 10

@@ -234,7 +234,17 @@ func TestProxyRefuses(t *testing.T) {
 		{"two cl", "POST http://files.test:" + hp + "/ HTTP/1.1\r\nHost: files.test:" + hp + "\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n", "403", "more than one Content-Length"},
 		{"https absolute", "GET https://tls.test:" + tp + "/ HTTP/1.1\r\nHost: tls.test\r\n\r\n", "403", "absolute http://"},
 		{"origin form", "GET /etc/passwd HTTP/1.1\r\nHost: files.test\r\n\r\n", "403", "absolute http://"},
-		{"userinfo", "GET http://files.test@denied.test/ HTTP/1.1\r\nHost: denied.test\r\n\r\n", "403", "absolute http://"},
+		{"two te", "POST http://files.test:" + hp + "/echo HTTP/1.1\r\nHost: files.test:" + hp + "\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", "403", "more than one Transfer-Encoding"},
+		{"xchunked", "POST http://files.test:" + hp + "/echo HTTP/1.1\r\nHost: files.test:" + hp + "\r\nTransfer-Encoding: xchunked\r\n\r\n0\r\n\r\n", "403", `Transfer-Encoding "xchunked"`},
+		{"te list", "POST http://files.test:" + hp + "/echo HTTP/1.1\r\nHost: files.test:" + hp + "\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", "403", "only chunked"},
+		{"cl list", "POST http://files.test:" + hp + "/echo HTTP/1.1\r\nHost: files.test:" + hp + "\r\nContent-Length: 5, 5\r\n\r\nhello", "403", `Content-Length "5, 5"`},
+		{"cl sign", "POST http://files.test:" + hp + "/echo HTTP/1.1\r\nHost: files.test:" + hp + "\r\nContent-Length: +5\r\n\r\nhello", "403", "not one decimal number"},
+		{"fragment at", "GET http://files.test:" + hp + "#@denied.test/ HTTP/1.1\r\nHost: files.test:" + hp + "\r\n\r\n", "403", "holds a '#'"},
+		{"fragment", "GET http://files.test:" + hp + "/a#b HTTP/1.1\r\nHost: files.test:" + hp + "\r\n\r\n", "403", "holds a '#'"},
+		{"backslash", "GET http://files.test:" + hp + "\\@denied.test/ HTTP/1.1\r\nHost: files.test:" + hp + "\r\n\r\n", "403", "holds a '#'"},
+		{"connect at", "CONNECT files.test@denied.test:" + tp + " HTTP/1.1\r\n\r\n", "403", "holds a '#'"},
+		{"bad version", "GET http://files.test:" + hp + "/ HTTP/1.1\r\nHost: files.test:" + hp + "\r\nExpect: 100-continue\r\nContent-Length: x\r\n\r\n", "403", "not one decimal number"},
+		{"userinfo", "GET http://files.test@denied.test/ HTTP/1.1\r\nHost: denied.test\r\n\r\n", "403", "holds a '#', '@'"},
 	}
 	t.Run("raw", func(t *testing.T) {
 		for _, tt := range tests {

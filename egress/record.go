@@ -9,7 +9,8 @@ import (
 // Record is one client connection to the proxy: what it asked for, what the proxy
 // decided and dialled, and what it carried. Each connection ends in exactly one.
 type Record struct {
-	// Session is Options.Session.
+	// Session is the session's id (Options.Session, or the id Proxy.Adopt
+	// gave a warm kernel's proxy).
 	Session string
 	// Method is "CONNECT" or the plain-HTTP method; "" when no request was read.
 	Method string
@@ -55,7 +56,10 @@ type Stats struct {
 	Connections, Refused int64
 	// Up and Down are the bytes carried each way.
 	Up, Down int64
-	// Active is the connections open now; Closing those of them one side of
-	// which has ended (their records are moments away).
+	// Active is the connections open now, each from its accept; Closing those of
+	// them one side of which has ended (their records are moments away).
 	Active, Closing int
+	// AcceptErrors counts failed accepts (the server out of descriptors, for
+	// one), each followed by a back-off.
+	AcceptErrors int64
 }

@@ -4,37 +4,94 @@ import (
 	"bufio"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"io"
 )
 
 // maxHelloRecord is the largest TLS record read while looking for a server name.
 const maxHelloRecord = 16384 + 256
 
-// peekServerName looks at the first TLS record the client sent after CONNECT and
-// returns the ClientHello's server name. It only peeks: the bytes stay in br and
-// are passed on untouched. ok is false when the bytes are not a TLS ClientHello in
-// one record (then nothing is known about the name); name is "" when a ClientHello
-// has no server_name extension.
-func peekServerName(br *bufio.Reader) (name string, ok bool, err error) {
-	hdr, err := br.Peek(5)
-	if err != nil {
-		return "", false, err
+// maxHello bounds a ClientHello gathered from its records: real ones are a few
+// hundred bytes to a few KiB (post-quantum key shares included).
+const maxHello = 64 << 10
+
+// errHello marks a tunnel's first bytes the proxy refuses: a TLS handshake it
+// cannot read whole within its bounds, or plain HTTP.
+var errHello = errors.New("refused")
+
+// readClientHello reads the TLS handshake records that carry the client's first
+// handshake message, gathering a ClientHello split over several records (up to
+// maxHello bytes), and returns the bytes read, to be sent on untouched, and its
+// server name ("" when it has none). Any record that is not a handshake record,
+// a record over maxHelloRecord, a message that is not a ClientHello or does not
+// parse is refused (errHello): what is sent on is exactly what was judged.
+func readClientHello(br *bufio.Reader) (raw []byte, name string, err error) {
+	var msg []byte
+	for {
+		hdr := make([]byte, 5)
+		if _, err := io.ReadFull(br, hdr); err != nil {
+			return nil, "", fmt.Errorf("incomplete ClientHello: %w", err)
+		}
+		n := int(binary.BigEndian.Uint16(hdr[3:5]))
+		switch {
+		case hdr[0] != 0x16 || hdr[1] != 3:
+			return nil, "", fmt.Errorf("%w: a record of type %d before the ClientHello was whole", errHello, hdr[0])
+		case n == 0 || n > maxHelloRecord:
+			return nil, "", fmt.Errorf("%w: a handshake record of %d bytes", errHello, n)
+		case len(raw)+5+n > maxHello+5*16:
+			return nil, "", fmt.Errorf("%w: a ClientHello over %d bytes", errHello, maxHello)
+		}
+		body := make([]byte, n)
+		if _, err := io.ReadFull(br, body); err != nil {
+			return nil, "", fmt.Errorf("incomplete ClientHello: %w", err)
+		}
+		raw = append(append(raw, hdr...), body...)
+		msg = append(msg, body...)
+		if len(msg) < 4 {
+			continue
+		}
+		total := 4 + (int(msg[1])<<16 | int(msg[2])<<8 | int(msg[3]))
+		if total > maxHello {
+			return nil, "", fmt.Errorf("%w: a ClientHello of %d bytes; the limit is %d", errHello, total, maxHello)
+		}
+		if len(msg) < total {
+			continue
+		}
+		name, err := helloServerName(msg[:total])
+		if err != nil {
+			return nil, "", fmt.Errorf("%w: the first handshake message is not a well-formed ClientHello", errHello)
+		}
+		return raw, name, nil
 	}
-	if hdr[0] != 0x16 || hdr[1] != 3 {
-		return "", false, nil
+}
+
+// looksLikeHTTP reads (without consuming) the tunnel's first bytes and says
+// whether they begin an HTTP request line: optional empty lines, then a method
+// (letters, '-' or '_') and a space. It waits for more bytes only while the
+// answer is open; a timeout then is an error.
+func looksLikeHTTP(br *bufio.Reader) (bool, error) {
+	const maxMethod = 24
+	letters := 0
+	for i := 1; i <= maxMethod+8; i++ {
+		b, err := br.Peek(i)
+		if err != nil {
+			return false, err
+		}
+		c := b[i-1]
+		switch {
+		case (c == '\r' || c == '\n') && letters == 0:
+		case c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z', c == '-', c == '_':
+			letters++
+			if letters > maxMethod {
+				return false, nil
+			}
+		case c == ' ' && letters > 0:
+			return true, nil
+		default:
+			return false, nil
+		}
 	}
-	n := int(binary.BigEndian.Uint16(hdr[3:5]))
-	if n > maxHelloRecord || 5+n > br.Size() {
-		return "", false, nil
-	}
-	rec, err := br.Peek(5 + n)
-	if err != nil {
-		return "", false, err
-	}
-	name, err = helloServerName(rec[5:])
-	if err != nil {
-		return "", false, nil
-	}
-	return name, true, nil
+	return false, nil
 }
 
 var errShort = errors.New("short ClientHello")
@@ -43,7 +100,7 @@ var errShort = errors.New("short ClientHello")
 func helloServerName(b []byte) (string, error) {
 	r := reader(b)
 	typ, ok1 := r.u8()
-	_, ok2 := r.bytes(3) // length; the record may hold the whole message only
+	_, ok2 := r.bytes(3) // length; the caller gave the whole message
 	if !ok1 || !ok2 || typ != 1 {
 		return "", errShort
 	}
@@ -55,9 +112,12 @@ func helloServerName(b []byte) (string, error) {
 			return "", errShort
 		}
 	}
+	if len(r) == 0 {
+		return "", nil // no extensions
+	}
 	exts, ok := r.vec(2)
-	if !ok {
-		return "", nil
+	if !ok || len(r) != 0 {
+		return "", errShort
 	}
 	for len(exts) > 0 {
 		typ, ok1 := exts.u16()

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path/filepath"
@@ -67,6 +68,28 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// recheckData checks the data mounts of a session's template again as the
+// session gets a kernel (issue 47 item 2): the check when the executor was
+// built saw the directories as they were then, and a directory that gained a
+// .env or an SSH key since would show it to every new session (a bind mount
+// shows it to live docker sessions at once: docs/permissions.md). A mount that
+// now holds what the policy denies refuses the kernel, the error naming each
+// entry and its rule; the session stays without one until the directory is
+// clean. It walks each directory whole, as at start.
+func (e *Executor) recheckData(t *Template) error {
+	data := e.dataOf(t)
+	if len(data) == 0 {
+		return nil
+	}
+	if err := checkData(e.perm, data, map[string]bool{}); err != nil {
+		if errors.Is(err, permissions.ErrDenied) {
+			err = fmt.Errorf("%w: %w", ErrDenied, err) // the API's 403, as for a denied input
+		}
+		return fmt.Errorf("data mounts are checked again as each session's kernel starts: %w", err)
+	}
+	return nil
 }
 
 // checkData validates the data mounts and checks each against the permission

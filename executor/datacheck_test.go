@@ -1,6 +1,7 @@
 package executor_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -127,4 +128,46 @@ func TestDataMountCredentials(t *testing.T) {
 		require.ErrorContains(t, err, "holds 25 entries that the permission policy denies as inputs (the first 10 listed)")
 		require.Equal(t, 10, strings.Count(err.Error(), ".key: denied by"), "%v", err)
 	})
+}
+
+// TestDataMountRecheckedPerSession is issue 47 item 2: a data directory that
+// was clean when the executor was built and later gains a .env and an SSH key
+// is checked again as each session gets a kernel: a new session is refused
+// (ErrDenied), told each entry and its rule, instead of seeing them; once the
+// directory is clean again, sessions start. Before, the check ran only once,
+// at start.
+func TestDataMountRecheckedPerSession(t *testing.T) {
+	var dir string
+	e, _ := newFakeEnv(t, nil, func(o *executor.Options) {
+		dir = filepath.Join(o.Permissions.Vars.Workdir, "ref")
+		writeTree(t, dir, "table.csv")
+		o.Data = []executor.DataMount{{Name: "ref", HostDir: dir}}
+	})
+	ctx := context.Background()
+	r, err := e.Execute(ctx, executor.Request{SessionID: "before", Code: "1"})
+	require.NoError(t, err)
+	require.Equal(t, executor.StatusOK, r.Status)
+
+	writeTree(t, dir, ".env", ".ssh/id_ed25519")
+	_, err = e.Execute(ctx, executor.Request{SessionID: "after", Code: "1"})
+	require.ErrorIs(t, err, permissions.ErrDenied)
+	require.ErrorIs(t, err, executor.ErrDenied, "the API answers 403 permission_denied")
+	t.Logf("refused: %v", err)
+	for _, w := range []string{"checked again as each session's kernel starts", `data mount "ref"`, "holds 2 entries",
+		filepath.Join(dir, ".env") + `: denied by rule "environment files"`, filepath.Join(dir, ".ssh") + `: denied by rule "SSH keys"`} {
+		assert.Contains(t, err.Error(), w)
+	}
+	_, statErr := os.Stat(filepath.Join(e.WS.Root(), "sessions", "after", "data", "ref", ".env"))
+	assert.True(t, os.IsNotExist(statErr), "the refused session got no copy of the .env")
+
+	// The live session keeps its kernel (and the files it was given).
+	r, err = e.Execute(ctx, executor.Request{SessionID: "before", Code: "2"})
+	require.NoError(t, err)
+	require.Equal(t, executor.StatusOK, r.Status)
+
+	require.NoError(t, os.Remove(filepath.Join(dir, ".env")))
+	require.NoError(t, os.RemoveAll(filepath.Join(dir, ".ssh")))
+	r, err = e.Execute(ctx, executor.Request{SessionID: "after", Code: "1"})
+	require.NoError(t, err)
+	require.Equal(t, executor.StatusOK, r.Status)
 }

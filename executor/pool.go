@@ -278,6 +278,12 @@ func (p *pool) startOne() bool {
 		return false
 	}
 	data := p.e.dataOf(p.t)
+	if err := p.e.recheckData(p.t); err != nil { // a warm kernel gets no copy of what a session may not see
+		p.e.log.Warn("warm pool: data mounts", "err", err)
+		_ = ws.Close()
+		_ = p.e.opts.Workspace.Remove(ws.ID())
+		return false
+	}
 	if err := p.e.copyData(ws, data); err != nil {
 		p.e.log.Warn("warm pool: data mounts", "err", err)
 		_ = ws.Close()

@@ -243,6 +243,9 @@ func (s *session) ensureKernel(j *job) error {
 	if ok, err := s.kernelReady(ctx); ok || err != nil {
 		return err
 	}
+	if err := s.e.recheckData(s.tmpl); err != nil { // datacheck.go
+		return err
+	}
 	if ok, err := s.fromPool(ctx); ok || err != nil {
 		return err
 	}

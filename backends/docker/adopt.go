@@ -60,6 +60,7 @@ func nameSafe(s string) string {
 // (executor.Adopter), so that `docker ps` shows which session it serves. It is a
 // no-op for a container already named after its session.
 func (p *Placement) Adopt(ctx context.Context, session string) error {
+	p.egress.Adopt(session) // records and budget are the session's, renamed or not
 	renamed, err := p.rename(ctx, session)
 	if renamed {
 		p.b.saveKept() // the state file lists it under its session from now on

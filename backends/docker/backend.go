@@ -16,6 +16,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/kernelbox/kernelbox/backends/internal/keptfile"
+	"github.com/kernelbox/kernelbox/backends/internal/sessionproxy"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/dockerapi"
 )
@@ -53,6 +54,10 @@ type Backend struct {
 	kept        map[string]keptContainer
 	keptErr     error
 	keptSkipped []string
+
+	// budgets are the sessions' egress byte budgets, kept beside the state
+	// file (egress.go).
+	budgets *sessionproxy.Budgets
 }
 
 var (
@@ -114,6 +119,7 @@ func newBackend(ctx context.Context, cfg config, api dockerAPI) (*Backend, error
 		stopCtx:    stopCtx,
 		stop:       stop,
 		placements: make(map[string]*Placement),
+		budgets:    sessionproxy.NewBudgets(sessionproxy.BudgetsFile(cfg.stateFile), cfg.log),
 	}
 	b.kept, b.keptSkipped, b.keptErr = readKept(cfg.stateFile, cfg.socketRoot, own)
 	if errors.Is(b.keptErr, ErrStateInUse) {

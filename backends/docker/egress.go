@@ -14,6 +14,7 @@ import (
 	"github.com/kernelbox/kernelbox/backends/internal/sessionproxy"
 	"github.com/kernelbox/kernelbox/egress"
 	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/internal/dockerapi"
 )
 
 // A template's network allowlist (executor.Template.Network) keeps the container on
@@ -96,7 +97,11 @@ func (b *Backend) startEgress(ctx context.Context, l *launch, p *Placement) erro
 		return fmt.Errorf("egress: %w", err)
 	}
 	e, err := sessionproxy.Start(ln, sessionproxy.Options{
-		Rules: rules, Session: l.spec.ID, TestHosts: b.cfg.egressTestHosts, Logger: l.log,
+		Rules: rules, Session: l.spec.ID, Warm: l.spec.Warm, TestHosts: b.cfg.egressTestHosts,
+		// Not l.log, which names the session as it was opened (a warm pool's
+		// placeholder): the proxy names it in each line, Adopt's id once taken.
+		Logger:  b.cfg.log.With("container", dockerapi.Short(p.id)),
+		Budgets: b.budgets, Limiter: b.cfg.egressLimiter,
 	})
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kernelbox/kernelbox/backends/internal/sandbox"
+	"github.com/kernelbox/kernelbox/egress"
 	"github.com/kernelbox/kernelbox/executor"
 )
 
@@ -131,6 +132,13 @@ type Options struct {
 	// resolves to its addresses here and nowhere else. It is for tests (a test
 	// internet of network namespaces); servers leave it nil.
 	EgressTestHosts map[string][]netip.Addr
+
+	// EgressLimiter, when not nil, bounds the connections of every session's
+	// egress proxy together, each from its accept (egress.Limiter): a server
+	// shares one between its backends so that kernels cannot take the
+	// descriptors its API needs. Defaults to none: each session's max_conns
+	// alone bounds its proxy.
+	EgressLimiter *egress.Limiter
 }
 
 // config is Options with defaults applied and values checked. The kernel's
@@ -147,6 +155,7 @@ type config struct {
 	stateFile    string
 
 	egressTestHosts map[string][]netip.Addr
+	egressLimiter   *egress.Limiter
 }
 
 // maxSocketPath is the longest socket path that works: sun_path holds 108 bytes on
@@ -200,6 +209,7 @@ func (o Options) resolve(euid, egid int) (config, error) {
 		stateFile:    o.StateFile,
 
 		egressTestHosts: o.EgressTestHosts,
+		egressLimiter:   o.EgressLimiter,
 	}
 	c.CapAdd = slices.Clone(o.CapAdd)
 	c.NewPrivileges, c.WritableRoot, c.NoInit = o.AllowNewPrivileges, o.WritableRootFS, o.NoInit

@@ -17,6 +17,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/kernelbox/kernelbox/backends/internal/keptfile"
+	"github.com/kernelbox/kernelbox/backends/internal/sessionproxy"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/dockerapi"
 	"github.com/kernelbox/kernelbox/internal/serverflags"
@@ -76,6 +77,10 @@ type Backend struct {
 	// oldConfigs are a kept instance's configs that New did not use again
 	// (another kernelbox version's): kept services may still use them.
 	oldConfigs []keptConfig
+
+	// budgets are the sessions' egress byte budgets, kept beside the state
+	// file (egress.go).
+	budgets *sessionproxy.Budgets
 }
 
 var (
@@ -129,6 +134,7 @@ func newBackend(ctx context.Context, cfg config, api swarmAPI) (_ *Backend, err 
 		stopCtx: stopCtx, stop: stop,
 		placements: make(map[*Placement]struct{}), nodes: make(map[string]string),
 		subnets: make(map[string]netip.Prefix), keepDirty: make(chan struct{}, 1),
+		budgets: sessionproxy.NewBudgets(sessionproxy.BudgetsFile(cfg.stateFile), cfg.log),
 	}
 	if err := b.checkDaemon(ctx); err != nil {
 		stop()

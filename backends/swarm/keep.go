@@ -239,6 +239,7 @@ func (p *Placement) Adopt(_ context.Context, session string) error {
 	p.mu.Lock()
 	p.obj.session = session
 	p.mu.Unlock()
+	p.egress.Adopt(session) // its records and budget are the session's
 	p.b.keptChanged()
 	return nil
 }

@@ -69,6 +69,7 @@ type launch struct {
 	// network; nil without an allowlist (egress.go).
 	egress *sessionproxy.Proxy
 	proxy  netip.AddrPort
+	warm   bool // spec.Warm: obj.session is a warm pool's placeholder
 }
 
 func (b *Backend) open(ctx context.Context, spec executor.SessionSpec) (_ *Placement, err error) {
@@ -76,7 +77,7 @@ func (b *Backend) open(ctx context.Context, spec executor.SessionSpec) (_ *Place
 	if err != nil {
 		return nil, err
 	}
-	l := &launch{obj: sessionObjects{name: "kernelbox-" + key, session: spec.ID}, cfg: b.cfg.withTemplate(spec.Template), t0: time.Now()}
+	l := &launch{obj: sessionObjects{name: "kernelbox-" + key, session: spec.ID}, cfg: b.cfg.withTemplate(spec.Template), t0: time.Now(), warm: spec.Warm}
 	l.log = b.cfg.log.With("session", spec.ID, "service", l.obj.name)
 	if l.token, err = randomHex(32); err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kernelbox/kernelbox/backends/internal/sandbox"
+	"github.com/kernelbox/kernelbox/egress"
 	"github.com/kernelbox/kernelbox/executor"
 )
 
@@ -119,6 +120,11 @@ type Options struct {
 	// only (a test internet the tests make); servers leave it nil.
 	EgressTestHosts map[string][]netip.Addr
 
+	// EgressLimiter, when not nil, bounds the connections of every session's
+	// egress proxy together, each from its accept (egress.Limiter). Defaults to
+	// none: each session's max_conns alone bounds its proxy.
+	EgressLimiter *egress.Limiter
+
 	// Logger receives the backend's logs. Defaults to discarding them.
 	Logger *slog.Logger
 }
@@ -136,6 +142,7 @@ type config struct {
 	readyTimeout              time.Duration
 	maxStarting               int // 0: two per ready node, set by New; <0: no limit
 	egressTestHosts           map[string][]netip.Addr
+	egressLimiter             *egress.Limiter
 	log                       *slog.Logger
 }
 
@@ -149,7 +156,7 @@ func (o Options) resolve() (config, error) {
 		constraints:  slices.Clone(o.Constraints),
 		readyTimeout: o.ReadyTimeout, log: o.Logger,
 		maxStarting: o.MaxStarting, stateFile: o.StateFile,
-		egressTestHosts: o.EgressTestHosts,
+		egressTestHosts: o.EgressTestHosts, egressLimiter: o.EgressLimiter,
 	}
 	if c.self == "" {
 		h, err := os.Hostname()

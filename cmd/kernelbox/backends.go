@@ -10,6 +10,7 @@ import (
 
 	"github.com/kernelbox/kernelbox/backends/local"
 	"github.com/kernelbox/kernelbox/backends/none"
+	"github.com/kernelbox/kernelbox/egress"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/capacity"
 )
@@ -72,6 +73,9 @@ type backendConfig struct {
 	// egressTestHosts is the egress proxy's name map for tests (docker and swarm);
 	// nil for servers.
 	egressTestHosts hostsFlag
+	// egressLimiter bounds every session's egress proxy together (fdlimit.go);
+	// made when a docker or swarm backend is opened.
+	egressLimiter *egress.Limiter
 	// sessionMemory is the docker per-session limit that capacity planning settled
 	// on (capacity.go).
 	sessionMemory int64

@@ -23,7 +23,11 @@ func (c *backendConfig) registerContainer(fs *flag.FlagSet) {
 
 // openDocker builds the docker backend with the memory capacity planning settled on.
 func openDocker(ctx context.Context, c *backendConfig, log *slog.Logger) (executor.Backend, error) {
-	return docker.New(ctx, docker.Options{Image: c.image, Memory: c.sessionMemory, Logger: log, StateFile: c.stateFile, EgressTestHosts: c.egressTestHosts})
+	if c.egressLimiter == nil {
+		c.egressLimiter = egressLimiter(log)
+	}
+	return docker.New(ctx, docker.Options{Image: c.image, Memory: c.sessionMemory, Logger: log, StateFile: c.stateFile,
+		EgressTestHosts: c.egressTestHosts, EgressLimiter: c.egressLimiter})
 }
 
 // dockerLimits is what one docker session gets: its image and container limits.

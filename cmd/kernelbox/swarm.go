@@ -41,6 +41,9 @@ func (c *backendConfig) registerSwarm(fs *flag.FlagSet) {
 // openSwarm builds the swarm backend.
 func openSwarm(ctx context.Context, c *backendConfig, log *slog.Logger) (executor.Backend, error) {
 	s := &c.swarm
+	if c.egressLimiter == nil {
+		c.egressLimiter = egressLimiter(log)
+	}
 	return swarm.New(ctx, swarm.Options{
 		DockerHost:      s.host,
 		Self:            s.self,
@@ -54,6 +57,7 @@ func openSwarm(ctx context.Context, c *backendConfig, log *slog.Logger) (executo
 		ReserveCPUs:     s.reserveCPUs,
 		StateFile:       c.stateFile,
 		EgressTestHosts: c.egressTestHosts,
+		EgressLimiter:   c.egressLimiter,
 		Logger:          log,
 	})
 }

@@ -26,8 +26,18 @@ const MaxNotes = 20
 type Options struct {
 	// Rules is the session's template's allowlist; required.
 	Rules *egress.Rules
-	// Session names the session in records and logs.
+	// Session names the session in records and logs: its id, or a warm pool
+	// member's placeholder (Warm) until Adopt.
 	Session string
+	// Warm says Session is a warm pool member's placeholder: the proxy spends
+	// from a budget of its own until Adopt gives it the session's.
+	Warm bool
+	// Budgets holds the sessions' byte budgets (Budgets.Of). Defaults to none:
+	// each proxy has a budget of its own.
+	Budgets *Budgets
+	// Limiter bounds the connections of every session's proxy together
+	// (egress.Options.Limiter). Defaults to none.
+	Limiter *egress.Limiter
 	// TestHosts is egress.Options.TestHosts: name resolution for a test
 	// internet; nil (servers) resolves names with the machine's resolver.
 	TestHosts map[string][]netip.Addr
@@ -40,6 +50,7 @@ type Options struct {
 // without an allowlist) reports nothing.
 type Proxy struct {
 	proxy   *egress.Proxy
+	budgets *Budgets
 	served  chan struct{} // closed when Serve returned
 	mu      sync.Mutex
 	rep     executor.NetworkReport
@@ -49,9 +60,13 @@ type Proxy struct {
 // Start serves a proxy enforcing o.Rules on ln until Close. It owns ln from
 // then on, and closes it when it fails.
 func Start(ln net.Listener, o Options) (*Proxy, error) {
-	p := &Proxy{served: make(chan struct{})}
+	p := &Proxy{served: make(chan struct{}), budgets: o.Budgets}
+	var budget *egress.Budget
+	if !o.Warm {
+		budget = o.Budgets.Of(o.Session)
+	}
 	px, err := egress.New(egress.Options{
-		Rules: o.Rules, Session: o.Session, TestHosts: o.TestHosts,
+		Rules: o.Rules, Session: o.Session, TestHosts: o.TestHosts, Budget: budget, Limiter: o.Limiter,
 		OnRecord: p.record, Logger: o.Logger,
 	})
 	if err != nil {
@@ -59,8 +74,18 @@ func Start(ln net.Listener, o Options) (*Proxy, error) {
 		return nil, err
 	}
 	p.proxy = px
-	go func() { defer close(p.served); px.Serve(ln) }()
+	go func() { defer close(p.served); px.Serve(ln) }() // Serve logs why it ends
 	return p, nil
+}
+
+// Adopt gives a warm pool member's proxy to session (executor.Adopter): its
+// records and logs name the session from now on, and it spends from the
+// session's budget. A nil Proxy does nothing.
+func (p *Proxy) Adopt(session string) {
+	if p == nil {
+		return
+	}
+	p.proxy.Adopt(session, p.budgets.Of(session))
 }
 
 // record keeps a connection's note for the next call (egress.Options.OnRecord).
@@ -94,6 +119,7 @@ func (p *Proxy) Take() executor.NetworkReport {
 		return executor.NetworkReport{}
 	}
 	p.proxy.Settle(settleGrace)
+	p.budgets.Save(false)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := p.rep
@@ -120,6 +146,7 @@ func (p *Proxy) Close() {
 	}
 	p.proxy.Close()
 	<-p.served
+	p.budgets.Save(true)
 }
 
 // Env is what a kernel's environment gets to reach the proxy at url
