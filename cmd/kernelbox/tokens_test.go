@@ -1,0 +1,215 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kernelbox/kernelbox/api"
+)
+
+// tokenServe is one `kernelbox serve --backend local` shared by the scoped
+// token tests, with its audit log where the test reads it.
+type tokenServe struct {
+	*server
+	audit string
+}
+
+// call sends method path with body (JSON) as token and returns the status,
+// the headers and the body.
+func (s *tokenServe) call(t testing.TB, token, method, path, body string) (int, http.Header, string) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, s.URL+path, rd)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+// mint makes a scoped token with the admin token and returns its id and secret.
+func (s *tokenServe) mint(t testing.TB, body string) (string, string) {
+	t.Helper()
+	code, _, out := s.call(t, s.Token, "POST", "/v1/tokens", body)
+	require.Equal(t, http.StatusCreated, code, out)
+	var ct api.CreatedToken
+	require.NoError(t, json.Unmarshal([]byte(out), &ct))
+	require.NotEmpty(t, ct.Token)
+	return ct.ID, ct.Token
+}
+
+// auditLines reads the audit log.
+func (s *tokenServe) auditLines(t testing.TB) []map[string]any {
+	t.Helper()
+	f, err := os.Open(s.audit)
+	require.NoError(t, err)
+	defer f.Close()
+	var out []map[string]any
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &m), sc.Text())
+		out = append(out, m)
+	}
+	return out
+}
+
+func startTokenServe(t *testing.T) *tokenServe {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "audit.log")
+	s := startServeWith(t, serveOpts{token: "admin-token-123", args: []string{"--audit-log", path}})
+	return &tokenServe{server: s, audit: path}
+}
+
+// TestScopedTokensAbuse: two scoped tokens whose agents try, as a
+// prompt-injected agent would, to list, read, run in, watch, fork, hibernate
+// and delete each other's sessions, on a real serve: every attempt is
+// answered as for a missing session (404, the same words), and every attempt
+// is in the audit log, without a secret.
+func TestScopedTokensAbuse(t *testing.T) {
+	s := startTokenServe(t)
+	idA, tokA := s.mint(t, `{"name":"agent-a","sessions":["a-*"],"max_sessions":2}`)
+	_, tokB := s.mint(t, `{"name":"agent-b","sessions":["*"]}`) // every id: only ownership stands between them
+
+	// A makes its session, a file, an artifact, and a call.
+	code, hdr, out := s.call(t, tokA, "POST", "/v1/sessions/a-1/execute", `{"code":"import os; os.makedirs('outputs', exist_ok=True); open('outputs/secret.txt','w').write('A only'); open('notes.txt','w').write('A notes'); x = 41"}`)
+	require.Equal(t, 200, code, out)
+	callA := hdr.Get("Kernelbox-Call-Id")
+	require.NotEmpty(t, callA)
+
+	// B, with every pattern, does not see A's session.
+	code, _, out = s.call(t, tokB, "GET", "/v1/sessions", "")
+	require.Equal(t, 200, code)
+	assert.NotContains(t, out, `"a-1"`)
+	code, _, out = s.call(t, tokB, "GET", "/api/kernels", "")
+	require.Equal(t, 200, code)
+	assert.NotContains(t, out, `"a-1"`)
+	code, _, out = s.call(t, s.Token, "GET", "/v1/sessions", "")
+	require.Equal(t, 200, code)
+	assert.Contains(t, out, `"a-1"`, "the admin sees every session")
+
+	// The answer for a session that does not exist, as the admin gets it.
+	code, _, missing := s.call(t, s.Token, "GET", "/v1/sessions/a-nothere", "")
+	require.Equal(t, 404, code)
+
+	attacks := []struct{ method, path, body string }{
+		{"GET", "/v1/sessions/a-1", ""},
+		{"POST", "/v1/sessions/a-1/execute", `{"code":"print(x)"}`},
+		{"POST", "/v1/sessions/a-1/execute", `{"code":"print(x)","detach":true}`},
+		{"POST", "/v1/sessions", `{"id":"a-1"}`},
+		{"POST", "/v1/sessions/a-1/interrupt", `{}`},
+		{"POST", "/v1/sessions/a-1/reset", `{}`},
+		{"GET", "/v1/sessions/a-1/calls", ""},
+		{"GET", "/v1/sessions/a-1/files", ""},
+		{"GET", "/v1/sessions/a-1/files/notes.txt", ""},
+		{"PUT", "/v1/sessions/a-1/files/evil.py", ""},
+		{"DELETE", "/v1/sessions/a-1/files/notes.txt", ""},
+		{"POST", "/v1/sessions/a-1/files:batch", `{"download":["notes.txt"]}`},
+		{"GET", "/v1/sessions/a-1/artifacts", ""},
+		{"GET", "/v1/artifacts/a-1/secret.txt", ""},
+		{"POST", "/v1/sessions/a-1/hibernate", `{}`},
+		{"POST", "/v1/sessions/a-1/resume", `{}`},
+		{"POST", "/v1/sessions/a-1/fork", `{"id":"b-stolen"}`},
+		{"DELETE", "/v1/sessions/a-1", ""},
+		{"GET", "/api/kernels/a-1", ""},
+		{"DELETE", "/api/kernels/a-1", ""},
+		{"POST", "/api/kernels/a-1/interrupt", `{}`},
+		{"GET", "/api/kernels/a-1/channels", ""},
+	}
+	for _, a := range attacks {
+		code, _, out := s.call(t, tokB, a.method, a.path, a.body)
+		assert.Equal(t, 404, code, "B: %s %s: %s", a.method, a.path, out)
+		if strings.HasPrefix(a.path, "/v1/") {
+			assert.JSONEq(t, strings.ReplaceAll(missing, "a-nothere", "a-1"), out, "B: %s %s: worded as a missing session", a.method, a.path)
+		}
+	}
+	// A's call, by id.
+	code, _, callMissing := s.call(t, s.Token, "GET", "/v1/calls/c-never-given", "")
+	require.Equal(t, 404, code)
+	for _, a := range []struct{ method, path, body string }{
+		{"GET", "/v1/calls/" + callA, ""},
+		{"GET", "/v1/calls/" + callA + "/events", ""},
+		{"POST", "/v1/calls/" + callA + "/cancel", `{}`},
+	} {
+		code, _, out := s.call(t, tokB, a.method, a.path, a.body)
+		assert.Equal(t, 404, code, "B: %s %s: %s", a.method, a.path, out)
+		assert.JSONEq(t, strings.ReplaceAll(callMissing, "c-never-given", callA), out, "B: %s: worded as a call never given out", a.path)
+	}
+	// A's session is untouched: its variable, its file.
+	code, _, out = s.call(t, tokA, "POST", "/v1/sessions/a-1/execute", `{"code":"print(x + 1, open('notes.txt').read())"}`)
+	require.Equal(t, 200, code, out)
+	assert.Contains(t, out, "42 A notes")
+
+	// B makes its own session; A, whose patterns do not reach it, and B
+	// reaching into A's prefix, both get 404.
+	code, _, out = s.call(t, tokB, "POST", "/v1/sessions/b-1/execute", `{"code":"y = 1"}`)
+	require.Equal(t, 200, code, out)
+	for _, p := range []string{"/v1/sessions/b-1", "/v1/sessions/b-1/files", "/v1/sessions/b-1/artifacts"} {
+		code, _, out = s.call(t, tokA, "GET", p, "")
+		assert.Equal(t, 404, code, "A: %s: %s", p, out)
+	}
+	code, _, out = s.call(t, tokA, "POST", "/v1/sessions/b-2/execute", `{"code":"1"}`)
+	assert.Equal(t, 404, code, "A creating a session out of its patterns: %s", out)
+	// Forking into an id out of scope: 404; into its own: created.
+	code, _, out = s.call(t, tokA, "POST", "/v1/sessions/a-1/fork", `{"id":"b-copy"}`)
+	assert.Equal(t, 404, code, out)
+	code, _, out = s.call(t, tokA, "POST", "/v1/sessions/a-1/fork", `{"id":"a-2"}`)
+	require.Equal(t, 201, code, out)
+	// max_sessions 2: a third is 429 with the limit.
+	code, _, out = s.call(t, tokA, "POST", "/v1/sessions", `{"id":"a-3"}`)
+	assert.Equal(t, 429, code, out)
+	assert.Contains(t, out, "at most 2")
+	// Admin-only routes.
+	for _, p := range []string{"/v1/tokens", "/metrics"} {
+		code, _, out = s.call(t, tokA, "GET", p, "")
+		assert.Equal(t, 403, code, "%s: %s", p, out)
+	}
+	code, _, out = s.call(t, tokA, "POST", "/v1/tokens", `{"name":"wider","sessions":["*"]}`)
+	assert.Equal(t, 403, code, "a scoped token cannot mint: %s", out)
+	code, _, out = s.call(t, tokA, "GET", "/v1/token", "")
+	require.Equal(t, 200, code, out)
+	assert.Contains(t, out, `"agent-a"`)
+
+	// The audit log has every attack, with B's name, and no secret.
+	raw, err := os.ReadFile(s.audit)
+	require.NoError(t, err)
+	for _, tok := range []string{tokA, tokB, s.Token} {
+		assert.NotContains(t, string(raw), tok, "a secret in the audit log")
+	}
+	refused := map[string]bool{}
+	for _, l := range s.auditLines(t) {
+		if l["token_name"] == "agent-b" && l["outcome"] == "refused" && l["status"] == float64(404) {
+			refused[l["method"].(string)+" "+l["route"].(string)] = true
+		}
+	}
+	for _, a := range attacks {
+		found := false
+		for k := range refused {
+			if strings.HasPrefix(k, a.method+" ") {
+				found = true
+			}
+		}
+		assert.True(t, found, "%s %s in the audit log", a.method, a.path)
+	}
+	assert.GreaterOrEqual(t, len(refused), 15, "distinct refused routes of B in the audit log: %v", refused)
+	_ = idA
+}
