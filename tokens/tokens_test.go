@@ -339,4 +339,3 @@ func abs(f float64) float64 {
 	}
 	return f
 }
-

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -80,13 +81,19 @@ func startTokenServe(t *testing.T) *tokenServe {
 	return &tokenServe{server: s, audit: path}
 }
 
-// TestScopedTokensAbuse: two scoped tokens whose agents try, as a
+// TestScopedTokens, abuse: two scoped tokens whose agents try, as a
 // prompt-injected agent would, to list, read, run in, watch, fork, hibernate
 // and delete each other's sessions, on a real serve: every attempt is
 // answered as for a missing session (404, the same words), and every attempt
 // is in the audit log, without a secret.
-func TestScopedTokensAbuse(t *testing.T) {
+func TestScopedTokens(t *testing.T) {
 	s := startTokenServe(t)
+	t.Run("abuse", func(t *testing.T) { t.Parallel(); scopedAbuse(t, s) })
+	t.Run("limits", func(t *testing.T) { t.Parallel(); scopedLimits(t, s) })
+	t.Run("revocation", func(t *testing.T) { t.Parallel(); scopedRevocation(t, s) })
+}
+
+func scopedAbuse(t *testing.T, s *tokenServe) {
 	idA, tokA := s.mint(t, `{"name":"agent-a","sessions":["a-*"],"max_sessions":2}`)
 	_, tokB := s.mint(t, `{"name":"agent-b","sessions":["*"]}`) // every id: only ownership stands between them
 
@@ -212,4 +219,98 @@ func TestScopedTokensAbuse(t *testing.T) {
 	}
 	assert.GreaterOrEqual(t, len(refused), 15, "distinct refused routes of B in the audit log: %v", refused)
 	_ = idA
+}
+
+// scopedLimits: a watch-only token, a template out of scope, the call rate,
+// expiry, bad tokens.
+func scopedLimits(t *testing.T, s *tokenServe) {
+	code, _, out := s.call(t, s.Token, "POST", "/v1/sessions", `{"id":"w-1"}`)
+	require.Equal(t, 201, code, out)
+	_, tokW := s.mint(t, `{"name":"watcher","sessions":["w-1"],"ops":["watch"]}`)
+	code, _, out = s.call(t, tokW, "GET", "/v1/sessions/w-1", "")
+	assert.Equal(t, 200, code, "the admin's session in the watcher's scope: %s", out)
+	code, _, out = s.call(t, tokW, "GET", "/v1/sessions", "")
+	assert.Equal(t, 200, code)
+	assert.Contains(t, out, `"w-1"`)
+	for _, a := range []struct{ method, path, body string }{
+		{"POST", "/v1/sessions/w-1/execute", `{"code":"1"}`},
+		{"DELETE", "/v1/sessions/w-1", ""},
+		{"GET", "/v1/sessions/w-1/files", ""},
+		{"POST", "/v1/sessions/w-1/hibernate", `{}`},
+	} {
+		code, _, out = s.call(t, tokW, a.method, a.path, a.body)
+		assert.Equal(t, 403, code, "watch only: %s %s: %s", a.method, a.path, out)
+		assert.Contains(t, out, "permission_denied")
+	}
+
+	_, tokT := s.mint(t, `{"name":"templated","sessions":["t-*"],"templates":["python-analyst"]}`)
+	code, _, out = s.call(t, tokT, "POST", "/v1/sessions/t-1/execute", `{"code":"1"}`)
+	assert.Equal(t, 403, code, "the default template is out of scope: %s", out)
+	assert.Contains(t, out, "python-analyst")
+
+	_, tokR := s.mint(t, `{"name":"rated","sessions":["r-1"],"rate_per_minute":2}`)
+	for i := range 2 {
+		code, _, out = s.call(t, tokR, "POST", "/v1/sessions/r-1/execute", `{"code":"1"}`)
+		require.Equal(t, 200, code, "call %d: %s", i, out)
+	}
+	code, hdr, out := s.call(t, tokR, "POST", "/v1/sessions/r-1/execute", `{"code":"1"}`)
+	assert.Equal(t, 429, code, out)
+	assert.Contains(t, out, "rate_limited")
+	assert.NotEmpty(t, hdr.Get("Retry-After"))
+
+	_, tokE := s.mint(t, `{"name":"brief","sessions":["e-1"],"ttl_seconds":1}`)
+	time.Sleep(1100 * time.Millisecond)
+	code, _, out = s.call(t, tokE, "GET", "/v1/sessions", "")
+	assert.Equal(t, 401, code, out)
+	assert.Contains(t, out, "expired")
+
+	for _, bad := range []string{"", tokW[:len(tokW)-1], tokW + "x", strings.ToUpper(tokW), strings.Repeat("k", 8000), "Bearer " + tokW} {
+		code, _, out = s.call(t, bad, "GET", "/v1/sessions", "")
+		assert.Equal(t, 401, code, "%.30q: %s", bad, out)
+	}
+	code, _, out = s.call(t, s.Token, "POST", "/v1/tokens", `{"name":"empty","sessions":[]}`)
+	assert.Equal(t, 400, code, out)
+}
+
+// scopedRevocation: revoking a token ends its open call (and the call's
+// stream) with the reason, and its next request is 401.
+func scopedRevocation(t *testing.T, s *tokenServe) {
+	id, tok := s.mint(t, `{"name":"doomed","sessions":["v-*"]}`)
+	for _, sid := range []string{"v-1", "v-2"} { // kernels up: the calls below run at once
+		code, _, out := s.call(t, tok, "POST", "/v1/sessions/"+sid+"/execute", `{"code":"1"}`)
+		require.Equal(t, 200, code, out)
+	}
+
+	req, err := http.NewRequest("POST", s.URL+"/v1/sessions/v-1/execute", strings.NewReader(`{"code":"import time; time.sleep(60)"}`))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	plain := make(chan string, 1)
+	go func() {
+		_, _, out := s.call(t, tok, "POST", "/v1/sessions/v-2/execute", `{"code":"import time; time.sleep(60)"}`)
+		plain <- out
+	}()
+	time.Sleep(1500 * time.Millisecond) // both calls running
+	start := time.Now()
+	code, _, out := s.call(t, s.Token, "DELETE", "/v1/tokens/"+id, "")
+	require.Equal(t, 204, code, out)
+	rest, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	t.Logf("the stream ended %s after the revocation", time.Since(start))
+	assert.Less(t, time.Since(start), 20*time.Second, "the stream ended at the revocation")
+	assert.Contains(t, string(rest), "revoked", "the stream says why")
+	select {
+	case out := <-plain:
+		t.Logf("the plain call ended %s after the revocation", time.Since(start))
+		assert.Contains(t, out, "revoked", "the plain call's answer says why")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the plain call did not end at the revocation")
+	}
+	code, _, out = s.call(t, tok, "GET", "/v1/sessions", "")
+	assert.Equal(t, 401, code, out)
 }
