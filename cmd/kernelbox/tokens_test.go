@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -91,6 +92,53 @@ func TestScopedTokens(t *testing.T) {
 	t.Run("abuse", func(t *testing.T) { t.Parallel(); scopedAbuse(t, s) })
 	t.Run("limits", func(t *testing.T) { t.Parallel(); scopedLimits(t, s) })
 	t.Run("revocation", func(t *testing.T) { t.Parallel(); scopedRevocation(t, s) })
+	t.Run("cli", func(t *testing.T) { t.Parallel(); scopedCLI(t, s) })
+}
+
+// scopedCLI: kernelbox token create|list|revoke and kernelbox audit.
+func scopedCLI(t *testing.T, s *tokenServe) {
+	run := func(args ...string) (string, error) {
+		var out, errb strings.Builder
+		err := dispatch(context.Background(), args, &out, &errb)
+		return out.String(), err
+	}
+	flags := []string{"--server", s.URL, "--token", s.Token}
+	secret, err := run(append([]string{"token", "create"}, append(flags, "--name", "cli-agent", "--sessions", "cli-*,x1", "--ops", "execute,files", "--max-sessions", "1", "--ttl", "1h")...)...)
+	require.NoError(t, err)
+	secret = strings.TrimSpace(secret)
+	require.Len(t, secret, 64)
+	out, err := run(append([]string{"exec"}, "--server", s.URL, "--token", secret, "--session", "cli-1", "-c", "print(6*7)")...)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "42")
+	out, err = run(append([]string{"token", "list"}, flags...)...)
+	require.NoError(t, err)
+	assert.Contains(t, out, "cli-agent")
+	assert.Contains(t, out, "cli-*,x1")
+	assert.NotContains(t, out, secret)
+	id := ""
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "cli-agent") {
+			id = strings.Fields(line)[0]
+		}
+	}
+	require.NotEmpty(t, id)
+	_, err = run(append([]string{"token", "revoke"}, append(flags, id)...)...)
+	require.NoError(t, err)
+	_, err = run(append([]string{"token", "revoke"}, append(flags, id)...)...)
+	require.Error(t, err, "revoked twice")
+	_, err = run(append([]string{"exec"}, "--server", s.URL, "--token", secret, "--session", "cli-1", "-c", "1")...)
+	require.Error(t, err, "a revoked token")
+	_, err = run(append([]string{"token", "create"}, "--server", s.URL, "--token", "wrong", "--name", "n", "--sessions", "*")...)
+	require.Error(t, err)
+
+	out, err = run("audit", "--file", s.audit, "--token", "cli-agent")
+	require.NoError(t, err)
+	assert.Contains(t, out, `"POST /v1/sessions/{id}/execute"`)
+	assert.NotContains(t, out, secret)
+	out, err = run("audit", "--file", s.audit, "--refused", "--table")
+	require.NoError(t, err)
+	assert.Contains(t, out, "OUTCOME")
+	assert.Contains(t, out, "refused")
 }
 
 func scopedAbuse(t *testing.T, s *tokenServe) {
