@@ -100,4 +100,3 @@ func TestRouteTableScoped(t *testing.T) {
 	assert.Contains(t, w.Body.String(), `"admin":false`)
 	assert.NotContains(t, w.Body.String(), watcher, "the secret is never shown again")
 }
-
