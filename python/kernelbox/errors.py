@@ -163,6 +163,14 @@ class SnapshotTooLarge(APIError):
     """The session's namespace (or a fork's files) is over its snapshot limit; it stays live (507)."""
 
 
+class RateLimited(APIError):
+    """A scoped token made more calls than its rate_per_minute (429); retry after Retry-After."""
+
+
+class TooManyTokens(APIError):
+    """The server keeps as many scoped tokens as it may (429); revoke some."""
+
+
 #: The one table: error code -> (HTTP status, exception class). Mirrors api/errors.go.
 ERRORS: Dict[str, Tuple[int, Type[APIError]]] = {
     "invalid_request": (400, InvalidRequest),
@@ -193,6 +201,8 @@ ERRORS: Dict[str, Tuple[int, Type[APIError]]] = {
     "too_many_connections": (503, TooManyConnections),
     "cannot_hibernate": (409, CannotHibernate),
     "snapshot_too_large": (507, SnapshotTooLarge),
+    "rate_limited": (429, RateLimited),
+    "too_many_tokens": (429, TooManyTokens),
 }
 
 
