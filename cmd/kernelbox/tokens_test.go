@@ -4,11 +4,15 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kernelbox/kernelbox/api"
+	"github.com/kernelbox/kernelbox/internal/testenv"
 )
 
 // tokenServe is one `kernelbox serve --backend local` shared by the scoped
@@ -435,6 +440,31 @@ func scopedLimits(t *testing.T, s *tokenServe) {
 	}
 	code, _, out = s.call(t, s.Token, "POST", "/v1/tokens", `{"name":"empty","sessions":[]}`)
 	assert.Equal(t, 400, code, out)
+
+	// 50 creations at once against max_sessions 3: exactly 3 made.
+	_, tokM := s.mint(t, `{"name":"racer","sessions":["race-*"],"max_sessions":3}`)
+	var wg sync.WaitGroup
+	codes := make([]int, 50)
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes[i], _, _ = s.call(t, tokM, "POST", "/v1/sessions", fmt.Sprintf(`{"id":"race-%d"}`, i))
+		}()
+	}
+	wg.Wait()
+	made := 0
+	for _, c := range codes {
+		if c == 201 {
+			made++
+		} else {
+			assert.Equal(t, 429, c)
+		}
+	}
+	assert.Equal(t, 3, made, "sessions made by 50 racing creations with max_sessions 3: %v", codes)
+	code, _, out = s.call(t, tokM, "GET", "/v1/sessions", "")
+	require.Equal(t, 200, code)
+	assert.Equal(t, 3, strings.Count(out, `"race-`), out)
 }
 
 // scopedRevocation: revoking a token ends its open call (and the call's
@@ -478,4 +508,46 @@ func scopedRevocation(t *testing.T, s *tokenServe) {
 	}
 	code, _, out = s.call(t, tok, "GET", "/v1/sessions", "")
 	assert.Equal(t, 401, code, out)
+}
+
+// TestScopedTokensSurviveRestart: tokens and session owners outlive serve; a
+// session hibernated at the stop keeps its owner (the other token still gets
+// 404, the owner gets its variables back); a token file that does not parse
+// stops serve from starting, saying what to do.
+func TestScopedTokensSurviveRestart(t *testing.T) {
+	py := testenv.Jupyter(t)
+	t.Parallel()
+	ws, data := testDirs(t)
+	args := []string{"--backend", "local", "--python", py, "--workspace", ws, "--workdir", data, "--token", "tk", "--on-stop", "hibernate"}
+	cmd, url, _ := rawServe(t, args...)
+	s := &tokenServe{server: &server{URL: url, Token: "tk"}}
+	_, tokA := s.mint(t, `{"name":"keeper","sessions":["r-*"]}`)
+	_, tokB := s.mint(t, `{"name":"other","sessions":["*"]}`)
+	code, _, out := s.call(t, tokA, "POST", "/v1/sessions/r-1/execute", `{"code":"x = 41"}`)
+	require.Equal(t, 200, code, out)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait())
+
+	cmd, url, log := rawServe(t, args...)
+	s.URL = url
+	code, _, out = s.call(t, tokB, "GET", "/v1/sessions/r-1", "")
+	assert.Equal(t, 404, code, "the other token, after the restart: %s", out)
+	code, _, out = s.call(t, tokB, "GET", "/v1/sessions", "")
+	assert.Equal(t, 200, code)
+	assert.NotContains(t, out, "r-1")
+	code, _, out = s.call(t, tokA, "GET", "/v1/sessions/r-1", "")
+	require.Equal(t, 200, code, "%s\n%s", out, log)
+	assert.Contains(t, out, `"hibernated"`)
+	code, _, out = s.call(t, tokA, "POST", "/v1/sessions/r-1/execute", `{"code":"x + 1"}`)
+	require.Equal(t, 200, code, out)
+	assert.Contains(t, out, `"result":"42"`)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait())
+
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "state", "tokens.json"), []byte(`{"version":1,"tokens":[{"id":`), 0o600))
+	bad := exec.Command(kernelboxBin(t), append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+	outb, err := bad.CombinedOutput()
+	require.Error(t, err, "serve started on a token file it cannot read:\n%s", outb)
+	assert.Contains(t, string(outb), "tokens.json cannot be read")
+	assert.Contains(t, string(outb), "remove it to revoke every scoped token")
 }
