@@ -28,15 +28,15 @@ type ServeFunc func(ln net.Listener, e *executor.Executor, token string) (stop f
 
 // The kinds of call the http scenario measures, each in blocks.
 const (
-	zmq       = iota // the reference: jupyter_client over ZMQ
-	lib              // executor.Execute from Go
-	httpNew          // serve's server, urllib: a new connection per call
-	httpKeep         // serve's server, http.client: one connection
-	httpScoped       // the same with a scoped token instead of the admin's
-	bareNew          // a bare Go handler around the executor, urllib
-	bareKeep         // the same, one connection
-	floorNew         // a handler answering the same bytes at once, urllib
-	floorKeep        // the same, one connection
+	zmq        = iota // the reference: jupyter_client over ZMQ
+	lib               // executor.Execute from Go
+	httpNew           // serve's server, urllib: a new connection per call
+	httpKeep          // serve's server, http.client: one connection
+	httpScoped        // the same with a scoped token instead of the admin's
+	bareNew           // a bare Go handler around the executor, urllib
+	bareKeep          // the same, one connection
+	floorNew          // a handler answering the same bytes at once, urllib
+	floorKeep         // the same, one connection
 	kinds
 )
 
