@@ -140,8 +140,10 @@ func (h *handler) claim(r *http.Request, rt *row, p *tokens.Principal, id string
 	template := body.Template
 	switch {
 	case rt.Creates == CreatesBodyID:
-		if info, err := h.e.Session(id); err == nil {
-			template = info.Template // a fork keeps its source's template
+		if h.e != nil {
+			if info, err := h.e.Session(id); err == nil {
+				template = info.Template // a fork keeps its source's template
+			}
 		}
 	case rt.JSON && rt.Target != BodyID:
 		b, err := peekBody(r, h.o.MaxBodyBytes) // execute: its "template"
@@ -173,14 +175,9 @@ func (h *handler) claim(r *http.Request, rt *row, p *tokens.Principal, id string
 // notFound is the refusal of a session out of reach.
 func notFound(err error) *refusal { return &refusal{status: http.StatusNotFound, err: err} }
 
-// exists reports whether session id exists (live or hibernated).
-func (h *handler) exists(id string) bool {
-	if h.e == nil {
-		return false
-	}
-	_, err := h.e.Session(id)
-	return err == nil
-}
+// exists reports whether session id exists (live or hibernated), as the
+// token store is told (tokens.Options.Exists).
+func (h *handler) exists(id string) bool { return h.o.Tokens.Exists(id) }
 
 // target returns the session r's route names, "" when none.
 func (h *handler) target(r *http.Request, rt *row, body idBody) (string, *refusal) {

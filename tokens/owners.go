@@ -159,6 +159,10 @@ func (s *Store) Release(id string) {
 	}
 }
 
+// Exists reports whether session id exists, as Options.Exists says: the
+// one answer the guard's decisions use.
+func (s *Store) Exists(id string) bool { return s.o.Exists(id) }
+
 // ReleaseIfGone is Release when session id does not exist.
 func (s *Store) ReleaseIfGone(id string) {
 	if !s.o.Exists(id) {
