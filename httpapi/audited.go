@@ -129,8 +129,9 @@ func isRefusal(status int) bool {
 
 // after is run when a scoped token's request has been served: it remembers
 // the call the request started (so that revoking the token cancels it),
-// forgets the owner of a session the request failed to create or closed,
-// and tells a client whose request the revocation cut why.
+// forgets the owner of a session the request failed to create,
+// and tells a client whose request the revocation cut why. A closed
+// session keeps its owner: what it left (artifacts, calls) stays its owner's.
 func (h *handler) after(r *http.Request, w http.ResponseWriter, rec *recorder, ad admission) func() {
 	p := ad.p
 	if rec != nil {
@@ -141,13 +142,10 @@ func (h *handler) after(r *http.Request, w http.ResponseWriter, rec *recorder, a
 		revoked := context.Cause(r.Context())
 		ad.cancel(nil)
 		if s := ad.sc.claimed; s != "" {
-			h.o.Tokens.ReleaseIfGone(s)
+			h.o.Tokens.Settle(s)
 		}
 		if rec == nil {
 			return
-		}
-		if rec.status == http.StatusNoContent && r.Method == http.MethodDelete && ad.sc.session != "" && strings.HasPrefix(rec.rt.Pattern, "DELETE /v1/sessions/{id}") {
-			h.o.Tokens.ReleaseIfGone(ad.sc.session)
 		}
 		if revoked == nil || p.Revoked().Err() == nil {
 			return

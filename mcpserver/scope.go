@@ -174,7 +174,7 @@ func (s *server) guardTool(ctx context.Context, p *tokens.Principal, ct *mcp.Cal
 	}
 	res, err := run()
 	if claimed != "" {
-		s.opts.Tokens.ReleaseIfGone(claimed)
+		s.opts.Tokens.Settle(claimed)
 	}
 	if rule.changes {
 		s.audit(p, name, session, "ok", "")

@@ -2,6 +2,7 @@ package tokens
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/kernelbox/kernelbox/api"
@@ -11,13 +12,17 @@ import (
 // session id -> token id, sealed on disk like the tokens, so that it survives
 // a restart, an adoption and a hibernation whatever the executor keeps. A
 // session the admin created has no record: it is anybody's whose patterns
-// match it. A record whose session no longer exists is stale and is forgotten
-// once it is past claimGrace (the time a creation takes to show).
+// match it. A record outlives its session: what a closed session leaves (its
+// artifacts, its calls in the registry) stays its owner's, and its id stays
+// out of other tokens' reach. Only a claim whose creation failed is dropped
+// (Settle), and, past maxOwners, the oldest records of sessions that
+// no longer exist.
 
 // owner is one session's owner.
 type owner struct {
 	token string
 	since time.Time
+	made  bool // its session was created (Settle saw it)
 }
 
 // ownerEntry is an owner on disk.
@@ -25,6 +30,7 @@ type ownerEntry struct {
 	Session string    `json:"session"`
 	Token   string    `json:"token"`
 	Since   time.Time `json:"since"`
+	Made    bool      `json:"made,omitempty"`
 	MAC     string    `json:"mac,omitempty"`
 }
 
@@ -47,17 +53,15 @@ func (s *Store) Owner(id string) string {
 	return s.ownerLocked(id, s.o.Now())
 }
 
-// ownerLocked is Owner with s.mu held; it drops a stale record.
-func (s *Store) ownerLocked(id string, now time.Time) string {
-	o, ok := s.owners[id]
-	if !ok {
-		return ""
-	}
-	if now.Sub(o.since) > claimGrace && !s.o.Exists(id) {
-		delete(s.owners, id)
-		return ""
-	}
-	return o.token
+// ownerLocked is Owner with s.mu held.
+func (s *Store) ownerLocked(id string, _ time.Time) string {
+	return s.owners[id].token
+}
+
+// liveLocked reports whether session id counts against its owner's
+// max_sessions: it exists (live or hibernated), or its creation is under way.
+func (s *Store) liveLocked(id string, o owner, now time.Time) bool {
+	return s.o.Exists(id) || (!o.made && now.Sub(o.since) <= claimGrace)
 }
 
 // Access returns nil when p may touch session id (which may not exist),
@@ -102,8 +106,8 @@ func (s *Store) Claim(p *Principal, id string) (bool, error) {
 			return false, fmt.Errorf("%w: token %q may own at most %d sessions (max_sessions), live and hibernated; it owns %d: close one first", api.ErrTooManySessions, p.tok.Name, max, n)
 		}
 	}
-	if len(s.owners) >= maxOwners {
-		return false, fmt.Errorf("%w: the server keeps at most %d session owners", api.ErrTooManySessions, maxOwners)
+	if len(s.owners) >= maxOwners && !s.pruneLocked(now) {
+		return false, fmt.Errorf("%w: the server keeps at most %d session owners, all of live sessions", api.ErrTooManySessions, maxOwners)
 	}
 	s.owners[id] = owner{token: p.tok.ID, since: now.UTC()}
 	if err := s.saveLocked(); err != nil {
@@ -117,11 +121,34 @@ func (s *Store) Claim(p *Principal, id string) (bool, error) {
 func (s *Store) ownedLocked(token string, now time.Time) int {
 	n := 0
 	for id, o := range s.owners {
-		if o.token == token && s.ownerLocked(id, now) != "" {
+		if o.token == token && s.liveLocked(id, o, now) {
 			n++
 		}
 	}
 	return n
+}
+
+// pruneLocked drops the oldest tenth of the records of sessions that no
+// longer exist, to make room; it reports whether it dropped any. Their ids
+// (and what their sessions left) become reachable by matching patterns again,
+// so it says so in the log.
+func (s *Store) pruneLocked(now time.Time) bool {
+	var gone []string
+	for id, o := range s.owners {
+		if !s.liveLocked(id, o, now) {
+			gone = append(gone, id)
+		}
+	}
+	if len(gone) == 0 {
+		return false
+	}
+	slices.SortFunc(gone, func(a, b string) int { return s.owners[a].since.Compare(s.owners[b].since) })
+	gone = gone[:max(1, len(gone)/10)]
+	for _, id := range gone {
+		delete(s.owners, id)
+	}
+	s.o.Logger.Warn("tokens: forgot the owners of closed sessions to make room", "sessions", len(gone), "max", maxOwners)
+	return true
 }
 
 // OwnedBy counts the sessions the token id owns.
@@ -138,15 +165,14 @@ func (s *Store) Owned(id string) []string {
 	var out []string
 	now := s.o.Now()
 	for sid, o := range s.owners {
-		if o.token == id && s.ownerLocked(sid, now) != "" {
+		if o.token == id && s.liveLocked(sid, o, now) {
 			out = append(out, sid)
 		}
 	}
 	return out
 }
 
-// Release forgets session id's owner: the session was closed, or the
-// creation that claimed it failed (then only when the session does not exist).
+// Release forgets session id's owner.
 func (s *Store) Release(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -163,9 +189,21 @@ func (s *Store) Release(id string) {
 // one answer the guard's decisions use.
 func (s *Store) Exists(id string) bool { return s.o.Exists(id) }
 
-// ReleaseIfGone is Release when session id does not exist.
-func (s *Store) ReleaseIfGone(id string) {
+// Settle is told when a request that claimed session id has ended: the
+// session exists (its record is kept, marked made) or its creation failed
+// (the claim is dropped).
+func (s *Store) Settle(id string) {
 	if !s.o.Exists(id) {
 		s.Release(id)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if o, ok := s.owners[id]; ok && !o.made {
+		o.made = true
+		s.owners[id] = o
+		if err := s.saveLocked(); err != nil {
+			s.o.Logger.Warn("tokens: keeping a session's owner", "session", id, "err", err)
+		}
 	}
 }

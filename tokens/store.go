@@ -192,7 +192,7 @@ func (s *Store) load() error {
 		}
 		// The owner may be a revoked token: its sessions stay out of the
 		// other tokens' reach.
-		s.owners[oe.Session] = owner{token: oe.Token, since: oe.Since}
+		s.owners[oe.Session] = owner{token: oe.Token, since: oe.Since, made: oe.Made}
 	}
 	return nil
 }
@@ -213,7 +213,7 @@ func (s *Store) saveLocked() error {
 	}
 	slices.SortFunc(f.Tokens, func(a, b fileToken) int { return a.Created.Compare(b.Created) })
 	for id, o := range s.owners {
-		oe := ownerEntry{Session: id, Token: o.token, Since: o.since}
+		oe := ownerEntry{Session: id, Token: o.token, Since: o.since, Made: o.made}
 		oe.MAC = s.key.seal("owner", oe)
 		f.Owners = append(f.Owners, oe)
 	}

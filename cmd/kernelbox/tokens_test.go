@@ -331,6 +331,28 @@ func scopedAbuse(t *testing.T, s *tokenServe) {
 		assert.Equal(t, 404, code, "B: %s %s: %s", a.method, a.path, out)
 		assert.JSONEq(t, strings.ReplaceAll(callMissing, "c-never-given", callA), out, "B: %s: worded as a call never given out", a.path)
 	}
+	// A closed session keeps its owner: what it left (artifacts, calls) stays
+	// A's, and its id out of B's reach.
+	code, hdr, out = s.call(t, tokA, "POST", "/v1/sessions/a-9/execute", `{"code":"import os; os.makedirs('outputs', exist_ok=True); open('outputs/left.txt','w').write('A left this')"}`)
+	require.Equal(t, 200, code, out)
+	callA9 := hdr.Get("Kernelbox-Call-Id")
+	code, _, out = s.call(t, tokA, "DELETE", "/v1/sessions/a-9", "")
+	require.Equal(t, 204, code, out)
+	for _, a := range []struct{ method, path, body string }{
+		{"GET", "/v1/sessions/a-9/artifacts", ""},
+		{"GET", "/v1/artifacts/a-9/left.txt", ""},
+		{"GET", "/v1/sessions/a-9/calls", ""},
+		{"GET", "/v1/calls/" + callA9, ""},
+		{"POST", "/v1/sessions", `{"id":"a-9"}`},
+	} {
+		code, _, out := s.call(t, tokB, a.method, a.path, a.body)
+		assert.Equal(t, 404, code, "B after A closed a-9: %s %s: %s", a.method, a.path, out)
+		assert.NotContains(t, out, "A left this")
+	}
+	code, _, out = s.call(t, tokA, "GET", "/v1/artifacts/a-9/left.txt", "")
+	assert.Equal(t, 200, code, out)
+	assert.Equal(t, "A left this", out)
+
 	// A's session is untouched: its variable, its file.
 	code, _, out = s.call(t, tokA, "POST", "/v1/sessions/a-1/execute", `{"code":"print(x + 1, open('notes.txt').read())"}`)
 	require.Equal(t, 200, code, out)
