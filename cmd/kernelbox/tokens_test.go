@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/gorilla/websocket"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
@@ -102,6 +103,25 @@ func TestScopedTokens(t *testing.T) {
 	t.Run("cli", func(t *testing.T) { t.Parallel(); scopedCLI(t, s) })
 	t.Run("mcp", func(t *testing.T) { t.Parallel(); scopedMCP(t, s) })
 	t.Run("gateway", func(t *testing.T) { t.Parallel(); scopedGateway(t, s) })
+	t.Run("dashboard", func(t *testing.T) { t.Parallel(); scopedDashboard(t, s) })
+}
+
+// scopedDashboard: logged in with a scoped token, the dashboard lists that
+// token's sessions only and names the token.
+func scopedDashboard(t *testing.T, s *tokenServe) {
+	b := newBrowser(t)
+	_, tok := s.mint(t, `{"name":"viewer","sessions":["d-*"]}`)
+	for _, id := range []string{"d-1", "x-other"} {
+		code, _, out := s.call(t, s.Token, "POST", "/v1/sessions", `{"id":"`+id+`"}`)
+		require.Equal(t, 201, code, out)
+	}
+	b.do(chromedp.Navigate(s.URL + "/#token=" + tok))
+	b.waitFor("the dashboard", `!document.getElementById("main").hidden`, 30*time.Second)
+	b.waitFor("its session's row", `document.querySelector('tr[data-session="d-1"]')`, 30*time.Second)
+	b.waitFor("the token's name", `document.getElementById("who").textContent.includes("viewer")`, 10*time.Second)
+	assert.False(t, eval[bool](b, `!!document.querySelector('tr[data-session="x-other"]')`), "another session in a scoped token's dashboard")
+	assert.False(t, eval[bool](b, `document.getElementById("who").hidden`))
+	b.checkClean()
 }
 
 // mcpAs connects an MCP client to /mcp with token.
