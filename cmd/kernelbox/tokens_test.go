@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kernelbox/kernelbox/api"
+	"github.com/kernelbox/kernelbox/backends/docker"
 	"github.com/kernelbox/kernelbox/internal/testenv"
 )
 
@@ -82,12 +83,20 @@ func (s *tokenServe) auditLines(t testing.TB) []map[string]any {
 	return out
 }
 
-func startTokenServe(t *testing.T) *tokenServe {
+func startTokenServe(t *testing.T, backend ...string) *tokenServe {
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "audit.log")
-	s := startServeWith(t, serveOpts{token: "admin-token-123", args: []string{"--audit-log", path}})
+	s := startServeWith(t, serveOpts{token: "admin-token-123", args: []string{"--audit-log", path}, backend: backend})
 	return &tokenServe{server: s, audit: path}
+}
+
+// TestScopedTokensDocker is the abuse test on the docker backend: the same
+// refusals whatever runs the sessions.
+func TestScopedTokensDocker(t *testing.T) {
+	testenv.Image(t, docker.DefaultImage)
+	t.Parallel()
+	scopedAbuse(t, startTokenServe(t, "--backend", "docker"))
 }
 
 // TestScopedTokens, abuse: two scoped tokens whose agents try, as a
