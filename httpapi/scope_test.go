@@ -100,3 +100,19 @@ func TestRouteTableScoped(t *testing.T) {
 	assert.Contains(t, w.Body.String(), `"admin":false`)
 	assert.NotContains(t, w.Body.String(), watcher, "the secret is never shown again")
 }
+
+// TestMintNeedsAServerToken: a server without a token (a unix socket) takes
+// every request as the admin's, so it mints no scoped token.
+func TestMintNeedsAServerToken(t *testing.T) {
+	e, ws := noneExecutor(t)
+	st, err := tokens.Open(t.TempDir(), tokens.Options{})
+	require.NoError(t, err)
+	h := httpapi.New(e, httpapi.Options{Workspace: ws, Tokens: st})
+	r := httptest.NewRequest("POST", "/v1/tokens", strings.NewReader(`{"name":"a","sessions":["*"]}`))
+	r.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	assert.Equal(t, http.StatusBadRequest, w.Code, w.Body.String())
+	assert.Contains(t, w.Body.String(), "confine nothing")
+	assert.Empty(t, st.List())
+}

@@ -29,6 +29,12 @@ func (h *handler) tokenRoutes() []row {
 const maxTTL = 10 * 365 * 24 * time.Hour
 
 func (h *handler) mintToken(w http.ResponseWriter, r *http.Request) {
+	if h.o.Token == "" {
+		// Without a token every request is the admin's (a unix socket): a
+		// scoped token would confine nothing.
+		writeErr(w, fmt.Errorf("%w: this server takes no token (a unix socket: every client is the admin), so a scoped token would confine nothing; serve agents on a TCP listener", api.ErrInvalidRequest))
+		return
+	}
 	var b api.CreateTokenBody
 	if err := decode(r, &b); err != nil {
 		writeErr(w, err)
