@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,9 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
-	"github.com/gorilla/websocket"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -115,185 +111,12 @@ func TestScopedTokens(t *testing.T) {
 	t.Run("dashboard", func(t *testing.T) { t.Parallel(); scopedDashboard(t, s) })
 }
 
-// scopedDashboard: logged in with a scoped token, the dashboard lists that
-// token's sessions only and names the token.
-func scopedDashboard(t *testing.T, s *tokenServe) {
-	b := newBrowser(t)
-	_, tok := s.mint(t, `{"name":"viewer","sessions":["d-*"]}`)
-	for _, id := range []string{"d-1", "x-other"} {
-		code, _, out := s.call(t, s.Token, "POST", "/v1/sessions", `{"id":"`+id+`"}`)
-		require.Equal(t, 201, code, out)
-	}
-	b.do(chromedp.Navigate(s.URL + "/#token=" + tok))
-	b.waitFor("the dashboard", `!document.getElementById("main").hidden`, 30*time.Second)
-	b.waitFor("its session's row", `document.querySelector('tr[data-session="d-1"]')`, 30*time.Second)
-	b.waitFor("the token's name", `document.getElementById("who").textContent.includes("viewer")`, 10*time.Second)
-	assert.False(t, eval[bool](b, `!!document.querySelector('tr[data-session="x-other"]')`), "another session in a scoped token's dashboard")
-	assert.False(t, eval[bool](b, `document.getElementById("who").hidden`))
-	b.checkClean()
-}
-
-// mcpAs connects an MCP client to /mcp with token.
-func (s *tokenServe) mcpAs(t *testing.T, token string) *mcp.ClientSession {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v0"}, nil).Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint: s.URL + "/mcp", HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}}, nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = cs.Close() })
-	return cs
-}
-
-// scopedMCP: over MCP, a scoped token's tools see and touch only its sessions.
-func scopedMCP(t *testing.T, s *tokenServe) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	_, tok1 := s.mint(t, `{"name":"mcp-1","sessions":["m-*"]}`)
-	_, tok2 := s.mint(t, `{"name":"mcp-2","sessions":["*"]}`)
-	c1, c2 := s.mcpAs(t, tok1), s.mcpAs(t, tok2)
-	tool := func(cs *mcp.ClientSession, name string, args map[string]any) *mcp.CallToolResult {
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
-		require.NoError(t, err, name)
-		return res
-	}
-	res := tool(c1, "execute_code", map[string]any{"session_id": "m-1", "code": "import os; os.makedirs('outputs', exist_ok=True); open('outputs/r.txt','w').write('mine'); secret = 7"})
-	require.False(t, res.IsError, textOf(res))
-	res = tool(c1, "start_code", map[string]any{"session_id": "m-1", "code": "1"})
-	require.False(t, res.IsError, textOf(res))
-	var started struct {
-		CallID string `json:"call_id"`
-	}
-	b, _ := json.Marshal(res.StructuredContent)
-	require.NoError(t, json.Unmarshal(b, &started))
-	require.NotEmpty(t, started.CallID)
-
-	res = tool(c2, "list_sessions", nil)
-	assert.NotContains(t, textOf(res), "m-1")
-	res = tool(c1, "list_sessions", nil)
-	assert.Contains(t, textOf(res), "m-1")
-	for _, a := range []struct {
-		name string
-		args map[string]any
-	}{
-		{"execute_code", map[string]any{"session_id": "m-1", "code": "print(secret)"}},
-		{"start_code", map[string]any{"session_id": "m-1", "code": "print(secret)"}},
-		{"reset_session", map[string]any{"session_id": "m-1"}},
-		{"fork_session", map[string]any{"session_id": "m-1", "new_session_id": "stolen"}},
-		{"list_files", map[string]any{"session_id": "m-1"}},
-		{"read_file", map[string]any{"session_id": "m-1", "path": "outputs/r.txt"}},
-		{"write_file", map[string]any{"session_id": "m-1", "path": "evil.py", "content": "x"}},
-		{"list_artifacts", map[string]any{"session_id": "m-1"}},
-		{"read_artifact", map[string]any{"session_id": "m-1", "name": "r.txt"}},
-		{"get_call", map[string]any{"call_id": started.CallID}},
-	} {
-		res := tool(c2, a.name, a.args)
-		assert.True(t, res.IsError, "mcp-2 %s: %s", a.name, textOf(res))
-		assert.Contains(t, textOf(res), "not found", a.name)
-		assert.NotContains(t, textOf(res), "mine", a.name)
-	}
-	_, err := c2.ReadResource(ctx, &mcp.ReadResourceParams{URI: "kernelbox://artifacts/m-1/r.txt"})
-	assert.Error(t, err, "another token's artifact as a resource")
-	res = tool(c1, "execute_code", map[string]any{"session_id": "m-1", "code": "print(secret)"})
-	assert.Contains(t, textOf(res), "7", "mcp-1's session is untouched")
-	found := false
-	for _, l := range s.auditLines(t) {
-		if l["interface"] == "mcp" && l["token_name"] == "mcp-2" && l["outcome"] == "refused" {
-			found = true
-		}
-	}
-	assert.True(t, found, "mcp-2's refusals in the audit log")
-}
-
-// scopedGateway: the Jupyter gateway lists a scoped token's sessions only,
-// refuses another's channels as missing, and ends a revoked token's
-// WebSocket with the reason.
-func scopedGateway(t *testing.T, s *tokenServe) {
-	id1, tok1 := s.mint(t, `{"name":"jup-1","sessions":["g-*"]}`)
-	_, tok2 := s.mint(t, `{"name":"jup-2","sessions":["*"]}`)
-	code, _, out := s.call(t, tok1, "POST", "/v1/sessions/g-1/execute", `{"code":"1"}`)
-	require.Equal(t, 200, code, out)
-	code, _, out = s.call(t, tok2, "GET", "/api/kernels", "")
-	require.Equal(t, 200, code)
-	assert.NotContains(t, out, "g-1")
-	code, _, out = s.call(t, tok1, "GET", "/api/kernels", "")
-	require.Equal(t, 200, code)
-	assert.Contains(t, out, "g-1")
-
-	wsURL := "ws" + strings.TrimPrefix(s.URL, "http") + "/api/kernels/g-1/channels"
-	dial := func(token string) (*websocket.Conn, *http.Response, error) {
-		return websocket.DefaultDialer.Dial(wsURL, http.Header{"Authorization": {"token " + token}})
-	}
-	_, resp, err := dial(tok2)
-	require.Error(t, err)
-	require.NotNil(t, resp)
-	assert.Equal(t, 404, resp.StatusCode, "another token's kernel channels")
-	ws, _, err := dial(tok1)
-	require.NoError(t, err)
-	defer ws.Close()
-	code, _, out = s.call(t, s.Token, "DELETE", "/v1/tokens/"+id1, "")
-	require.Equal(t, 204, code, out)
-	_ = ws.SetReadDeadline(time.Now().Add(20 * time.Second))
-	for {
-		_, _, err = ws.ReadMessage()
-		if err != nil {
-			break
-		}
-	}
-	var ce *websocket.CloseError
-	require.ErrorAs(t, err, &ce, "the WebSocket is closed with a reason")
-	assert.Equal(t, websocket.ClosePolicyViolation, ce.Code)
-	assert.Contains(t, ce.Text, "revoked")
-}
-
-// scopedCLI: kernelbox token create|list|revoke and kernelbox audit.
-func scopedCLI(t *testing.T, s *tokenServe) {
-	run := func(args ...string) (string, error) {
-		var out, errb strings.Builder
-		err := dispatch(context.Background(), args, &out, &errb)
-		return out.String(), err
-	}
-	flags := []string{"--server", s.URL, "--token", s.Token}
-	secret, err := run(append([]string{"token", "create"}, append(flags, "--name", "cli-agent", "--sessions", "cli-*,x1", "--ops", "execute,files", "--max-sessions", "1", "--ttl", "1h")...)...)
-	require.NoError(t, err)
-	secret = strings.TrimSpace(secret)
-	require.Len(t, secret, 64)
-	out, err := run(append([]string{"exec"}, "--server", s.URL, "--token", secret, "--session", "cli-1", "-c", "print(6*7)")...)
-	require.NoError(t, err, out)
-	assert.Contains(t, out, "42")
-	out, err = run(append([]string{"token", "list"}, flags...)...)
-	require.NoError(t, err)
-	assert.Contains(t, out, "cli-agent")
-	assert.Contains(t, out, "cli-*,x1")
-	assert.NotContains(t, out, secret)
-	id := ""
-	for _, line := range strings.Split(out, "\n") {
-		if strings.Contains(line, "cli-agent") {
-			id = strings.Fields(line)[0]
-		}
-	}
-	require.NotEmpty(t, id)
-	_, err = run(append([]string{"token", "revoke"}, append(flags, id)...)...)
-	require.NoError(t, err)
-	_, err = run(append([]string{"token", "revoke"}, append(flags, id)...)...)
-	require.Error(t, err, "revoked twice")
-	_, err = run(append([]string{"exec"}, "--server", s.URL, "--token", secret, "--session", "cli-1", "-c", "1")...)
-	require.Error(t, err, "a revoked token")
-	_, err = run(append([]string{"token", "create"}, "--server", s.URL, "--token", "wrong", "--name", "n", "--sessions", "*")...)
-	require.Error(t, err)
-
-	out, err = run("audit", "--file", s.audit, "--token", "cli-agent")
-	require.NoError(t, err)
-	assert.Contains(t, out, `"POST /v1/sessions/{id}/execute"`)
-	assert.NotContains(t, out, secret)
-	out, err = run("audit", "--file", s.audit, "--refused", "--table")
-	require.NoError(t, err)
-	assert.Contains(t, out, "OUTCOME")
-	assert.Contains(t, out, "refused")
-}
-
+// scopedAbuse: B, whose patterns match every id, attacks A's sessions on
+// every /v1 route, the gateway and the calls registry; A reaches out of its
+// prefix; both are answered as for missing sessions, and it is all in the
+// audit log without a secret.
 func scopedAbuse(t *testing.T, s *tokenServe) {
-	idA, tokA := s.mint(t, `{"name":"agent-a","sessions":["a-*"],"max_sessions":2}`)
+	_, tokA := s.mint(t, `{"name":"agent-a","sessions":["a-*"],"max_sessions":2}`)
 	_, tokB := s.mint(t, `{"name":"agent-b","sessions":["*"]}`) // every id: only ownership stands between them
 
 	// A makes its session, a file, an artifact, and a call.
@@ -313,61 +136,78 @@ func scopedAbuse(t *testing.T, s *tokenServe) {
 	require.Equal(t, 200, code)
 	assert.Contains(t, out, `"a-1"`, "the admin sees every session")
 
+	attacks := attackSession(t, s, tokB, "a-1", callA)
+	abuseClosed(t, s, tokA, tokB)
+	abuseOwn(t, s, tokA, tokB)
+	abuseAudit(t, s, attacks, tokA, tokB)
+}
+
+// attack is one request of an attacker.
+type attack struct{ method, path, body string }
+
+// attackSession sends, as token tok, every request a prompt-injected agent
+// would to another token's session id and its call, and checks each is
+// answered as for a missing session (or call). It returns the attacks.
+func attackSession(t *testing.T, s *tokenServe, tok, id, call string) []attack {
 	// The answer for a session that does not exist, as the admin gets it.
 	code, _, missing := s.call(t, s.Token, "GET", "/v1/sessions/a-nothere", "")
 	require.Equal(t, 404, code)
-
-	attacks := []struct{ method, path, body string }{
-		{"GET", "/v1/sessions/a-1", ""},
-		{"POST", "/v1/sessions/a-1/execute", `{"code":"print(x)"}`},
-		{"POST", "/v1/sessions/a-1/execute", `{"code":"print(x)","detach":true}`},
-		{"POST", "/v1/sessions", `{"id":"a-1"}`},
-		{"POST", "/v1/sessions/a-1/interrupt", `{}`},
-		{"POST", "/v1/sessions/a-1/reset", `{}`},
-		{"GET", "/v1/sessions/a-1/calls", ""},
-		{"GET", "/v1/sessions/a-1/files", ""},
-		{"GET", "/v1/sessions/a-1/files/notes.txt", ""},
-		{"PUT", "/v1/sessions/a-1/files/evil.py", ""},
-		{"DELETE", "/v1/sessions/a-1/files/notes.txt", ""},
-		{"POST", "/v1/sessions/a-1/files:batch", `{"download":["notes.txt"]}`},
-		{"GET", "/v1/sessions/a-1/artifacts", ""},
-		{"GET", "/v1/artifacts/a-1/secret.txt", ""},
-		{"POST", "/v1/sessions/a-1/hibernate", `{}`},
-		{"POST", "/v1/sessions/a-1/resume", `{}`},
-		{"POST", "/v1/sessions/a-1/fork", `{"id":"b-stolen"}`},
-		{"DELETE", "/v1/sessions/a-1", ""},
-		{"GET", "/api/kernels/a-1", ""},
-		{"DELETE", "/api/kernels/a-1", ""},
-		{"POST", "/api/kernels/a-1/interrupt", `{}`},
-		{"GET", "/api/kernels/a-1/channels", ""},
+	v1 := "/v1/sessions/" + id
+	attacks := []attack{
+		{"GET", v1, ""},
+		{"POST", v1 + "/execute", `{"code":"print(x)"}`},
+		{"POST", v1 + "/execute", `{"code":"print(x)","detach":true}`},
+		{"POST", "/v1/sessions", `{"id":"` + id + `"}`},
+		{"POST", v1 + "/interrupt", `{}`},
+		{"POST", v1 + "/reset", `{}`},
+		{"GET", v1 + "/calls", ""},
+		{"GET", v1 + "/files", ""},
+		{"GET", v1 + "/files/notes.txt", ""},
+		{"PUT", v1 + "/files/evil.py", ""},
+		{"DELETE", v1 + "/files/notes.txt", ""},
+		{"POST", v1 + "/files:batch", `{"download":["notes.txt"]}`},
+		{"GET", v1 + "/artifacts", ""},
+		{"GET", "/v1/artifacts/" + id + "/secret.txt", ""},
+		{"POST", v1 + "/hibernate", `{}`},
+		{"POST", v1 + "/resume", `{}`},
+		{"POST", v1 + "/fork", `{"id":"b-stolen"}`},
+		{"DELETE", v1, ""},
+		{"GET", "/api/kernels/" + id, ""},
+		{"DELETE", "/api/kernels/" + id, ""},
+		{"POST", "/api/kernels/" + id + "/interrupt", `{}`},
+		{"GET", "/api/kernels/" + id + "/channels", ""},
 	}
 	for _, a := range attacks {
-		code, _, out := s.call(t, tokB, a.method, a.path, a.body)
-		assert.Equal(t, 404, code, "B: %s %s: %s", a.method, a.path, out)
+		code, _, out := s.call(t, tok, a.method, a.path, a.body)
+		assert.Equal(t, 404, code, "%s %s: %s", a.method, a.path, out)
 		if strings.HasPrefix(a.path, "/v1/") {
-			assert.JSONEq(t, strings.ReplaceAll(missing, "a-nothere", "a-1"), out, "B: %s %s: worded as a missing session", a.method, a.path)
+			assert.JSONEq(t, strings.ReplaceAll(missing, "a-nothere", id), out, "%s %s: worded as a missing session", a.method, a.path)
 		}
 	}
-	// A's call, by id.
+	// The call, by id.
 	code, _, callMissing := s.call(t, s.Token, "GET", "/v1/calls/c-never-given", "")
 	require.Equal(t, 404, code)
-	for _, a := range []struct{ method, path, body string }{
-		{"GET", "/v1/calls/" + callA, ""},
-		{"GET", "/v1/calls/" + callA + "/events", ""},
-		{"POST", "/v1/calls/" + callA + "/cancel", `{}`},
+	for _, a := range []attack{
+		{"GET", "/v1/calls/" + call, ""},
+		{"GET", "/v1/calls/" + call + "/events", ""},
+		{"POST", "/v1/calls/" + call + "/cancel", `{}`},
 	} {
-		code, _, out := s.call(t, tokB, a.method, a.path, a.body)
-		assert.Equal(t, 404, code, "B: %s %s: %s", a.method, a.path, out)
-		assert.JSONEq(t, strings.ReplaceAll(callMissing, "c-never-given", callA), out, "B: %s: worded as a call never given out", a.path)
+		code, _, out := s.call(t, tok, a.method, a.path, a.body)
+		assert.Equal(t, 404, code, "%s %s: %s", a.method, a.path, out)
+		assert.JSONEq(t, strings.ReplaceAll(callMissing, "c-never-given", call), out, "%s: worded as a call never given out", a.path)
 	}
-	// A closed session keeps its owner: what it left (artifacts, calls) stays
-	// A's, and its id out of B's reach.
-	code, hdr, out = s.call(t, tokA, "POST", "/v1/sessions/a-9/execute", `{"code":"import os; os.makedirs('outputs', exist_ok=True); open('outputs/left.txt','w').write('A left this')"}`)
+	return attacks
+}
+
+// abuseClosed: a closed session keeps its owner: what it left (artifacts,
+// calls) stays A's, and its id out of B's reach.
+func abuseClosed(t *testing.T, s *tokenServe, tokA, tokB string) {
+	code, hdr, out := s.call(t, tokA, "POST", "/v1/sessions/a-9/execute", `{"code":"import os; os.makedirs('outputs', exist_ok=True); open('outputs/left.txt','w').write('A left this')"}`)
 	require.Equal(t, 200, code, out)
 	callA9 := hdr.Get("Kernelbox-Call-Id")
 	code, _, out = s.call(t, tokA, "DELETE", "/v1/sessions/a-9", "")
 	require.Equal(t, 204, code, out)
-	for _, a := range []struct{ method, path, body string }{
+	for _, a := range []attack{
 		{"GET", "/v1/sessions/a-9/artifacts", ""},
 		{"GET", "/v1/artifacts/a-9/left.txt", ""},
 		{"GET", "/v1/sessions/a-9/calls", ""},
@@ -381,14 +221,16 @@ func scopedAbuse(t *testing.T, s *tokenServe) {
 	code, _, out = s.call(t, tokA, "GET", "/v1/artifacts/a-9/left.txt", "")
 	assert.Equal(t, 200, code, out)
 	assert.Equal(t, "A left this", out)
+}
 
-	// A's session is untouched: its variable, its file.
-	code, _, out = s.call(t, tokA, "POST", "/v1/sessions/a-1/execute", `{"code":"print(x + 1, open('notes.txt').read())"}`)
+// abuseOwn: A's session is untouched; A cannot reach out of its prefix (B's
+// session, a new id, a fork's target), owns at most max_sessions, and gets
+// none of the admin's routes.
+func abuseOwn(t *testing.T, s *tokenServe, tokA, tokB string) {
+	code, _, out := s.call(t, tokA, "POST", "/v1/sessions/a-1/execute", `{"code":"print(x + 1, open('notes.txt').read())"}`)
 	require.Equal(t, 200, code, out)
 	assert.Contains(t, out, "42 A notes")
 
-	// B makes its own session; A, whose patterns do not reach it, and B
-	// reaching into A's prefix, both get 404.
 	code, _, out = s.call(t, tokB, "POST", "/v1/sessions/b-1/execute", `{"code":"y = 1"}`)
 	require.Equal(t, 200, code, out)
 	for _, p := range []string{"/v1/sessions/b-1", "/v1/sessions/b-1/files", "/v1/sessions/b-1/artifacts"} {
@@ -397,16 +239,13 @@ func scopedAbuse(t *testing.T, s *tokenServe) {
 	}
 	code, _, out = s.call(t, tokA, "POST", "/v1/sessions/b-2/execute", `{"code":"1"}`)
 	assert.Equal(t, 404, code, "A creating a session out of its patterns: %s", out)
-	// Forking into an id out of scope: 404; into its own: created.
 	code, _, out = s.call(t, tokA, "POST", "/v1/sessions/a-1/fork", `{"id":"b-copy"}`)
-	assert.Equal(t, 404, code, out)
+	assert.Equal(t, 404, code, "a fork out of scope: %s", out)
 	code, _, out = s.call(t, tokA, "POST", "/v1/sessions/a-1/fork", `{"id":"a-2"}`)
 	require.Equal(t, 201, code, out)
-	// max_sessions 2: a third is 429 with the limit.
 	code, _, out = s.call(t, tokA, "POST", "/v1/sessions", `{"id":"a-3"}`)
-	assert.Equal(t, 429, code, out)
+	assert.Equal(t, 429, code, "max_sessions 2: %s", out)
 	assert.Contains(t, out, "at most 2")
-	// Admin-only routes.
 	for _, p := range []string{"/v1/tokens", "/metrics"} {
 		code, _, out = s.call(t, tokA, "GET", p, "")
 		assert.Equal(t, 403, code, "%s: %s", p, out)
@@ -416,30 +255,31 @@ func scopedAbuse(t *testing.T, s *tokenServe) {
 	code, _, out = s.call(t, tokA, "GET", "/v1/token", "")
 	require.Equal(t, 200, code, out)
 	assert.Contains(t, out, `"agent-a"`)
+}
 
-	// The audit log has every attack, with B's name, and no secret.
+// abuseAudit: the audit log has every one of B's attacks on a-1 (its method,
+// session and 404, as refused), and no secret.
+func abuseAudit(t *testing.T, s *tokenServe, attacks []attack, secrets ...string) {
 	raw, err := os.ReadFile(s.audit)
 	require.NoError(t, err)
-	for _, tok := range []string{tokA, tokB, s.Token} {
+	for _, tok := range append(secrets, s.Token) {
 		assert.NotContains(t, string(raw), tok, "a secret in the audit log")
 	}
-	refused := map[string]bool{}
+	logged := map[string]int{}
 	for _, l := range s.auditLines(t) {
-		if l["token_name"] == "agent-b" && l["outcome"] == "refused" && l["status"] == float64(404) {
-			refused[l["method"].(string)+" "+l["route"].(string)] = true
+		if l["token_name"] == "agent-b" && l["outcome"] == "refused" && l["status"] == float64(404) && l["session"] == "a-1" {
+			logged[l["method"].(string)]++
 		}
 	}
+	want := map[string]int{}
 	for _, a := range attacks {
-		found := false
-		for k := range refused {
-			if strings.HasPrefix(k, a.method+" ") {
-				found = true
-			}
+		if a.path != "/v1/sessions" { // its session is in the body: logged with it too
+			want[a.method]++
 		}
-		assert.True(t, found, "%s %s in the audit log", a.method, a.path)
 	}
-	assert.GreaterOrEqual(t, len(refused), 15, "distinct refused routes of B in the audit log: %v", refused)
-	_ = idA
+	for m, n := range want {
+		assert.GreaterOrEqual(t, logged[m], n, "B's %s attacks on a-1 in the audit log", m)
+	}
 }
 
 // scopedLimits: a watch-only token, a template out of scope, the call rate,
