@@ -72,6 +72,14 @@ var (
 	// ErrTemplateMismatch: a call named a template other than the one its
 	// session was created with; a session keeps its template. Nothing was run.
 	ErrTemplateMismatch = errors.New("session has another template")
+
+	// ErrRateLimited: a scoped token made more calls than its rate_per_minute
+	// allows; retry after the answer's Retry-After.
+	ErrRateLimited = errors.New("rate limited")
+
+	// ErrTooManyTokens: minting another scoped token would pass the server's
+	// cap; revoke some first.
+	ErrTooManyTokens = errors.New("too many tokens")
 )
 
 // Code is the machine-readable kind of an error answer.
@@ -104,6 +112,8 @@ const (
 	CodeQuota               Code = "quota"
 	CodeExists              Code = "exists"
 	CodeTemplateMismatch    Code = "template_mismatch"
+	CodeRateLimited         Code = "rate_limited"
+	CodeTooManyTokens       Code = "too_many_tokens"
 	// CodeTooManyConnections answers a request on one of the connection slots
 	// a server keeps for authenticated calls; it has no sentinel error, as it
 	// is never an executor's.
@@ -137,6 +147,8 @@ var codes = []struct {
 	{ErrQuota, CodeQuota, http.StatusInsufficientStorage},
 	{ErrExists, CodeExists, http.StatusPreconditionFailed},
 	{ErrTemplateMismatch, CodeTemplateMismatch, http.StatusConflict},
+	{ErrRateLimited, CodeRateLimited, http.StatusTooManyRequests},
+	{ErrTooManyTokens, CodeTooManyTokens, http.StatusTooManyRequests},
 	{ErrCannotHibernate, CodeCannotHibernate, http.StatusConflict},
 	{ErrSnapshotTooLarge, CodeSnapshotTooLarge, http.StatusInsufficientStorage},
 	{ErrCannotResume, CodeCannotResume, http.StatusConflict},

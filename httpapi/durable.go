@@ -9,9 +9,10 @@ import (
 // durableRoutes are the hibernate, resume and fork routes (executor/durable.go).
 func (h *handler) durableRoutes() []row {
 	return []row{
-		{Route{Pattern: "POST /v1/sessions/{id}/hibernate", JSON: true}, h.hibernate},
-		{Route{Pattern: "POST /v1/sessions/{id}/resume", JSON: true}, h.resume},
-		{Route{Pattern: "POST /v1/sessions/{id}/fork", JSON: true}, h.fork},
+		{Route{Pattern: "POST /v1/sessions/{id}/hibernate", JSON: true, Scoped: true, Ops: opHibernate, Target: PathID}, h.hibernate},
+		{Route{Pattern: "POST /v1/sessions/{id}/resume", JSON: true, Scoped: true, Ops: opHibernate, Target: PathID}, h.resume},
+		// The new session's id must be in the token's reach too (claimed).
+		{Route{Pattern: "POST /v1/sessions/{id}/fork", JSON: true, Scoped: true, Ops: opFork, Target: PathID, Creates: CreatesBodyID}, h.fork},
 	}
 }
 

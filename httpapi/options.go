@@ -5,8 +5,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/kernelbox/kernelbox/audit"
 	"github.com/kernelbox/kernelbox/calls"
 	"github.com/kernelbox/kernelbox/jupyterapi"
+	"github.com/kernelbox/kernelbox/tokens"
 	"github.com/kernelbox/kernelbox/workspace"
 )
 
@@ -18,6 +20,15 @@ type Options struct {
 	// route but the exemptions of the route table (Access other than NeedsToken:
 	// /healthz and the dashboard's page and assets).
 	Token string
+
+	// Tokens, when set, keeps the scoped tokens: a request may carry one of
+	// them instead of Token, and is then held to its scope by the route
+	// table's scope columns (scope.go). Defaults to none: Token only.
+	Tokens *tokens.Store
+
+	// Audit, when set, gets a line per request that changes state and per
+	// refusal (audited.go). Defaults to no audit log.
+	Audit *audit.Log
 
 	// Hosts are the Host names this server answers to; a request with another
 	// Host is refused on every route. Defaults to any Host.

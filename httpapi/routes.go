@@ -5,6 +5,16 @@ import (
 	"slices"
 
 	"github.com/kernelbox/kernelbox/dashboard"
+	"github.com/kernelbox/kernelbox/tokens"
+)
+
+// Short names for the scope columns of the table.
+var (
+	opExecute   = []tokens.Op{tokens.OpExecute}
+	opFiles     = []tokens.Op{tokens.OpFiles}
+	opHibernate = []tokens.Op{tokens.OpHibernate}
+	opFork      = []tokens.Op{tokens.OpFork}
+	opClose     = []tokens.Op{tokens.OpClose}
 )
 
 // Route is one row of the route table as [Routes] lists it: what the guard
@@ -34,6 +44,28 @@ type Route struct {
 	// invalid_path) instead of being redirected to "x". Any other route with
 	// a path that is not clean is redirected to the clean one.
 	AsSent bool
+
+	// Scoped says a scoped token may use the route; the others are the admin
+	// token's only (403 for a scoped token). The scope columns below are
+	// checked for scoped tokens only: the admin token may do everything.
+	Scoped bool
+
+	// Ops are the operations a scoped token's scope must allow (all of them);
+	// none means watching, which every token may.
+	Ops []tokens.Op
+
+	// Target says where the route's session is (scope.go): a scoped token
+	// out of that session's reach is answered 404, as for a missing session.
+	Target Target
+
+	// Creates says which session the route may create: the guard claims it
+	// for the scoped token (its owner), after checking its id, its template
+	// and the token's max_sessions.
+	Creates Creates
+
+	// Counted says a request spends one of the scoped token's calls
+	// (rate_per_minute).
+	Counted bool
 }
 
 // Access says who may call a route.
@@ -78,34 +110,35 @@ type row struct {
 // once. A request is matched to its row, checked by the guard (guard.go)
 // against the row, then served by the row's handler.
 func (h *handler) routes() []row {
-	return slices.Concat(h.sessionRoutes(), h.durableRoutes(), h.callRoutes(), h.fileRoutes(), h.mountedRoutes())
+	return slices.Concat(h.sessionRoutes(), h.durableRoutes(), h.callRoutes(), h.fileRoutes(), h.tokenRoutes(), h.mountedRoutes())
 }
 
 // sessionRoutes are the sessions, execution, artifacts and notebook routes.
 func (h *handler) sessionRoutes() []row {
 	return []row{
-		{Route{Pattern: "POST /v1/sessions/{id}/execute", JSON: true}, h.execute},
-		{Route{Pattern: "POST /v1/sessions", JSON: true}, h.createSession},
-		{Route{Pattern: "GET /v1/sessions"}, h.sessions},
-		{Route{Pattern: "GET /v1/templates"}, h.templates},
-		{Route{Pattern: "GET /v1/sessions/{id}"}, h.session},
-		{Route{Pattern: "DELETE /v1/sessions/{id}"}, h.closeSession},
-		{Route{Pattern: "POST /v1/sessions/{id}/interrupt", JSON: true}, h.interrupt},
-		{Route{Pattern: "POST /v1/sessions/{id}/reset", JSON: true}, h.reset},
-		{Route{Pattern: "GET /v1/sessions/{id}/artifacts"}, h.artifacts},
-		{Route{Pattern: "GET /v1/artifacts/{session}/{path...}"}, h.artifact},
+		{Route{Pattern: "POST /v1/sessions/{id}/execute", JSON: true, Scoped: true, Ops: opExecute, Target: PathID, Creates: CreatesTarget, Counted: true}, h.execute},
+		{Route{Pattern: "POST /v1/sessions", JSON: true, Scoped: true, Ops: opExecute, Target: BodyID, Creates: CreatesTarget}, h.createSession},
+		{Route{Pattern: "GET /v1/sessions", Scoped: true}, h.sessions}, // lists what the token may see
+		{Route{Pattern: "GET /v1/templates", Scoped: true}, h.templates},
+		{Route{Pattern: "GET /v1/sessions/{id}", Scoped: true, Target: PathID}, h.session},
+		{Route{Pattern: "DELETE /v1/sessions/{id}", Scoped: true, Ops: opClose, Target: PathID}, h.closeSession},
+		{Route{Pattern: "POST /v1/sessions/{id}/interrupt", JSON: true, Scoped: true, Ops: opExecute, Target: PathID}, h.interrupt},
+		{Route{Pattern: "POST /v1/sessions/{id}/reset", JSON: true, Scoped: true, Ops: opExecute, Target: PathID}, h.reset},
+		{Route{Pattern: "GET /v1/sessions/{id}/artifacts", Scoped: true, Target: PathID}, h.artifacts},
+		{Route{Pattern: "GET /v1/artifacts/{session}/{path...}", Scoped: true, Target: PathSession}, h.artifact},
+		// A notebook runs in sessions of its own: the admin's.
 		{Route{Pattern: "POST /v1/notebooks/run", JSON: true, MaxBody: h.o.MaxNotebookBytes}, h.runNotebook},
-		{Route{Pattern: "GET /healthz", Access: Probe}, h.health},
+		{Route{Pattern: "GET /healthz", Access: Probe, Scoped: true}, h.health},
 	}
 }
 
 // callRoutes are the routes of registered calls (calls.go).
 func (h *handler) callRoutes() []row {
 	return []row{
-		{Route{Pattern: "GET /v1/calls/{call_id}"}, h.call},
-		{Route{Pattern: "GET /v1/calls/{call_id}/events"}, h.callEvents},
-		{Route{Pattern: "POST /v1/calls/{call_id}/cancel", JSON: true}, h.cancelCall},
-		{Route{Pattern: "GET /v1/sessions/{id}/calls"}, h.sessionCalls},
+		{Route{Pattern: "GET /v1/calls/{call_id}", Scoped: true, Target: CallID}, h.call},
+		{Route{Pattern: "GET /v1/calls/{call_id}/events", Scoped: true, Target: CallID}, h.callEvents},
+		{Route{Pattern: "POST /v1/calls/{call_id}/cancel", JSON: true, Scoped: true, Ops: opExecute, Target: CallID}, h.cancelCall},
+		{Route{Pattern: "GET /v1/sessions/{id}/calls", Scoped: true, Target: PathID}, h.sessionCalls},
 	}
 }
 
@@ -126,11 +159,11 @@ func (h *handler) fileRoutes() []row {
 	}
 	return []row{
 		// Uploads stream; the workspace limits each file as it is written.
-		{Route{Pattern: "PUT /v1/sessions/{id}/files/{path...}", MaxBody: NoBodyLimit, AsSent: true}, file(h.putFile)},
-		{Route{Pattern: "GET /v1/sessions/{id}/files/{path...}", AsSent: true}, get},
-		{Route{Pattern: "DELETE /v1/sessions/{id}/files/{path...}", AsSent: true}, file(h.removeFile)},
-		{Route{Pattern: "GET /v1/sessions/{id}/files", AsSent: true}, list},
-		{Route{Pattern: "POST /v1/sessions/{id}/files:batch", JSON: true, MaxBody: h.o.MaxBatchBytes, AsSent: true},
+		{Route{Pattern: "PUT /v1/sessions/{id}/files/{path...}", MaxBody: NoBodyLimit, AsSent: true, Scoped: true, Ops: opFiles, Target: PathID, Creates: CreatesTarget}, file(h.putFile)},
+		{Route{Pattern: "GET /v1/sessions/{id}/files/{path...}", AsSent: true, Scoped: true, Ops: opFiles, Target: PathID}, get},
+		{Route{Pattern: "DELETE /v1/sessions/{id}/files/{path...}", AsSent: true, Scoped: true, Ops: opFiles, Target: PathID}, file(h.removeFile)},
+		{Route{Pattern: "GET /v1/sessions/{id}/files", AsSent: true, Scoped: true, Ops: opFiles, Target: PathID}, list},
+		{Route{Pattern: "POST /v1/sessions/{id}/files:batch", JSON: true, MaxBody: h.o.MaxBatchBytes, AsSent: true, Scoped: true, Ops: opFiles, Target: PathID},
 			func(w http.ResponseWriter, r *http.Request) { h.batchFiles(w, r, r.PathValue("id")) }},
 	}
 }
@@ -141,22 +174,27 @@ func (h *handler) mountedRoutes() []row {
 	var rows []row
 	if m := h.o.MCP; m != nil {
 		rows = append(rows,
-			row{Route{Pattern: "POST /mcp", JSON: true}, m.ServeHTTP},
-			row{Route{Pattern: "GET /mcp"}, m.ServeHTTP},
-			row{Route{Pattern: "DELETE /mcp"}, m.ServeHTTP})
+			// MCP's tools show and touch only what the token may (mcpserver).
+			row{Route{Pattern: "POST /mcp", JSON: true, Scoped: true, Counted: true}, m.ServeHTTP},
+			row{Route{Pattern: "GET /mcp", Scoped: true}, m.ServeHTTP},
+			row{Route{Pattern: "DELETE /mcp", Scoped: true}, m.ServeHTTP})
 	}
 	if m := h.o.Metrics; m != nil {
 		rows = append(rows, row{Route{Pattern: "GET /metrics"}, m.ServeHTTP})
 	}
 	if g := h.o.Gateway; g != nil {
 		for _, r := range g.Routes() {
-			rows = append(rows, row{Route{Pattern: r.Pattern, JSON: r.JSON}, r.Serve})
+			rt := Route{Pattern: r.Pattern, JSON: r.JSON, Scoped: r.Scoped, Ops: r.Ops}
+			if r.Session {
+				rt.Target = PathID
+			}
+			rows = append(rows, row{rt, r.Serve})
 		}
 	}
 	if d := h.o.Dashboard; d != nil {
 		rows = append(rows,
-			row{Route{Pattern: "GET /{$}", Access: Public}, d.ServeHTTP},
-			row{Route{Pattern: "GET " + dashboard.AssetPrefix + "{asset...}", Access: Public}, d.ServeHTTP})
+			row{Route{Pattern: "GET /{$}", Access: Public, Scoped: true}, d.ServeHTTP},
+			row{Route{Pattern: "GET " + dashboard.AssetPrefix + "{asset...}", Access: Public, Scoped: true}, d.ServeHTTP})
 	}
 	return rows
 }

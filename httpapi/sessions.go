@@ -55,8 +55,20 @@ func wantsSSE(r *http.Request) bool {
 	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 }
 
+// sessions lists the sessions the request's token may see: all of them for
+// the admin token, those in a scoped token's reach for it.
 func (h *handler) sessions(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"sessions": h.e.Sessions()})
+	list := h.e.Sessions()
+	if p := principalOf(r); !p.IsAdmin() && h.o.Tokens != nil {
+		mine := list[:0:0]
+		for _, s := range list {
+			if p.MaySee(s.ID, h.o.Tokens.Owner(s.ID)) {
+				mine = append(mine, s)
+			}
+		}
+		list = mine
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"sessions": list})
 }
 
 // createSession creates a session with a template before its first call.

@@ -1,6 +1,7 @@
 package jupyterapi
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -11,8 +12,10 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/kernelbox/kernelbox/audit"
 	"github.com/kernelbox/kernelbox/internal/origin"
 	"github.com/kernelbox/kernelbox/jupyter"
+	"github.com/kernelbox/kernelbox/tokens"
 )
 
 // WebSocket close codes the API sends.
@@ -43,6 +46,8 @@ type client struct {
 
 	inflight chan struct{} // a slot per request running, Options.MaxInFlight
 	done     chan struct{} // closed when the writer has exited
+
+	watchOnly bool // its scoped token may not run code (no "execute" op)
 }
 
 // channels upgrades GET /api/kernels/{id}/channels: to the binary
@@ -71,6 +76,18 @@ func (g *Gateway) channels(w http.ResponseWriter, r *http.Request) {
 		inflight: make(chan struct{}, g.o.MaxInFlight),
 		done:     make(chan struct{}),
 	}
+	p := tokens.FromContext(r.Context())
+	c.watchOnly = !p.Allows(tokens.OpExecute)
+	// A revoked token's connections end at once, saying why (the guard ends
+	// the request's context with the revocation as its cause).
+	stop := context.AfterFunc(r.Context(), func() {
+		if cause := context.Cause(r.Context()); cause != nil && p.Revoked().Err() != nil {
+			g.o.Audit.Write(audit.Record{Interface: "jupyter", TokenID: p.ID(), TokenName: p.Name(), Route: "GET /api/kernels/{id}/channels",
+				Session: k.id, Outcome: "refused", Reason: cause.Error()})
+			c.drop(closePolicy, cause.Error())
+		}
+	})
+	defer stop()
 	g.mu.Lock()
 	closed := g.closed
 	g.mu.Unlock()

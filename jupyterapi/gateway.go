@@ -7,7 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kernelbox/kernelbox/audit"
 	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/tokens"
 )
 
 // Options configures a Gateway. The zero value works.
@@ -43,6 +45,16 @@ type Options struct {
 	// default), such a session can be opened only to watch: its clients see
 	// every call as it runs and may send kernel_info and comm_info requests.
 	AllowTyping bool
+
+	// Tokens, when set, limits what a scoped token sees (GET /api/kernels
+	// lists only the sessions in its reach; httpapi's guard checks the rest),
+	// and a client of a token whose scope lacks "execute" only watches.
+	// Defaults to none.
+	Tokens *tokens.Store
+
+	// Audit, when set, gets a line when a WebSocket is ended by its token's
+	// revocation. Defaults to none.
+	Audit *audit.Log
 
 	// Logger receives debug logs. Defaults to discarding them.
 	Logger *slog.Logger
@@ -107,21 +119,29 @@ type Route struct {
 	JSON bool
 	// Serve answers the route.
 	Serve http.HandlerFunc
+	// Scoped says a scoped token may use the route; Ops are the operations
+	// its scope must allow; Session says the {id} wildcard is a session's id
+	// (a kernel's id is its session's), checked against the token's reach.
+	Scoped  bool
+	Ops     []tokens.Op
+	Session bool
 }
 
 // Routes returns the API's routes.
 func (g *Gateway) Routes() []Route {
 	return []Route{
-		{Pattern: "GET /api", Serve: g.version},
-		{Pattern: "GET /api/kernelspecs", Serve: g.kernelspecs},
-		{Pattern: "GET /api/kernelspecs/{name}", Serve: g.kernelspec},
-		{Pattern: "GET /api/kernels", Serve: g.listKernels},
+		{Pattern: "GET /api", Serve: g.version, Scoped: true},
+		{Pattern: "GET /api/kernelspecs", Serve: g.kernelspecs, Scoped: true},
+		{Pattern: "GET /api/kernelspecs/{name}", Serve: g.kernelspec, Scoped: true},
+		{Pattern: "GET /api/kernels", Serve: g.listKernels, Scoped: true}, // lists what the token may see
+		// A new kernel's id is a fresh uuid, out of any scope's patterns: the admin's.
 		{Pattern: "POST /api/kernels", JSON: true, Serve: g.startKernel},
-		{Pattern: "GET /api/kernels/{id}", Serve: g.getKernel},
-		{Pattern: "DELETE /api/kernels/{id}", Serve: g.deleteKernel},
-		{Pattern: "POST /api/kernels/{id}/interrupt", JSON: true, Serve: g.interrupt},
-		{Pattern: "POST /api/kernels/{id}/restart", JSON: true, Serve: g.restart},
-		{Pattern: "GET /api/kernels/{id}/channels", Serve: g.channels},
+		{Pattern: "GET /api/kernels/{id}", Serve: g.getKernel, Scoped: true, Session: true},
+		{Pattern: "DELETE /api/kernels/{id}", Serve: g.deleteKernel, Scoped: true, Session: true, Ops: []tokens.Op{tokens.OpClose}},
+		{Pattern: "POST /api/kernels/{id}/interrupt", JSON: true, Serve: g.interrupt, Scoped: true, Session: true, Ops: []tokens.Op{tokens.OpExecute}},
+		{Pattern: "POST /api/kernels/{id}/restart", JSON: true, Serve: g.restart, Scoped: true, Session: true, Ops: []tokens.Op{tokens.OpExecute}},
+		// Typing into the channels needs OpExecute too (channels.go).
+		{Pattern: "GET /api/kernels/{id}/channels", Serve: g.channels, Scoped: true, Session: true},
 	}
 }
 

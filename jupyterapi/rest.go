@@ -10,6 +10,7 @@ import (
 
 	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/tokens"
 )
 
 // APIVersion is what GET /api answers as the version: the Jupyter Server whose
@@ -122,7 +123,11 @@ func (g *Gateway) listKernels(w http.ResponseWriter, r *http.Request) {
 	}
 	g.mu.Unlock()
 	out := []Kernel{}
+	p := tokens.FromContext(r.Context())
 	for _, s := range g.e.Sessions() {
+		if !p.IsAdmin() && g.o.Tokens != nil && !p.MaySee(s.ID, g.o.Tokens.Owner(s.ID)) {
+			continue // out of a scoped token's reach
+		}
 		k := ks[s.ID]
 		if k == nil {
 			k = newKernel(s.ID) // an agent's session no client has opened

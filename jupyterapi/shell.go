@@ -17,7 +17,7 @@ import (
 func (c *client) handle(m *inMsg) {
 	t := m.head.MsgType
 	c.g.log.Debug("gateway: message", "kernel_id", c.k.id, "channel", m.Channel, "msg_type", t)
-	if c.g.readOnly(c.k) && m.Channel != jupyter.ChannelStdin && !watcherMay[t] {
+	if (c.g.readOnly(c.k) || c.watchOnly) && m.Channel != jupyter.ChannelStdin && !watcherMay[t] {
 		if strings.HasSuffix(t, "_request") {
 			// Busy and idle around the reply, as a kernel sends them, to this
 			// client only: a notebook marks the cell done at idle.

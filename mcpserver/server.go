@@ -7,8 +7,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/kernelbox/kernelbox/audit"
 	"github.com/kernelbox/kernelbox/calls"
 	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/tokens"
 	"github.com/kernelbox/kernelbox/workspace"
 )
 
@@ -57,6 +59,15 @@ type Options struct {
 	// it. Defaults to a private registry with default options, built on the
 	// executor.
 	Calls *calls.Registry
+
+	// Tokens, when set, holds scoped tokens' requests (over HTTP, through
+	// WithPrincipal) to their reach (scope.go). Defaults to none: every
+	// request is the operator's.
+	Tokens *tokens.Store
+
+	// Audit, when set, gets a line per scoped token's tool call that changes
+	// state or is refused. Defaults to none.
+	Audit *audit.Log
 }
 
 func (o *Options) setDefaults() {
@@ -127,6 +138,7 @@ func New(e *executor.Executor, ws *workspace.Manager, opts Options) *mcp.Server 
 			// No logging capability: logs go to the operator (stderr), not the model.
 			Capabilities: &mcp.ServerCapabilities{},
 		})
+	srv.AddReceivingMiddleware(s.guard)
 	s.addExecute(srv)
 	s.addCalls(srv)
 	s.addSessions(srv)

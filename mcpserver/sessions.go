@@ -53,7 +53,7 @@ A session that is not listed has no live kernel: execute_code with its id starts
 }
 
 func (s *server) listSessions(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, *SessionList, error) {
-	list := s.e.Sessions()
+	list := s.visible(req, s.e.Sessions())
 	if len(list) == 0 {
 		return text("No live sessions. execute_code starts one (session_id defaults to %q).", DefaultSession), &SessionList{Sessions: list}, nil
 	}

@@ -2,20 +2,24 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/kernelbox/kernelbox/audit"
 	"github.com/kernelbox/kernelbox/backends/remote"
 	"github.com/kernelbox/kernelbox/calls"
 	"github.com/kernelbox/kernelbox/cmd/kernelbox/bench"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/httpapi"
 	"github.com/kernelbox/kernelbox/internal/pyfind"
+	"github.com/kernelbox/kernelbox/tokens"
 )
 
 func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -109,25 +113,50 @@ func openGateways(ctx context.Context, gws []bench.Gateway, log *slog.Logger) (e
 
 // benchServe serves e for the benchmark's http scenario with serve's own
 // server: the connection cap, the guard of a loopback TCP listener, the API with
-// a calls registry of serve's defaults.
-func benchServe(ln net.Listener, e *executor.Executor, token string) (func(), error) {
+// a calls registry of serve's defaults, scoped tokens and the audit log (in a
+// temporary state directory), and a scoped token for every session, whose
+// secret it returns.
+func benchServe(ln net.Listener, e *executor.Executor, token string) (func(), string, error) {
 	log := slog.New(slog.DiscardHandler)
 	tok := token
 	hosts, remove, err := serveGuard("tcp", ln.Addr().String(), ln.Addr().String(), &tok, nil)
 	if err != nil {
-		return nil, err
+		return nil, "", err
+	}
+	state, err := os.MkdirTemp("", "kernelbox-bench-state-")
+	if err != nil {
+		remove()
+		return nil, "", err
+	}
+	st, err := tokens.Open(state, tokens.Options{Exists: func(id string) bool { _, err := e.Session(id); return err == nil }})
+	if err != nil {
+		remove()
+		return nil, "", errors.Join(err, os.RemoveAll(state))
+	}
+	al, err := audit.Open(filepath.Join(state, "audit.log"), audit.Options{})
+	if err != nil {
+		remove()
+		return nil, "", errors.Join(err, os.RemoveAll(state))
+	}
+	_, scoped, err := st.Mint("bench", tokens.Scope{Sessions: []string{"*"}}, 0)
+	if err != nil {
+		remove()
+		return nil, "", errors.Join(err, al.Close(), os.RemoveAll(state))
 	}
 	reg := calls.New(e, calls.Options{Logger: log})
 	limited := newConnLimiter(ln, defaultMaxConns(), log)
-	srv := newHTTPServer(httpapi.New(e, httpapi.Options{Token: token, Hosts: hosts, Reserve: limited, Calls: reg, Logger: log}), 60*time.Second)
+	srv := newHTTPServer(httpapi.New(e, httpapi.Options{Token: token, Hosts: hosts, Reserve: limited, Calls: reg, Logger: log, Tokens: st, Audit: al}), 60*time.Second)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Serve(limited) }()
 	return func() {
 		_ = srv.Close()
 		<-done
 		_ = reg.Close()
+		_ = st.Close()
+		_ = al.Close()
+		_ = os.RemoveAll(state)
 		remove()
-	}, nil
+	}, scoped, nil
 }
 
 // splitList splits a comma-separated flag value, dropping blanks.

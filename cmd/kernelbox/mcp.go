@@ -15,7 +15,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/kernelbox/kernelbox/audit"
 	"github.com/kernelbox/kernelbox/mcpserver"
+	"github.com/kernelbox/kernelbox/tokens"
 )
 
 // mcpFlags are the MCP answer budgets, shared by serve (/mcp) and mcp (stdio).
@@ -90,13 +92,16 @@ func mcpCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 // mcpHandler is MCP over streamable HTTP, which serve mounts at /mcp of the HTTP
 // API (httpapi.Options.MCP): behind the API's guard (Host, token, cross-site
 // requests), like every route.
-func mcpHandler(en *engine, log *slog.Logger) http.Handler {
-	srv := mcpserver.New(en.exec, en.ws, en.mcp)
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
+func mcpHandler(en *engine, log *slog.Logger, st *tokens.Store, al *audit.Log) http.Handler {
+	o := en.mcp
+	o.Tokens, o.Audit = st, al
+	srv := mcpserver.New(en.exec, en.ws, o)
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
 		Logger: log,
 		// Clients that vanish without DELETE must not pin sessions forever.
 		SessionTimeout: time.Hour,
 	})
+	return mcpserver.WithPrincipal(h)
 }
 
 // nopWriteCloser lets the command's stdout be a transport's writer without the

@@ -32,6 +32,8 @@ func commands() []command {
 		{"hibernate", "save a session's variables to its directory and stop its kernel (its next call restores them)", hibernateCmd},
 		{"resume", "restore a hibernated session's variables in a new kernel now", resumeCmd},
 		{"fork", "copy a session (files and variables) into a new one: kernelbox fork SESSION NEW_SESSION", forkCmd},
+		{"token", "mint, list and revoke scoped tokens (admin token): kernelbox token create|list|revoke", tokenCmd},
+		{"audit", "print the audit log of a serve (filters: --token, --session, --refused, --since)", auditCmd},
 		{"doctor", "check Python, Jupyter, Docker and the kernel image; say what to install", doctorCmd},
 		{"bench", "measure kernelbox against direct-ZMQ and plain-copy references, interleaved", benchCmd},
 		{"image", "build the docker backend's kernel image: kernelbox image build [--force] [--image NAME]", imageCmd},

@@ -50,6 +50,11 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			log.Warn("shutdown", "err", err)
 		}
 	}()
+	st, al, closeAccess, err := sv.access.open(ef.keep.dir(), en, log) // tokens.go
+	if err != nil {
+		return err
+	}
+	defer closeAccess()
 	var ln net.Listener
 	if network == "unix" {
 		var remove func()
@@ -77,8 +82,9 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	nbo := sv.notebooks
 	nbo.Token, nbo.Hosts, nbo.Reserve = sv.token, hosts, limited
 	nbo.Workspace, nbo.Logger, nbo.Calls = en.ws, log, en.calls
-	nbo.MCP, nbo.Metrics, nbo.Dashboard = mcpHandler(en, log), en.metrics.Handler(), dashboardHandler(&sv.dashboard, log)
-	nbo.Gateway = jupyterapi.New(en.exec, jupyterapi.Options{Logger: log, AllowTyping: sv.gatewayTyping}) // docs/jupyter-gateway.md
+	nbo.Tokens, nbo.Audit = st, al
+	nbo.MCP, nbo.Metrics, nbo.Dashboard = mcpHandler(en, log, st, al), en.metrics.Handler(), dashboardHandler(&sv.dashboard, log)
+	nbo.Gateway = jupyterapi.New(en.exec, jupyterapi.Options{Logger: log, AllowTyping: sv.gatewayTyping, Tokens: st, Audit: al}) // docs/jupyter-gateway.md
 	defer closeGateway(nbo.Gateway, log)
 	registerGatewayMetrics(en.metrics.Registry(), nbo.Gateway.Stats)
 	srv := newHTTPServer(httpapi.New(en.exec, nbo), sv.connIdle)

@@ -23,6 +23,7 @@ type serveFlags struct {
 	dashboard     dashboardFlags  // dashboard.go
 	onStop        string          // keep, hibernate, close; "" = the backend's default (stop.go)
 	gatewayTyping bool            // Jupyter clients may type into agents' sessions (jupyterapi.Options.AllowTyping)
+	access        accessFlags     // tokens.go: scoped tokens and the audit log
 }
 
 // register adds the "Server" group.
@@ -39,12 +40,16 @@ func (s *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.onStop, "on-stop", "", "what a graceful stop (SIGTERM, SIGINT) does with the live sessions: keep (their kernels and containers run on, and serve started again on this workspace takes them back), hibernate (their variables saved in their directories, listed hibernated at the next start) or close (default: keep for docker, swarm and remote, hibernate for local, close for none; remote keeps only what its gateways keep, and takes the gateway token from the next start's configuration)")
 	fs.BoolVar(&s.gatewayTyping, "gateway-allow-typing", false, "let Jupyter clients of the gateway API (/api/kernels) run code in, interrupt, restart and shut down sessions that agents started through /v1, MCP or the CLI; without it they can only watch them")
 	s.dashboard.register(fs)
+	s.access.register(fs)
 }
 
 // check refuses values serve cannot run with, and arguments.
 func (s *serveFlags) check(fs *flagSet) error {
 	if fs.NArg() > 0 {
 		return exitCode{2, "serve takes no arguments: " + strings.Join(fs.Args(), " ")}
+	}
+	if err := s.access.check(); err != nil {
+		return err
 	}
 	if s.maxConns < 2 {
 		return exitCode{2, "--max-conns must be at least 2"}

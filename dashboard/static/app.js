@@ -36,6 +36,7 @@ function showLogin(message) {
   state.files.setSession("");
   $("main").hidden = true;
   $("logout").hidden = true;
+  $("who").hidden = true;
   $("login").hidden = false;
   const e = $("login-error");
   e.textContent = message || "";
@@ -232,7 +233,26 @@ async function useToken(token) {
   }
   state.tokenless = false;
   showMain();
+  showWho();
   startPolling();
+}
+
+/**
+ * showWho names a scoped token in the header: the server shows such a token
+ * only its own sessions (docs/security.md), so the page says whose view it is.
+ */
+async function showWho() {
+  const who = $("who");
+  who.hidden = true;
+  try {
+    const me = await api.getJSON("/v1/token");
+    if (!me.admin) {
+      who.textContent = "scoped token: " + me.name + " (its sessions only)";
+      who.hidden = false;
+    }
+  } catch (_) {
+    // A server without scoped tokens: the admin's view.
+  }
 }
 
 /**

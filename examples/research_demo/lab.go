@@ -51,7 +51,8 @@ const warmWait = 3 * time.Minute
 type lab struct {
 	exec    *executor.Executor
 	ws      *workspace.Manager
-	tool    *sandboxTool
+	tool    tool  // the analyst's: over HTTP with its scoped key (keys.go)
+	keys    *keys // the lab's server and the analyst's key
 	session string
 }
 
@@ -111,10 +112,17 @@ func openLab(ctx context.Context, cfg config, p *printer) (*lab, error) {
 		ws.Close()
 		return nil, err
 	}
+	k, err := serveKeys(ctx, e, ws, root, session, analystTemplate.Name)
+	if err != nil {
+		_ = e.Close()
+		ws.Close()
+		return nil, err
+	}
 	l := &lab{
 		exec:    e,
 		ws:      ws,
-		tool:    &sandboxTool{exec: e, timeout: cfg.timeout},
+		tool:    &keyTool{c: k.analyst, timeout: cfg.timeout},
+		keys:    k,
 		session: session,
 	}
 	p.field("backend", how)
@@ -123,6 +131,7 @@ func openLab(ctx context.Context, cfg config, p *printer) (*lab, error) {
 	p.field("policy", "built-in rules: read the working directory; never credentials or system secrets")
 	p.field("tool", toolSignature())
 	p.field("session", session)
+	p.field("key", k.check(ctx))
 	p.field("template", analystTemplate.Name+": "+analystTemplate.Description+"; "+l.waitWarm(ctx))
 	p.field("artifacts", l.artifactsDir())
 	return l, nil
@@ -157,6 +166,7 @@ func (l *lab) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_ = l.exec.CloseSession(ctx, l.session) // fails harmlessly if the session never started
+	l.keys.close()
 	_ = l.exec.Close()
 	_ = l.ws.Close()
 }

@@ -65,8 +65,11 @@ func (p *printer) stepStart(tag, who, title string) {
 // from, if anywhere.
 func (p *printer) stepEnd(args toolArgs, o outcome, source string) {
 	status := o.status()
-	if o.res != nil {
+	switch {
+	case o.res != nil:
 		status += " (" + duration(o.res.DurationMS) + ")"
+	case o.denied != nil:
+		status += " (" + duration(o.ms) + ")"
 	}
 	p.line(status)
 
@@ -80,7 +83,7 @@ func (p *printer) stepEnd(args toolArgs, o outcome, source string) {
 	switch {
 	case o.denied != nil:
 		for _, d := range o.denied {
-			p.block("denied", strings.Join(wrap(d.String(), wrapWidth-10), "\n"), maxOutputLines, "")
+			p.block("denied", strings.Join(wrap(d, wrapWidth-10), "\n"), maxOutputLines, "")
 		}
 		return
 	case o.res == nil:

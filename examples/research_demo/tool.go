@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kernelbox/kernelbox/api"
+	"github.com/kernelbox/kernelbox/client"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/permissions"
 )
@@ -41,32 +43,15 @@ type toolArgs struct {
 	Inputs    []string `json:"inputs,omitempty"`
 }
 
-// tool runs sandbox_execute calls. sandboxTool is the real one; tests use fakes.
+// tool runs sandbox_execute calls. keyTool (keys.go) is the real one: the
+// call goes over HTTP with the analyst's scoped key, and the executor checks it
+// against the policy (permissions.ExecuteCapabilities: python.exec.stateful,
+// and filesystem.read on each input) before anything is staged or run; tests
+// use fakes.
 type tool interface {
 	execute(ctx context.Context, args toolArgs) (*executor.Result, error)
 }
 
-// sandboxTool is sandbox_execute on an executor. It declares the capabilities of the
-// MCP execute tool (permissions.ExecuteCapabilities: python.exec.stateful, and
-// filesystem.read on each input), and executor.Execute checks every call against
-// the policy before anything is staged or run.
-type sandboxTool struct {
-	exec    *executor.Executor
-	timeout time.Duration
-}
-
-var _ tool = (*sandboxTool)(nil)
-
-func (t *sandboxTool) execute(ctx context.Context, args toolArgs) (*executor.Result, error) {
-	return t.exec.Execute(ctx, executor.Request{
-		SessionID: args.SessionID,
-		Code:      args.Code,
-		Inputs:    args.Inputs,
-		Timeout:   t.timeout,
-	})
-}
-
-// toolSignature describes the tool and the capabilities it declares.
 func toolSignature() string {
 	var caps []string
 	for _, c := range permissions.ExecuteCapabilities() {
@@ -82,21 +67,34 @@ func toolSignature() string {
 // outcome is one tool call's result as the agents and the printer see it.
 type outcome struct {
 	res    *executor.Result // nil when the call could not run
-	denied []permissions.Decision
-	err    error // why the call could not run, including a denial
+	denied []string         // the policy's decisions, each "deny <what>: <why>"
+	ms     int64            // how long the call took, as the analyst saw it
+	err    error            // why the call could not run, including a denial
 }
 
 // call runs one tool call and sorts out its result: a denial is an outcome the agent
 // can read and recover from, as are errors raised by the code; other errors (the
 // backend failed, the executor is closed) end the run.
 func call(ctx context.Context, t tool, args toolArgs) (outcome, error) {
+	start := time.Now()
 	res, err := t.execute(ctx, args)
-	o := outcome{res: res, err: err}
+	o := outcome{res: res, err: err, ms: time.Since(start).Milliseconds()}
 	var denied *permissions.DeniedError
+	var refused *client.APIError
 	switch {
 	case err == nil:
 	case errors.As(err, &denied):
-		o.denied = denied.Decisions
+		for _, d := range denied.Decisions {
+			o.denied = append(o.denied, d.String())
+		}
+	case errors.As(err, &refused) && errors.Is(err, api.ErrDenied):
+		// Over HTTP (the analyst's key) the decisions come as the message:
+		// "permission denied: permission denied: <what>: <why>".
+		msg, sep := refused.Message, api.ErrDenied.Error()+": "
+		if i := strings.LastIndex(msg, sep); i >= 0 {
+			msg = msg[i+len(sep):]
+		}
+		o.denied = []string{"deny " + msg}
 	case errors.Is(err, executor.ErrInvalidRequest):
 		// The caller's mistake (say, empty code): the agent can fix it.
 	default:
@@ -135,9 +133,7 @@ func (o outcome) forModel() string {
 		Artifacts []artifact          `json:"artifacts,omitempty"`
 		Notes     []string            `json:"notes,omitempty"`
 	}{Status: o.status()}
-	for _, d := range o.denied {
-		m.Denied = append(m.Denied, d.String())
-	}
+	m.Denied = append(m.Denied, o.denied...)
 	if o.res == nil && o.err != nil {
 		m.Problem = o.err.Error()
 	}

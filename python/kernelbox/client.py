@@ -56,6 +56,8 @@ class Client:
                 token = token_for(server)
         self.server = server[:-1] if server.endswith("/") else server
         self._t = Transport(self.server, token, timeout)
+        #: The id of the scoped token this client holds, when :meth:`scoped` made it.
+        self.token_id: Optional[str] = None
 
     def close(self) -> None:
         """Close the kept connection."""
@@ -302,6 +304,59 @@ class Client:
             ups.append(item)
         body = {"uploads": ups, "downloads": [{"path": p} for p in downloads]}
         return FileBatchResult.from_json(self._json("POST", "/v1/sessions/" + _seg(session_id) + "/files:batch", body))
+
+    # -- scoped tokens (docs/security.md, "Scoped tokens")
+
+    def create_token(self, name: str, sessions: Sequence[str], templates: Optional[Sequence[str]] = None,
+                     ops: Optional[Sequence[str]] = None, max_sessions: int = 0, rate_per_minute: int = 0,
+                     ttl_seconds: int = 0) -> Dict[str, Any]:
+        """Mint a scoped token (admin token only) and return the server's answer:
+        ``id``, ``name``, ``scope``, ... and ``token``, its secret, shown this once.
+
+        ``sessions`` are ids, prefixes ending in ``*``, or ``"*"``; ``ops`` are among
+        watch, execute, files, hibernate, fork, close (default all). A scoped token
+        cannot mint tokens.
+        """
+        body: Dict[str, Any] = {"name": name, "sessions": list(sessions)}
+        if templates:
+            body["templates"] = list(templates)
+        if ops:
+            body["ops"] = list(ops)
+        if max_sessions:
+            body["max_sessions"] = int(max_sessions)
+        if rate_per_minute:
+            body["rate_per_minute"] = int(rate_per_minute)
+        if ttl_seconds:
+            body["ttl_seconds"] = int(ttl_seconds)
+        return self._json("POST", "/v1/tokens", body)
+
+    def tokens(self) -> List[Dict[str, Any]]:
+        """List the scoped tokens, without their secrets (admin token only)."""
+        return self._json("GET", "/v1/tokens").get("tokens") or []
+
+    def revoke_token(self, token_id: str) -> None:
+        """Revoke a scoped token at once: its calls, streams and WebSockets end."""
+        self._json("DELETE", "/v1/tokens/" + _seg(token_id))
+
+    def whoami(self) -> Dict[str, Any]:
+        """Say which token this client holds: ``{"id", "name", "admin", "scope", ...}``."""
+        return self._json("GET", "/v1/token")
+
+    def scoped(self, session_id: str, name: Optional[str] = None, template: Optional[str] = None,
+               ops: Optional[Sequence[str]] = None, ttl_seconds: int = 0,
+               prefix: bool = False) -> "Client":
+        """Create session ``session_id`` (with ``template``) and return a new Client that
+        holds a scoped token for it alone (and, with ``prefix``, for ``session_id-*``):
+        what a coordinator hands a sub-agent. The token's id is the new client's
+        ``token_id``; revoke it with :meth:`revoke_token` when the agent is done.
+        """
+        self.create_session(session_id, template)
+        sessions = [session_id] + ([session_id + "-*"] if prefix else [])
+        t = self.create_token(name or ("agent-" + session_id), sessions,
+                              templates=[template] if template else None, ops=ops, ttl_seconds=ttl_seconds)
+        c = Client(self.server, t["token"], self._t.timeout)
+        c.token_id = t["id"]
+        return c
 
     # -- notebooks
 

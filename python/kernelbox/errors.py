@@ -167,6 +167,14 @@ class CannotResume(APIError):
     """The snapshot could not be loaded (the kernel died, e.g. out of memory); it is kept, the session stays hibernated (409)."""
 
 
+class RateLimited(APIError):
+    """A scoped token made more calls than its rate_per_minute (429); retry after Retry-After."""
+
+
+class TooManyTokens(APIError):
+    """The server keeps as many scoped tokens as it may (429); revoke some."""
+
+
 #: The one table: error code -> (HTTP status, exception class). Mirrors api/errors.go.
 ERRORS: Dict[str, Tuple[int, Type[APIError]]] = {
     "invalid_request": (400, InvalidRequest),
@@ -198,6 +206,8 @@ ERRORS: Dict[str, Tuple[int, Type[APIError]]] = {
     "cannot_hibernate": (409, CannotHibernate),
     "snapshot_too_large": (507, SnapshotTooLarge),
     "cannot_resume": (409, CannotResume),
+    "rate_limited": (429, RateLimited),
+    "too_many_tokens": (429, TooManyTokens),
 }
 
 

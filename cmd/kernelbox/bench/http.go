@@ -19,27 +19,31 @@ import (
 )
 
 // ServeFunc serves e's HTTP API on ln, requiring token, as `kernelbox serve`
-// does; stop ends it. The command passes its own server as [Config.Serve], so
-// that the benchmark measures serve's handler chain (guard, connection cap)
-// without knowing it.
-type ServeFunc func(ln net.Listener, e *executor.Executor, token string) (stop func(), err error)
+// does; stop ends it. scoped is the secret of a scoped token that reaches the
+// admin's sessions ("" when the server has none), for the row that compares
+// the two. The command passes its own server as [Config.Serve], so that the
+// benchmark measures serve's handler chain (guard, connection cap, tokens,
+// audit log) without knowing it.
+type ServeFunc func(ln net.Listener, e *executor.Executor, token string) (stop func(), scoped string, err error)
 
 // The kinds of call the http scenario measures, each in blocks.
 const (
-	zmq       = iota // the reference: jupyter_client over ZMQ
-	lib              // executor.Execute from Go
-	httpNew          // serve's server, urllib: a new connection per call
-	httpKeep         // serve's server, http.client: one connection
-	bareNew          // a bare Go handler around the executor, urllib
-	bareKeep         // the same, one connection
-	floorNew         // a handler answering the same bytes at once, urllib
-	floorKeep        // the same, one connection
+	zmq        = iota // the reference: jupyter_client over ZMQ
+	lib               // executor.Execute from Go
+	httpNew           // serve's server, urllib: a new connection per call
+	httpKeep          // serve's server, http.client: one connection
+	httpScoped        // the same with a scoped token instead of the admin's
+	bareNew           // a bare Go handler around the executor, urllib
+	bareKeep          // the same, one connection
+	floorNew          // a handler answering the same bytes at once, urllib
+	floorKeep         // the same, one connection
 	kinds
 )
 
 // httpTargets are the servers the http scenario calls, and serve's token.
 type httpTargets struct {
 	url, token, bare, floor string
+	scoped                  string // a scoped token's secret, or ""
 	session                 string
 }
 
@@ -67,6 +71,9 @@ func (r *runner) httpTrivial(ctx context.Context, e *executor.Executor) ([]Row, 
 		return err
 	}
 	main := []int{zmq, lib, httpNew, httpKeep, bareNew, bareKeep}
+	if t.scoped != "" {
+		main = append(main, httpScoped)
+	}
 	for round := 0; round < r.iters(4, 50); round++ {
 		for k := range main {
 			if err := run(main[(round+k)%len(main)]); err != nil {
@@ -96,7 +103,8 @@ func (r *runner) httpServers(ctx context.Context, e *executor.Executor, stops *u
 	if err != nil {
 		return t, err
 	}
-	stop, err := r.c.Serve(ln, e, t.token)
+	stop, scoped, err := r.c.Serve(ln, e, t.token)
+	t.scoped = scoped
 	if err != nil {
 		_ = ln.Close()
 		return t, err
@@ -143,9 +151,12 @@ func (r *runner) httpBlock(ctx context.Context, e *executor.Executor, t httpTarg
 		}
 		return out, nil
 	}
-	mode, u, s := "new", t.url, t.session
-	if kind == httpKeep || kind == bareKeep || kind == floorKeep {
+	mode, u, s, token := "new", t.url, t.session, t.token
+	if kind == httpKeep || kind == httpScoped || kind == bareKeep || kind == floorKeep {
 		mode = "keepalive"
+	}
+	if kind == httpScoped {
+		token = t.scoped
 	}
 	if kind == bareNew || kind == bareKeep {
 		u = t.bare
@@ -153,7 +164,7 @@ func (r *runner) httpBlock(ctx context.Context, e *executor.Executor, t httpTarg
 	if kind == floorNew || kind == floorKeep {
 		u, s = t.floor, "-"
 	}
-	a, err := r.ref.do("http", mode, u, t.token, s, strconv.Itoa(n), strconv.Itoa(first))
+	a, err := r.ref.do("http", mode, u, token, s, strconv.Itoa(n), strconv.Itoa(first))
 	if err != nil {
 		return nil, err
 	}
@@ -167,9 +178,14 @@ func (r *runner) httpRows(times [][]float64) []Row {
 		return Row{Name: r.backend + name, N: len(times[kind]), KB50: percentile(times[kind], .5), KB99: percentile(times[kind], .99),
 			Ref50: ref50, Ref99: ref99, RefLabel: "jupyter_client over ZMQ", Note: note}
 	}
-	return []Row{
+	rows := []Row{
 		row(httpNew, ": trivial cell over HTTP, Python urllib", "a new connection per call, from Python"),
 		row(httpKeep, ": trivial cell over HTTP, Python keep-alive", "http.client, one connection"),
+	}
+	if len(times[httpScoped]) > 0 {
+		rows = append(rows, row(httpScoped, ": the same with a scoped token", "its hash, scope, session owner and rate checked on every call"))
+	}
+	return append(rows, []Row{
 		row(lib, ": trivial cell, Go library (same loop)", "executor.Execute"),
 		row(bareNew, ": the same over a bare Go handler, urllib", "net/http + executor.Execute + json.Marshal: no guard, no registry"),
 		row(bareKeep, ": the same over a bare Go handler, keep-alive", "the floor of any Go HTTP front end to the executor"),
@@ -177,7 +193,7 @@ func (r *runner) httpRows(times [][]float64) []Row {
 			Note: "against a Go handler answering the same bytes at once (a hot loop)"},
 		{Name: "python HTTP client alone, keep-alive", N: len(times[floorKeep]), KB50: percentile(times[floorKeep], .5), KB99: percentile(times[floorKeep], .99),
 			Note: "the same, one connection"},
-	}
+	}...)
 }
 
 // postTrivial makes one call over HTTP and returns the answer's bytes.
