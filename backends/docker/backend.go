@@ -53,6 +53,8 @@ type Backend struct {
 	kept        map[string]keptContainer
 	keptErr     error
 	keptSkipped []string
+
+	secrets secretsCA // the interception CA, made for the first template with secrets (secrets.go)
 }
 
 var (
@@ -162,7 +164,7 @@ func (b *Backend) Applies() executor.SpecFields {
 	// then only the proxy's socket (egress.go). On a Docker network it could
 	// bypass the proxy.
 	return executor.SpecFields{Kernel: true, Image: true, Memory: true, CPUs: true, Pids: true, MaxLifetime: true, Env: true,
-		Network: b.cfg.network == DefaultNetwork}
+		Network: b.cfg.network == DefaultNetwork, Secrets: b.cfg.network == DefaultNetwork}
 }
 
 // MountsData reports that this backend exposes SessionSpec.Data itself, as read-only

@@ -95,8 +95,13 @@ func (b *Backend) startEgress(ctx context.Context, l *launch, p *Placement) erro
 		ln.Close()
 		return fmt.Errorf("egress: %w", err)
 	}
+	ic, err := b.intercept(rules)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	e, err := sessionproxy.Start(ln, sessionproxy.Options{
-		Rules: rules, Session: l.spec.ID, TestHosts: b.cfg.egressTestHosts, Logger: l.log,
+		Rules: rules, Session: l.spec.ID, TestHosts: b.cfg.egressTestHosts, Logger: l.log, Intercept: ic,
 	})
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -131,6 +132,11 @@ type Options struct {
 	// resolves to its addresses here and nowhere else. It is for tests (a test
 	// internet of network namespaces); servers leave it nil.
 	EgressTestHosts map[string][]netip.Addr
+
+	// EgressTestRoots, when not nil, verifies the hosts the egress proxy
+	// intercepts for a template's secrets (egress.Intercept.UpstreamRoots)
+	// instead of the system's roots. It is for tests; servers leave it nil.
+	EgressTestRoots *x509.CertPool
 }
 
 // config is Options with defaults applied and values checked. The kernel's
@@ -147,6 +153,7 @@ type config struct {
 	stateFile    string
 
 	egressTestHosts map[string][]netip.Addr
+	egressTestRoots *x509.CertPool
 }
 
 // maxSocketPath is the longest socket path that works: sun_path holds 108 bytes on
@@ -200,6 +207,7 @@ func (o Options) resolve(euid, egid int) (config, error) {
 		stateFile:    o.StateFile,
 
 		egressTestHosts: o.EgressTestHosts,
+		egressTestRoots: o.EgressTestRoots,
 	}
 	c.CapAdd = slices.Clone(o.CapAdd)
 	c.NewPrivileges, c.WritableRoot, c.NoInit = o.AllowNewPrivileges, o.WritableRootFS, o.NoInit
