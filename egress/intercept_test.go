@@ -562,3 +562,34 @@ func TestCompileSecretsRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Over plain HTTP a secret is added only when its rule says allow_plain_http;
+// otherwise the request goes on as it came (the host answers 401).
+func TestPlainHTTPSecret(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Api-Key") != testSecret {
+			http.Error(w, "no key", http.StatusUnauthorized)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	port := strconv.Itoa(portOf(t, srv.URL))
+	t.Setenv("KB_TEST_PLAIN", testSecret)
+	for _, plain := range []bool{true, false} {
+		allow := mustCompile(t, Policy{Allow: []string{"plain.test:" + port}, CIDRs: []string{"127.0.0.0/8"}})
+		sec, err := CompileSecrets([]SecretRule{{Name: "p", Hosts: []string{"plain.test:" + port}, Header: "X-Api-Key", FromEnv: "KB_TEST_PLAIN", AllowPlainHTTP: plain}}, allow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		px, err := New(Options{Rules: allow.WithSecrets(sec), TestHosts: map[string][]netip.Addr{"plain.test": {netip.MustParseAddr("127.0.0.1")}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pu, _ := url.Parse("http://" + serveLoopback(t, px))
+		c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(pu)}}
+		code, _ := get(t, c, "http://plain.test:"+port+"/x")
+		if want := map[bool]int{true: 200, false: 401}[plain]; code != want {
+			t.Fatalf("allow_plain_http %v: %d, want %d", plain, code, want)
+		}
+		c.CloseIdleConnections()
+	}
+}

@@ -3,6 +3,7 @@ package egress
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/textproto"
 	"net/url"
@@ -25,7 +26,12 @@ type SecretUse struct {
 }
 
 // String is the use in a note: `secret vendor: GET /v1/items 200, 80 B up, 1.2 kB down`.
+// A plain-HTTP use (allow_plain_http) has no status or bytes of its own: the
+// connection's are the request's.
 func (u SecretUse) String() string {
+	if u.Status == 0 {
+		return fmt.Sprintf("secret %s: %s %s over plain HTTP", u.Rule, u.Method, u.Path)
+	}
 	return fmt.Sprintf("secret %s: %s %s %d, %d B up, %d B down", u.Rule, u.Method, u.Path, u.Status, u.Up, u.Down)
 }
 
@@ -44,7 +50,7 @@ func (s *session) check(req *http.Request) (*secretRule, Decision, bool) {
 	}
 	secrets := s.p.o.Rules.secrets
 	p, ok := cleanPath(req.URL)
-	if !ok && secrets.pathLimited(s.host, s.port) {
+	if !ok && secrets.pathLimited(s.host, s.port, true) {
 		return nil, deny("ambiguous path", fmt.Sprintf("the path %q has dot segments, empty segments or encoded separators, which a host could read as another path than the secret rule's", clip(req.URL.EscapedPath()))), false
 	}
 	stripHopByHop(req)
@@ -69,9 +75,9 @@ func cleanPath(u *url.URL) (string, bool) {
 }
 
 // pathLimited says whether a rule naming host:port limits its paths.
-func (s *Secrets) pathLimited(h Host, port int) bool {
+func (s *Secrets) pathLimited(h Host, port int, tls bool) bool {
 	for _, r := range s.rules {
-		if len(r.Paths) > 0 && r.names(h, port, true) {
+		if len(r.Paths) > 0 && r.names(h, port, tls) {
 			return true
 		}
 	}
@@ -139,4 +145,34 @@ func (r *secretRule) apply(req *http.Request, host Host) error {
 	}
 	req.Header.Set(r.Header, v.value)
 	return nil
+}
+
+// plainSecret adds a secret to a plain-HTTP request (forward) when a rule with
+// AllowPlainHTTP names its host, port and path; it answers and returns false
+// when the request is refused. Without such a rule nothing is added: a secret
+// never goes over plain HTTP unless its rule says so.
+func (p *Proxy) plainSecret(c net.Conn, req *http.Request, h *head, rec *Record) bool {
+	s := p.o.Rules.secrets
+	host, err := ParseHost(h.host)
+	if s == nil || err != nil || !s.applies(host, h.port, false) {
+		return true
+	}
+	pth, ok := cleanPath(req.URL)
+	if !ok && s.pathLimited(host, h.port, false) {
+		rec.Decision = deny("ambiguous path", fmt.Sprintf("the path %q has dot segments, empty segments or encoded separators, which a host could read as another path than the secret rule's", clip(req.URL.EscapedPath())))
+		refuse(c, rec.Decision)
+		return false
+	}
+	r := s.match(host, h.port, false, pth)
+	if r == nil {
+		return true
+	}
+	if err := r.apply(req, host); err != nil {
+		rec.Decision = deny("secret "+r.Name, err.Error())
+		refuse(c, rec.Decision)
+		return false
+	}
+	p.log.Info("egress secret used", "session", p.o.Session, "rule", r.Name, "host", host.String(), "method", req.Method, "path", clip(req.URL.EscapedPath()), "plain_http", true)
+	rec.SecretUses = append(rec.SecretUses, SecretUse{Rule: r.Name, Method: req.Method, Path: clip(req.URL.EscapedPath())})
+	return true
 }
