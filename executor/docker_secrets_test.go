@@ -50,13 +50,14 @@ func TestDockerSecrets(t *testing.T) {
 	require.NoError(t, err)
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(pem)
-	t.Setenv("KB_TEST_API_KEY", dockerSecret)
+	keyFile := filepath.Join(t.TempDir(), "vendor.key")
+	require.NoError(t, os.WriteFile(keyFile, []byte(dockerSecret+"\n"), 0o600))
 
 	ts := loadTemplates(t, `{"templates": [{"name": "vendor",
 	  "network": {"allow": ["api.test:8443", "plain.test:8000"], "cidrs": ["`+api.Prefix.String()+`", "`+plain.Prefix.String()+`"],
 	              "max_bytes": 4294967296},
 	  "secrets": [{"name": "vendor", "hosts": ["api.test:8443"], "header": "Authorization",
-	               "value": "Bearer {secret}", "from_env": "KB_TEST_API_KEY", "env": "VENDOR_KEY"}]}]}`, dockerCaps)
+	               "value": "Bearer {secret}", "from_file": "`+keyFile+`", "env": "VENDOR_KEY"}]}]}`, dockerCaps)
 	logw := &syncWriter{w: &bytes.Buffer{}}
 	logger := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e := newDockerEnv(t, testexec.Real{
@@ -124,7 +125,7 @@ print(r1.status, r2.status, r2.read().decode().strip())`)
 	r = exec(`print(*get("https://api.test:8443/slow?s=3"))
 t0 = time.monotonic()
 n = 0
-with urllib.request.urlopen("https://api.test:8443/zeros?n=268435456", timeout=120) as f:
+with urllib.request.urlopen("https://api.test:8443/zeros?n=67108864", timeout=120) as f:
     while True:
         b = f.read(1 << 20)
         if not b:
@@ -132,8 +133,8 @@ with urllib.request.urlopen("https://api.test:8443/zeros?n=268435456", timeout=1
         n += len(b)
 print(n, round(n / (time.monotonic() - t0) / 2**20), "MiB/s")`)
 	require.Contains(t, r.Stdout, "200 late\n")
-	require.Contains(t, r.Stdout, "\n268435456 ")
-	t.Logf("256 MiB through the interception, read by urllib in the kernel: %s", strings.TrimSpace(r.Stdout[strings.Index(r.Stdout, "268435456"):]))
+	require.Contains(t, r.Stdout, "\n67108864 ")
+	t.Logf("64 MiB through the interception, read by urllib in the kernel: %s", strings.TrimSpace(r.Stdout[strings.Index(r.Stdout, "67108864"):]))
 
 	// pip: download from the host's package index, which wants the credential.
 	r = exec(`import subprocess, sys
@@ -164,6 +165,19 @@ for root in ["/workspace", "/tmp", "/run/kernelbox", "/proc/self/cwd"]:
 print("hits", hits)`)
 	require.Equal(t, "hits []\n", r.Stdout)
 
+	// Rotation (what serve does on SIGHUP): the next request carries the new
+	// value, which this host refuses; the old one back, it answers again.
+	rotate := func(v string) {
+		require.NoError(t, os.WriteFile(keyFile, []byte(v+"\n"), 0o600))
+		require.NoError(t, ts[0].Network.Secrets().Reload())
+	}
+	rotate("kb-rotated-value")
+	r = exec(`print(get("https://api.test:8443/data.csv")[0])`)
+	require.Equal(t, "401\n", r.Stdout)
+	rotate(dockerSecret)
+	r = exec(`print(get("https://api.test:8443/data.csv")[0])`)
+	require.Equal(t, "200\n", r.Stdout)
+
 	inspect, err := osexec.Command("docker", "inspect", containerOf(t, "sec", "{{.Id}}")).CombinedOutput()
 	require.NoError(t, err, "%s", inspect)
 	require.Contains(t, string(inspect), "VENDOR_KEY=kernelbox-secret:vendor")
@@ -177,6 +191,7 @@ print("hits", hits)`)
 		require.NotContains(t, s, "7e31a0c2", "the secret is in %s", what)
 	}
 	require.Contains(t, logw.String(), "egress secret used")
+	require.NotContains(t, logw.String()+string(all)+string(inspect), "kb-rotated-value")
 }
 
 // syncWriter serialises writes to w.
