@@ -593,3 +593,38 @@ func TestPlainHTTPSecret(t *testing.T) {
 		c.CloseIdleConnections()
 	}
 }
+
+// The allowlist's address rules hold before any interception: a secret's host
+// that resolves to a private address without a cidrs entry is refused at the
+// CONNECT, and nothing is sent to it.
+func TestInterceptPrivateAddress(t *testing.T) {
+	t.Setenv("KB_TEST_PRIV", testSecret)
+	allow := mustCompile(t, Policy{Allow: []string{"api.test:443"}})
+	sec, err := CompileSecrets([]SecretRule{{Name: "p", Hosts: []string{"api.test"}, FromEnv: "KB_TEST_PRIV"}}, allow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	px, err := New(Options{Rules: allow.WithSecrets(sec), Intercept: &Intercept{CA: ca},
+		TestHosts: map[string][]netip.Addr{"api.test": {netip.MustParseAddr("10.1.2.3")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", serveLoopback(t, px))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "CONNECT api.test:443 HTTP/1.1\r\nHost: api.test:443\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 403 || !strings.Contains(string(b), "special range 10.0.0.0/8") {
+		t.Fatalf("%d %q", resp.StatusCode, b)
+	}
+}
