@@ -98,6 +98,13 @@ func (p *Proxy) intercept(c net.Conn, br *bufio.Reader, up net.Conn, host Host, 
 	c.SetDeadline(time.Time{})
 	up.SetDeadline(time.Time{})
 	s.kernel, s.server = tc, uc
+	s.kw, s.sw = newAsyncWriter(tc), newAsyncWriter(uc)
+	// Cut both connections first when the loop ends, so that neither writer
+	// waits on a peer that stopped reading.
+	defer s.sw.Close()
+	defer s.kw.Close()
+	defer up.Close()
+	defer c.Close()
 	s.kl = &headLimit{r: &idleReader{r: tc, conn: c, idle: p.o.IdleTimeout}, n: -1}
 	s.sl = &headLimit{r: &idleReader{r: uc, conn: up, idle: p.o.IdleTimeout}, n: -1}
 	s.kr, s.sr = bufio.NewReaderSize(s.kl, 64<<10), bufio.NewReaderSize(s.sl, 64<<10)
@@ -120,6 +127,7 @@ type session struct {
 	server   *tls.Conn
 	kl, sl   *headLimit // bound the heads read through kr and sr
 	kr, sr   *bufio.Reader
+	kw, sw   *asyncWriter // to the kernel, to the host
 	up, down atomic.Int64 // bytes written to the host and to the kernel
 	rec      *Record
 	uses     int
@@ -168,6 +176,7 @@ func isClosed(err error) bool {
 // the connection's record.
 func (s *session) refuse(d Decision) {
 	s.rec.Decision = d
+	s.kw.Flush()
 	answer(s.kernel, "403 Forbidden", "kernelbox egress proxy: refused by rule ["+d.Rule+"]: "+d.Reason)
 }
 
@@ -224,10 +233,7 @@ func (s *session) used(u SecretUse) {
 // to the kernel. It returns the final status and whether another request may
 // follow on the connection. It returns only once the request's writer has.
 func (s *session) roundTrip(req *http.Request) (int, bool) {
-	sw := &coalescer{w: s.server}
-	if req.Body != nil && req.Body != http.NoBody {
-		req.Body = &flushingBody{ReadCloser: req.Body, w: sw}
-	}
+	sw, kw := s.sw, s.kw
 	sent := make(chan error, 1)
 	go func() {
 		err := req.Write(sw)
@@ -236,7 +242,6 @@ func (s *session) roundTrip(req *http.Request) (int, bool) {
 		}
 		sent <- err
 	}()
-	kw := &coalescer{w: s.kernel}
 	for {
 		s.sl.n, s.sl.hit = maxInterceptHead, false
 		resp, err := http.ReadResponse(s.sr, req)
@@ -246,6 +251,7 @@ func (s *session) roundTrip(req *http.Request) (int, bool) {
 				err = fmt.Errorf("a response head over %d bytes", maxInterceptHead)
 			}
 			s.rec.Err = "response from " + s.host.String() + ": " + err.Error()
+			s.kw.Flush()
 			answer(s.kernel, http502, "kernelbox egress proxy: "+s.rec.Err)
 			s.abort(sent)
 			return http.StatusBadGateway, false
@@ -283,8 +289,7 @@ func (s *session) failed(err error) {
 
 // respond carries a final response back; it waits for the request's body to
 // have gone out before the connection takes another request.
-func (s *session) respond(resp *http.Response, kw *coalescer, sent chan error) bool {
-	resp.Body = &flushingBody{ReadCloser: resp.Body, w: kw}
+func (s *session) respond(resp *http.Response, kw *asyncWriter, sent chan error) bool {
 	err := resp.Write(kw)
 	if err == nil {
 		err = kw.Flush()
@@ -308,7 +313,7 @@ func (s *session) respond(resp *http.Response, kw *coalescer, sent chan error) b
 
 // switchProtocols carries a 101 answer (a WebSocket upgrade) and then bytes
 // both ways, untouched, until both directions end.
-func (s *session) switchProtocols(resp *http.Response, kw *coalescer, sent chan error) bool {
+func (s *session) switchProtocols(resp *http.Response, kw *asyncWriter, sent chan error) bool {
 	if err := <-sent; err != nil {
 		s.failed(err)
 		return false

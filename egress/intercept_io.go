@@ -3,6 +3,7 @@ package egress
 import (
 	"io"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -77,62 +78,104 @@ func (l *headLimit) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// coalescer gathers small writes (a head's lines, a chunk's size line) into one
-// buffer, written out by Flush or by a write that does not fit; big writes go
-// straight through. It is an io.ByteWriter, so that http.Request.Write uses it
-// as it is instead of wrapping it in a bufio.Writer that would hold a streamed
-// body's small pieces back.
-type coalescer struct {
-	w   io.Writer
-	buf []byte
+// asyncWriter hands what is written to it to a goroutine of its own, which
+// writes out everything gathered since its last write in one: a lone small
+// write (a server-sent event, a chunk of an upload) goes out at once, and while
+// a write is in progress the next records gather, so that under load a bulk
+// transfer takes few, large writes instead of one per 16 KiB TLS record. At
+// most maxPending bytes wait (Write blocks beyond that). It is an
+// io.ByteWriter, so that http.Request.Write uses it as it is instead of
+// wrapping it in a bufio.Writer that would hold a streamed body's pieces back.
+// Write, Flush and Close are for one goroutine at a time.
+type asyncWriter struct {
+	w       io.Writer
+	mu      sync.Mutex
+	cond    sync.Cond
+	buf     []byte // waiting to be written
+	spare   []byte
+	writing bool
+	closed  bool
+	err     error
+	done    chan struct{}
 }
 
-const coalesceBytes = 16 << 10
+// maxPending bounds the bytes an asyncWriter holds.
+const maxPending = 256 << 10
 
-func (c *coalescer) Write(b []byte) (int, error) {
-	if len(c.buf)+len(b) <= coalesceBytes {
-		c.buf = append(c.buf, b...)
-		return len(b), nil
-	}
-	if err := c.Flush(); err != nil {
-		return 0, err
-	}
-	if len(b) <= coalesceBytes/4 {
-		c.buf = append(c.buf, b...)
-		return len(b), nil
-	}
-	return c.w.Write(b)
+func newAsyncWriter(w io.Writer) *asyncWriter {
+	a := &asyncWriter{w: w, done: make(chan struct{})}
+	a.cond.L = &a.mu
+	go a.run()
+	return a
 }
 
-func (c *coalescer) WriteByte(b byte) error {
-	_, err := c.Write([]byte{b})
+func (a *asyncWriter) run() {
+	defer close(a.done)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for {
+		for len(a.buf) == 0 && !a.closed {
+			a.cond.Wait()
+		}
+		if len(a.buf) == 0 {
+			return
+		}
+		out := a.buf
+		a.buf, a.writing = a.spare[:0], true
+		a.mu.Unlock()
+		_, err := a.w.Write(out)
+		a.mu.Lock()
+		a.spare, a.writing = out[:0], false
+		if err != nil && a.err == nil {
+			a.err = err
+		}
+		if a.err != nil {
+			a.buf = a.buf[:0]
+		}
+		a.cond.Broadcast()
+	}
+}
+
+func (a *asyncWriter) Write(b []byte) (int, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for a.err == nil && len(a.buf) > 0 && len(a.buf)+len(b) > maxPending {
+		a.cond.Wait()
+	}
+	if a.err != nil {
+		return 0, a.err
+	}
+	a.buf = append(a.buf, b...)
+	a.cond.Broadcast()
+	return len(b), nil
+}
+
+func (a *asyncWriter) WriteByte(b byte) error {
+	_, err := a.Write([]byte{b})
 	return err
 }
 
 // WriteString is io.StringWriter, which fmt and net/http use.
-func (c *coalescer) WriteString(s string) (int, error) { return c.Write([]byte(s)) }
+func (a *asyncWriter) WriteString(s string) (int, error) { return a.Write([]byte(s)) }
 
-// Flush writes what is gathered.
-func (c *coalescer) Flush() error {
-	if len(c.buf) == 0 {
-		return nil
+// Flush waits until everything written so far is out, and returns the first
+// error a write had.
+func (a *asyncWriter) Flush() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for a.err == nil && (len(a.buf) > 0 || a.writing) {
+		a.cond.Wait()
 	}
-	_, err := c.w.Write(c.buf)
-	c.buf = c.buf[:0]
-	return err
+	return a.err
 }
 
-// flushingBody flushes w before each read of a body: what was read so far goes
-// out before the proxy waits for more, so a server-sent event, a chunk of an
-// upload or a slow download's bytes arrive as they are sent.
-type flushingBody struct {
-	io.ReadCloser
-	w *coalescer
-}
-
-func (f *flushingBody) Read(b []byte) (int, error) {
-	if err := f.w.Flush(); err != nil {
-		return 0, err
-	}
-	return f.ReadCloser.Read(b)
+// Close stops the writer's goroutine once what is gathered is out (or a write
+// failed) and waits for it; the caller cuts the connection first to abandon
+// what is gathered.
+func (a *asyncWriter) Close() {
+	a.mu.Lock()
+	a.closed = true
+	a.cond.Broadcast()
+	a.mu.Unlock()
+	<-a.done
 }

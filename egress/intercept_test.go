@@ -44,7 +44,7 @@ type secretNet struct {
 	logs    bytes.Buffer
 }
 
-func newSecretNet(t *testing.T, rules []SecretRule, mux func(*http.ServeMux)) *secretNet {
+func newSecretNet(t *testing.T, rules []SecretRule, mux func(*http.ServeMux), tune ...func(*Policy)) *secretNet {
 	t.Helper()
 	tca := testnet.NewCA(t)
 	certFile, keyFile := tca.Issue(t, "api.test", "other.test", "echo.test")
@@ -90,7 +90,11 @@ func newSecretNet(t *testing.T, rules []SecretRule, mux func(*http.ServeMux)) *s
 			rules[i].Hosts[j] = strings.ReplaceAll(h, "PORT", strconv.Itoa(n.port))
 		}
 	}
-	allow := mustCompile(t, Policy{Allow: []string{hostPort, "other.test:" + strconv.Itoa(n.port), "echo.test:" + strconv.Itoa(n.port)}, CIDRs: []string{"127.0.0.0/8"}})
+	pol := Policy{Allow: []string{hostPort, "other.test:" + strconv.Itoa(n.port), "echo.test:" + strconv.Itoa(n.port)}, CIDRs: []string{"127.0.0.0/8"}}
+	for _, f := range tune {
+		f(&pol)
+	}
+	allow := mustCompile(t, pol)
 	sec, err := CompileSecrets(rules, allow)
 	if err != nil {
 		t.Fatal(err)
@@ -627,4 +631,21 @@ func TestInterceptPrivateAddress(t *testing.T) {
 	if resp.StatusCode != 403 || !strings.Contains(string(b), "special range 10.0.0.0/8") {
 		t.Fatalf("%d %q", resp.StatusCode, b)
 	}
+}
+
+// The session's byte limit holds through the interception: a download past it
+// is cut and recorded with the rule.
+func TestInterceptByteLimit(t *testing.T) {
+	n := newSecretNet(t, vendorRule(t), func(m *http.ServeMux) {
+		m.HandleFunc("/v1/big", func(w http.ResponseWriter, r *http.Request) { w.Write(make([]byte, 8<<20)) })
+	}, func(p *Policy) { p.MaxBytes = 1 << 20 })
+	resp, err := n.client().Get(n.url("api.test", "/v1/big"))
+	if err == nil {
+		k, _ := drain(resp.Body)
+		resp.Body.Close()
+		if k >= 8<<20 {
+			t.Fatalf("read %d bytes past a 1 MiB limit", k)
+		}
+	}
+	n.recordWith(t, "(byte limit)")
 }
