@@ -44,17 +44,21 @@ func (r Record) String() string {
 	if r.Host == "" {
 		target = "(no target read)"
 	}
+	var s string
 	if r.Decision.Effect == Deny {
-		return fmt.Sprintf("network: deny %s (%s): %s", target, r.Decision.Rule, r.Decision.Reason)
+		// An intercepted connection cut by a refusal still lists the
+		// requests that carried a secret before it.
+		s = fmt.Sprintf("network: deny %s (%s): %s", target, r.Decision.Rule, r.Decision.Reason)
+	} else {
+		s = fmt.Sprintf("network: allow %s via %s, %d B up, %d B down, %s", target, r.Addr, r.Up, r.Down, r.Duration.Round(time.Millisecond))
 	}
-	s := fmt.Sprintf("network: allow %s via %s, %d B up, %d B down, %s", target, r.Addr, r.Up, r.Down, r.Duration.Round(time.Millisecond))
 	for _, u := range r.SecretUses {
 		s += "; " + u.String()
 	}
 	if r.MoreSecretUses > 0 {
 		s += fmt.Sprintf("; %d more requests with a secret", r.MoreSecretUses)
 	}
-	if r.Err != "" {
+	if r.Err != "" && r.Decision.Effect != Deny {
 		s += "; " + r.Err
 	}
 	return s
