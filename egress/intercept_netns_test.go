@@ -86,6 +86,16 @@ func TestInterceptNetns(t *testing.T) {
 		t.Errorf("the interception adds %s per request", p50[2]-p50[0])
 	}
 
+	// The same GET on one kept-alive connection each way: what a client pool
+	// pays per request once connected.
+	ka := []time.Duration{
+		keptAlive(t, direct, "", conf("api.test"), fmt.Sprintf(keyed, "api.test"), rounds),
+		keptAlive(t, proxy, "tun.test:"+port, conf("tun.test"), fmt.Sprintf(keyed, "tun.test"), rounds),
+		keptAlive(t, proxy, "api.test:"+port, conf("api.test"), bare, rounds),
+	}
+	t.Logf("small GET on a kept-alive HTTPS connection, p50 of %d: direct %s, CONNECT tunnel %s (+%s), interception %s (+%s)",
+		rounds, ka[0], ka[1], ka[1]-ka[0], ka[2], ka[2]-ka[0])
+
 	zeros := func(host string, n int64, auth bool) string {
 		s := "GET /zeros?n=" + strconv.FormatInt(n, 10) + " HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n"
 		if auth {
@@ -171,3 +181,45 @@ type bufConn struct {
 }
 
 func (b *bufConn) Read(p []byte) (int, error) { return b.r.Read(p) }
+
+// keptAlive sends req (its "Connection: close" dropped) rounds times on one
+// connection (through a CONNECT to connect unless it is "") and returns the
+// median time of a request and its response.
+func keptAlive(t *testing.T, addr, connect string, conf *tls.Config, req string, rounds int) time.Duration {
+	t.Helper()
+	req = strings.Replace(req, "Connection: close\r\n", "", 1)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(2 * time.Minute))
+	br := bufio.NewReader(c)
+	var conn net.Conn = c
+	if connect != "" {
+		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", connect, connect)
+		if resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"}); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("CONNECT: %v %v", resp, err)
+		}
+		conn = &bufConn{Conn: c, r: br}
+	}
+	tc := tls.Client(conn, conf)
+	tbr := bufio.NewReader(tc)
+	ds := make([]time.Duration, 0, rounds)
+	for range rounds {
+		start := time.Now()
+		if _, err := io.WriteString(tc, req); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(tbr, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s %v", resp.Status, err)
+		}
+		ds = append(ds, time.Since(start))
+	}
+	slices.Sort(ds)
+	return ds[rounds/2]
+}

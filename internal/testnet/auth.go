@@ -24,6 +24,7 @@ addr, port, d, cert, key, hdr, valfile = sys.argv[1:]
 want = open(valfile).read().strip()
 class H(http.server.SimpleHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
     def log_message(self, *a):
         pass
     def answer(self, code, body, ctype="text/plain"):
