@@ -61,8 +61,8 @@ func TestDockerSecrets(t *testing.T) {
 	logw := &syncWriter{w: &bytes.Buffer{}}
 	logger := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e := newDockerEnv(t, testexec.Real{
-		EgressTestHosts: map[string][]netip.Addr{"api.test": {api.Addr}, "plain.test": {plain.Addr}},
-		EgressTestRoots: roots, Logger: logger,
+		EgressTestHosts:     map[string][]netip.Addr{"api.test": {api.Addr}, "plain.test": {plain.Addr}},
+		EgressUpstreamRoots: roots, Logger: logger,
 	}, func(o *executor.Options) {
 		o.Templates = ts
 		o.StartTimeout = 3 * time.Minute

@@ -133,10 +133,11 @@ type Options struct {
 	// internet of network namespaces); servers leave it nil.
 	EgressTestHosts map[string][]netip.Addr
 
-	// EgressTestRoots, when not nil, verifies the hosts the egress proxy
-	// intercepts for a template's secrets (egress.Intercept.UpstreamRoots)
-	// instead of the system's roots. It is for tests; servers leave it nil.
-	EgressTestRoots *x509.CertPool
+	// EgressUpstreamRoots, when not nil, verifies the hosts the egress proxy
+	// intercepts for a template's secrets (egress.Intercept.UpstreamRoots):
+	// hosts with a private CA, and a test internet's. Defaults to the system's
+	// roots.
+	EgressUpstreamRoots *x509.CertPool
 }
 
 // config is Options with defaults applied and values checked. The kernel's
@@ -152,8 +153,8 @@ type config struct {
 	socketRoot   string
 	stateFile    string
 
-	egressTestHosts map[string][]netip.Addr
-	egressTestRoots *x509.CertPool
+	egressTestHosts     map[string][]netip.Addr
+	egressUpstreamRoots *x509.CertPool
 }
 
 // maxSocketPath is the longest socket path that works: sun_path holds 108 bytes on
@@ -206,8 +207,8 @@ func (o Options) resolve(euid, egid int) (config, error) {
 		socketRoot:   o.SocketRoot,
 		stateFile:    o.StateFile,
 
-		egressTestHosts: o.EgressTestHosts,
-		egressTestRoots: o.EgressTestRoots,
+		egressTestHosts:     o.EgressTestHosts,
+		egressUpstreamRoots: o.EgressUpstreamRoots,
 	}
 	c.CapAdd = slices.Clone(o.CapAdd)
 	c.NewPrivileges, c.WritableRoot, c.NoInit = o.AllowNewPrivileges, o.WritableRootFS, o.NoInit

@@ -41,7 +41,7 @@ func (s *secretsCA) get(c config) (*egress.Intercept, []byte, error) {
 			return
 		}
 		if s.bundle, s.err = ca.Bundle(""); s.err == nil {
-			s.ic = &egress.Intercept{CA: ca, UpstreamRoots: c.egressTestRoots}
+			s.ic = &egress.Intercept{CA: ca, UpstreamRoots: c.egressUpstreamRoots}
 		}
 	})
 	return s.ic, s.bundle, s.err

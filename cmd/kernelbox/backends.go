@@ -72,6 +72,9 @@ type backendConfig struct {
 	// egressTestHosts is the egress proxy's name map for tests (docker and swarm);
 	// nil for servers.
 	egressTestHosts hostsFlag
+	// egressUpstreamCA is --egress-upstream-ca (docker): a PEM file of roots
+	// for the hosts the proxy intercepts for secrets; "" is the system's.
+	egressUpstreamCA string
 	// sessionMemory is the docker per-session limit that capacity planning settled
 	// on (capacity.go).
 	sessionMemory int64

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/x509"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -54,4 +56,20 @@ func reloadSecretsOnHUP(ts []executor.Template, log *slog.Logger) (stop func()) 
 		close(done)
 		<-exited
 	}
+}
+
+// upstreamRoots reads --egress-upstream-ca: nil (the system's roots) for "".
+func upstreamRoots(file string) (*x509.CertPool, error) {
+	if file == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--egress-upstream-ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("--egress-upstream-ca %s: no PEM certificate in it", file)
+	}
+	return pool, nil
 }

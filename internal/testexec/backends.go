@@ -33,9 +33,9 @@ type Real struct {
 	// EgressTestHosts is the docker egress proxy's name resolution for a test
 	// internet (docker.Options.EgressTestHosts).
 	EgressTestHosts map[string][]netip.Addr
-	// EgressTestRoots verify the hosts the docker egress proxy intercepts for
-	// a template's secrets (docker.Options.EgressTestRoots).
-	EgressTestRoots *x509.CertPool
+	// EgressUpstreamRoots verify the hosts the docker egress proxy intercepts for
+	// a template's secrets (docker.Options.EgressUpstreamRoots).
+	EgressUpstreamRoots *x509.CertPool
 	// Logger is the docker backend's logger. Defaults to discarding.
 	Logger *slog.Logger
 }
@@ -89,7 +89,7 @@ func LocalWith(t testing.TB, r Real) *Marked {
 func DockerWith(t testing.TB, r Real) executor.Backend {
 	t.Helper()
 	o := docker.Options{Memory: r.Memory, PidsLimit: r.PidsLimit, Image: docker.DefaultImage, EgressTestHosts: r.EgressTestHosts,
-		EgressTestRoots: r.EgressTestRoots, Logger: r.Logger}
+		EgressUpstreamRoots: r.EgressUpstreamRoots, Logger: r.Logger}
 	if r.R {
 		o.Image = docker.RImage
 	}
