@@ -86,50 +86,8 @@ func TestInterceptNetns(t *testing.T) {
 		t.Errorf("the interception adds %s per request", p50[2]-p50[0])
 	}
 
-	// The same GET on one kept-alive connection each way: what a client pool
-	// pays per request once connected.
-	ka := []time.Duration{
-		keptAlive(t, direct, "", conf("api.test"), fmt.Sprintf(keyed, "api.test"), rounds),
-		keptAlive(t, proxy, "tun.test:"+port, conf("tun.test"), fmt.Sprintf(keyed, "tun.test"), rounds),
-		keptAlive(t, proxy, "api.test:"+port, conf("api.test"), bare, rounds),
-	}
-	t.Logf("small GET on a kept-alive HTTPS connection, p50 of %d: direct %s, CONNECT tunnel %s (+%s), interception %s (+%s)",
-		rounds, ka[0], ka[1], ka[1]-ka[0], ka[2], ka[2]-ka[0])
-
-	zeros := func(host string, n int64, auth bool) string {
-		s := "GET /zeros?n=" + strconv.FormatInt(n, 10) + " HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n"
-		if auth {
-			s += "Authorization: Bearer " + testSecret + "\r\n"
-		}
-		return s + "\r\n"
-	}
-	rate := func(via, connect string, auth bool, n int64) float64 {
-		name := "api.test"
-		if strings.HasPrefix(connect, "tun.") {
-			name = "tun.test"
-		}
-		start := time.Now()
-		if err := getOver(via, connect, conf(name), zeros(name, n, auth), int(n)); err != nil {
-			t.Fatal(err)
-		}
-		return float64(n) / time.Since(start).Seconds() / (1 << 20)
-	}
-	// Rounds of three, direct, tunnel, interception, so that load from
-	// elsewhere falls on all three; the medians of the ratios are logged.
-	const pairs = 5
-	var ratios, tratios, ds, ts, is []float64
-	for range pairs {
-		d := rate(direct, "", true, int64(bulk))
-		tu := rate(proxy, "tun.test:"+port, true, int64(bulk))
-		i := rate(proxy, "api.test:"+port, false, int64(bulk))
-		ds, ts, is = append(ds, d), append(ts, tu), append(is, i)
-		ratios, tratios = append(ratios, i/d), append(tratios, tu/d)
-	}
-	slices.Sort(ratios)
-	slices.Sort(tratios)
-	t.Logf("bulk %d MiB, %d rounds: through the interception %.0f%% of direct (median; %.0f%% to %.0f%%), through a CONNECT tunnel %.0f%%; best: direct %.0f MiB/s, tunnel %.0f MiB/s, interception %.0f MiB/s",
-		bulk>>20, pairs, 100*ratios[pairs/2], 100*ratios[0], 100*ratios[pairs-1], 100*tratios[pairs/2], slices.Max(ds), slices.Max(ts), slices.Max(is))
-
+	measureKeptAlive(t, rounds, direct, proxy, port, conf, keyed, bare)
+	rate := measureBulk(t, bulk, direct, proxy, port, conf)
 	start := time.Now()
 	rate(proxy, "api.test:"+port, false, huge)
 	down := time.Since(start)
@@ -222,4 +180,59 @@ func keptAlive(t *testing.T, addr, connect string, conf *tls.Config, req string,
 	}
 	slices.Sort(ds)
 	return ds[rounds/2]
+}
+
+// measureKeptAlive logs the p50 of a small GET on one kept-alive connection
+// each way: what a client pool pays per request once connected.
+func measureKeptAlive(t *testing.T, rounds int, direct, proxy, port string, conf func(string) *tls.Config, keyed, bare string) {
+	t.Helper()
+	ka := []time.Duration{
+		keptAlive(t, direct, "", conf("api.test"), fmt.Sprintf(keyed, "api.test"), rounds),
+		keptAlive(t, proxy, "tun.test:"+port, conf("tun.test"), fmt.Sprintf(keyed, "tun.test"), rounds),
+		keptAlive(t, proxy, "api.test:"+port, conf("api.test"), bare, rounds),
+	}
+	t.Logf("small GET on a kept-alive HTTPS connection, p50 of %d: direct %s, CONNECT tunnel %s (+%s), interception %s (+%s)",
+		rounds, ka[0], ka[1], ka[1]-ka[0], ka[2], ka[2]-ka[0])
+
+}
+
+// measureBulk logs rounds of bulk downloads, direct, through a tunnel and
+// through the interception, and returns the function that times one.
+func measureBulk(t *testing.T, bulk int, direct, proxy, port string, conf func(string) *tls.Config) func(via, connect string, auth bool, n int64) float64 {
+	t.Helper()
+	zeros := func(host string, n int64, auth bool) string {
+		s := "GET /zeros?n=" + strconv.FormatInt(n, 10) + " HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n"
+		if auth {
+			s += "Authorization: Bearer " + testSecret + "\r\n"
+		}
+		return s + "\r\n"
+	}
+	rate := func(via, connect string, auth bool, n int64) float64 {
+		name := "api.test"
+		if strings.HasPrefix(connect, "tun.") {
+			name = "tun.test"
+		}
+		start := time.Now()
+		if err := getOver(via, connect, conf(name), zeros(name, n, auth), int(n)); err != nil {
+			t.Fatal(err)
+		}
+		return float64(n) / time.Since(start).Seconds() / (1 << 20)
+	}
+	// Rounds of three, direct, tunnel, interception, so that load from
+	// elsewhere falls on all three; the medians of the ratios are logged.
+	const pairs = 5
+	var ratios, tratios, ds, ts, is []float64
+	for range pairs {
+		d := rate(direct, "", true, int64(bulk))
+		tu := rate(proxy, "tun.test:"+port, true, int64(bulk))
+		i := rate(proxy, "api.test:"+port, false, int64(bulk))
+		ds, ts, is = append(ds, d), append(ts, tu), append(is, i)
+		ratios, tratios = append(ratios, i/d), append(tratios, tu/d)
+	}
+	slices.Sort(ratios)
+	slices.Sort(tratios)
+	t.Logf("bulk %d MiB, %d rounds: through the interception %.0f%% of direct (median; %.0f%% to %.0f%%), through a CONNECT tunnel %.0f%%; best: direct %.0f MiB/s, tunnel %.0f MiB/s, interception %.0f MiB/s",
+		bulk>>20, pairs, 100*ratios[pairs/2], 100*ratios[0], 100*ratios[pairs-1], 100*tratios[pairs/2], slices.Max(ds), slices.Max(ts), slices.Max(is))
+
+	return rate
 }

@@ -79,6 +79,55 @@ func TestDockerSecrets(t *testing.T) {
 		return r
 	}
 
+	secretsFetch(t, exec, api)
+	secretsRefusals(t, exec)
+	secretsKernelSearch(t, exec)
+	rotate := func(v string) {
+		require.NoError(t, os.WriteFile(keyFile, []byte(v+"\n"), 0o600))
+		require.NoError(t, ts[0].Network.Secrets().Reload())
+	}
+	secretsRotation(t, exec, rotate)
+
+	inspect, err := osexec.Command("docker", "inspect", containerOf(t, "sec", "{{.Id}}")).CombinedOutput()
+	require.NoError(t, err, "%s", inspect)
+	require.Contains(t, string(inspect), "VENDOR_KEY=kernelbox-secret:vendor")
+	infos, err := json.Marshal(e.TemplateInfos())
+	require.NoError(t, err)
+	require.Contains(t, string(infos), `"secrets":[{"name":"vendor","kind":"header","hosts":["api.test:8443"],"header":"Authorization","env":"VENDOR_KEY"}]`)
+	all, err := json.Marshal(results)
+	require.NoError(t, err)
+	require.NoError(t, e.Close())
+	for what, s := range map[string]string{"docker inspect": string(inspect), "the Results": string(all), "GET /v1/templates": string(infos), "the log at debug": logw.String()} {
+		require.NotContains(t, s, "7e31a0c2", "the secret is in %s", what)
+	}
+	require.Contains(t, logw.String(), "egress secret used")
+	require.NotContains(t, logw.String()+string(all)+string(inspect), "kb-rotated-value")
+}
+
+// syncWriter serialises writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (s *syncWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(b)
+}
+
+func (s *syncWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.String()
+}
+
+// secretsFetch: urllib and pandas get 200 through the interception; the kernel
+// sees the placeholder and the bundle; the note tells the use; a placeholder
+// sent by the kernel is replaced and a credential of its own refused.
+func secretsFetch(t *testing.T, exec func(string) *executor.Result, api *testnet.Host) {
+	t.Helper()
+
 	r := exec(`import os, urllib.request, urllib.error, http.client, ssl, time
 print(urllib.request.urlopen("https://api.test:8443/data.csv", timeout=30).read().decode(), end="")
 print(os.environ["VENDOR_KEY"], os.environ["SSL_CERT_FILE"])`)
@@ -102,6 +151,15 @@ print(get("https://api.test:8443/data.csv", Authorization="Bearer " + os.environ
 print(*get("https://api.test:8443/data.csv", Authorization="Bearer guessed"))`)
 	require.Contains(t, r.Stdout, "200\n403 kernelbox egress proxy: refused by rule [secret vendor]: the request carries its own Authorization")
 
+}
+
+// secretsRefusals: a Host naming another host inside the intercepted TLS and a
+// second request to another host on one connection are refused; a redirect to
+// another allowed host carries no secret; a slow host and a large download come
+// through; pip downloads from the authenticated index.
+func secretsRefusals(t *testing.T, exec func(string) *executor.Result) {
+	t.Helper()
+	var r *executor.Result
 	// A Host naming another host inside the intercepted TLS, and a second
 	// request on one connection to another host: refused, never sent.
 	r = exec(`c = http.client.HTTPSConnection("127.0.0.1", 3128, timeout=30)
@@ -142,9 +200,15 @@ p = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--ind
 print(p.returncode, os.listdir("/tmp/dl") if p.returncode == 0 else p.stdout[-2000:] + p.stderr[-2000:])`)
 	require.Contains(t, r.Stdout, "0 ['kbdemo-0.1-py3-none-any.whl']")
 
+}
+
+// secretsKernelSearch: the kernel looks for the value in its environment,
+// /proc and every file it can read, and finds nothing.
+func secretsKernelSearch(t *testing.T, exec func(string) *executor.Result) {
+	t.Helper()
 	// The kernel looking for the value: its environment, /proc, every
 	// readable file of its own (the workspace, /tmp, the state directory).
-	r = exec(`import glob
+	r := exec(`import glob
 needle = "7e31a0c2"
 hits = [k for k, v in os.environ.items() if needle in v]
 for p in ["/proc/self/environ", "/proc/1/environ", "/proc/self/cmdline"]:
@@ -165,49 +229,20 @@ for root in ["/workspace", "/tmp", "/run/kernelbox", "/proc/self/cwd"]:
 print("hits", hits)`)
 	require.Equal(t, "hits []\n", r.Stdout)
 
+}
+
+// secretsRotation: after a reload (what serve does on SIGHUP) the next request
+// carries the new value, which the host refuses; with the old one back it
+// answers again.
+func secretsRotation(t *testing.T, exec func(string) *executor.Result, rotate func(string)) {
+	t.Helper()
 	// Rotation (what serve does on SIGHUP): the next request carries the new
 	// value, which this host refuses; the old one back, it answers again.
-	rotate := func(v string) {
-		require.NoError(t, os.WriteFile(keyFile, []byte(v+"\n"), 0o600))
-		require.NoError(t, ts[0].Network.Secrets().Reload())
-	}
 	rotate("kb-rotated-value")
-	r = exec(`print(get("https://api.test:8443/data.csv")[0])`)
+	r := exec(`print(get("https://api.test:8443/data.csv")[0])`)
 	require.Equal(t, "401\n", r.Stdout)
 	rotate(dockerSecret)
 	r = exec(`print(get("https://api.test:8443/data.csv")[0])`)
 	require.Equal(t, "200\n", r.Stdout)
 
-	inspect, err := osexec.Command("docker", "inspect", containerOf(t, "sec", "{{.Id}}")).CombinedOutput()
-	require.NoError(t, err, "%s", inspect)
-	require.Contains(t, string(inspect), "VENDOR_KEY=kernelbox-secret:vendor")
-	infos, err := json.Marshal(e.TemplateInfos())
-	require.NoError(t, err)
-	require.Contains(t, string(infos), `"secrets":[{"name":"vendor","kind":"header","hosts":["api.test:8443"],"header":"Authorization","env":"VENDOR_KEY"}]`)
-	all, err := json.Marshal(results)
-	require.NoError(t, err)
-	require.NoError(t, e.Close())
-	for what, s := range map[string]string{"docker inspect": string(inspect), "the Results": string(all), "GET /v1/templates": string(infos), "the log at debug": logw.String()} {
-		require.NotContains(t, s, "7e31a0c2", "the secret is in %s", what)
-	}
-	require.Contains(t, logw.String(), "egress secret used")
-	require.NotContains(t, logw.String()+string(all)+string(inspect), "kb-rotated-value")
-}
-
-// syncWriter serialises writes to w.
-type syncWriter struct {
-	mu sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (s *syncWriter) Write(b []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(b)
-}
-
-func (s *syncWriter) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.String()
 }
