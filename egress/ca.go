@@ -127,6 +127,12 @@ func (ca *CA) leaf(name string) (*tls.Certificate, error) {
 	return c, nil
 }
 
+// CAEnv lists the variables that point a kernel's TLS clients (OpenSSL and
+// Python's ssl, requests, curl, pip, Node) at a bundle of the system's roots and
+// the CA (Bundle) when its template has secrets. The backend sets them; a
+// template with secrets may not.
+var CAEnv = []string{"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "PIP_CERT", "NODE_EXTRA_CA_CERTS"}
+
 // systemBundles are where Linux distributions keep the system's roots as one
 // PEM file (the list crypto/x509 reads).
 var systemBundles = []string{

@@ -201,7 +201,7 @@ func (s *session) exchange(req *http.Request) bool {
 	use := SecretUse{Method: req.Method, Path: clip(req.URL.EscapedPath())}
 	if rule != nil {
 		use.Rule = rule.Name
-		if err := rule.apply(req, s.host); err != nil {
+		if err := rule.apply(req); err != nil {
 			s.refuse(deny("secret "+rule.Name, err.Error()))
 			return false
 		}

@@ -142,7 +142,7 @@ func TestSecretsReload(t *testing.T) {
 	}
 	value := func() string {
 		req, _ := http.NewRequest("GET", "https://api.test/", nil)
-		if err := s.rules[0].apply(req, Host{Name: "api.test"}); err != nil {
+		if err := s.rules[0].apply(req); err != nil {
 			t.Fatal(err)
 		}
 		return req.Header.Get("Authorization")

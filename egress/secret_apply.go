@@ -128,13 +128,13 @@ func headerHasToken(h http.Header, key, token string) bool {
 // header with anything but the placeholder is refused rather than stripped:
 // code that sends a credential of its own should learn that it is not the
 // one used, and a value the kernel chose never travels beside the secret.
-func (r *secretRule) apply(req *http.Request, host Host) error {
+func (r *secretRule) apply(req *http.Request) error {
 	v := r.val.Load()
 	if v == nil {
 		return errors.New("no value loaded")
 	}
 	if r.Kind == KindSigV4 {
-		return r.sign(req, host, v, time.Now())
+		return r.sign(req, v, time.Now())
 	}
 	have := req.Header.Values(r.Header)
 	switch {
@@ -167,7 +167,7 @@ func (p *Proxy) plainSecret(c net.Conn, req *http.Request, h *head, rec *Record)
 	if r == nil {
 		return true
 	}
-	if err := r.apply(req, host); err != nil {
+	if err := r.apply(req); err != nil {
 		rec.Decision = deny("secret "+r.Name, err.Error())
 		refuse(c, rec.Decision)
 		return false

@@ -36,7 +36,7 @@ var (
 // S3 checks against the body), or UNSIGNED-PAYLOAD for S3; a streaming
 // signature (aws-chunked with per-chunk signatures) cannot be re-signed here
 // and is refused.
-func (r *secretRule) sign(req *http.Request, host Host, v *secretValue, now time.Time) error {
+func (r *secretRule) sign(req *http.Request, v *secretValue, now time.Time) error {
 	if auth := req.Header.Values("Authorization"); len(auth) > 1 || len(auth) == 1 && !strings.Contains(auth[0], Placeholder(r.Name)) {
 		return fmt.Errorf("the request carries its own Authorization; kernelbox signs requests of rule %s: sign with the access key %s (any secret key), or not at all", r.Name, Placeholder(r.Name))
 	}

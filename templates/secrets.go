@@ -10,11 +10,6 @@ import (
 	"github.com/kernelbox/kernelbox/executor"
 )
 
-// CAEnv lists the variables that point a kernel's TLS clients at the bundle of
-// the system's roots and kernelbox's interception CA when its template has
-// secrets. The backend sets them; a template with secrets may not.
-var CAEnv = []string{"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "PIP_CERT", "NODE_EXTRA_CA_CERTS"}
-
 // secrets reads the "secrets" field: a list of egress.SecretRule, checked
 // against the template's allowlist, whose values are read now (from serve's
 // environment or files: never from the templates file). It returns the
@@ -40,7 +35,7 @@ func secrets(raw json.RawMessage, network *egress.Rules, env map[string]string) 
 	if err != nil {
 		return nil, err
 	}
-	for _, k := range CAEnv {
+	for _, k := range egress.CAEnv {
 		if _, ok := env[k]; ok {
 			return nil, fmt.Errorf("env %q: a template with secrets has it set by kernelbox (the bundle of the system's roots and kernelbox's CA)", k)
 		}
@@ -52,7 +47,7 @@ func secrets(raw json.RawMessage, network *egress.Rules, env map[string]string) 
 		if _, ok := env[r.Env]; ok {
 			return nil, fmt.Errorf("secrets %q: env %q is also in the template's env", r.Name, r.Env)
 		}
-		if executor.ReservedEnv(r.Env) || slices.Contains(CAEnv, r.Env) {
+		if executor.ReservedEnv(r.Env) || slices.Contains(egress.CAEnv, r.Env) {
 			return nil, fmt.Errorf("secrets %q: env %q: kernelbox sets this variable itself", r.Name, r.Env)
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/kernelbox/kernelbox/egress"
-	"github.com/kernelbox/kernelbox/templates"
 )
 
 // A template's secrets (egress.Secrets, on its network allowlist) are added by
@@ -84,7 +83,7 @@ func secretsEnv(s *egress.Secrets) []string {
 		return nil
 	}
 	var env []string
-	for _, k := range templates.CAEnv {
+	for _, k := range egress.CAEnv {
 		env = append(env, k+"="+path.Join(containerSocketDir, caBundleName))
 	}
 	return append(env, s.PlaceholderEnv()...)
