@@ -80,7 +80,9 @@ func (p *Proxy) intercept(c net.Conn, br *bufio.Reader, up net.Conn, host Host, 
 		if errors.As(err, &nm) {
 			rec.Decision = deny("server name mismatch", fmt.Sprintf("the TLS server name %q is not the CONNECT target %s", clip(nm.name), host))
 		} else {
-			rec.Err = "TLS from the kernel: " + err.Error()
+			// The usual cause: a client that does not trust the CA (one that
+			// ignores SSL_CERT_FILE and the like, or pins its own roots).
+			rec.Err = "TLS from the kernel: " + err.Error() + " (this host's secret needs the client to trust kernelbox's CA, in the bundle SSL_CERT_FILE names)"
 		}
 		return
 	}
