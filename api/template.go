@@ -57,6 +57,9 @@ type TemplateInfo struct {
 	Data []string `json:"data,omitempty"`
 	// Network is what its sessions may reach over the network.
 	Network *NetworkInfo `json:"network,omitempty"`
+	// Secrets are the credentials kernelbox's egress proxy adds to its
+	// sessions' requests to named hosts: where and how, never the value.
+	Secrets []SecretInfo `json:"secrets,omitempty"`
 	// Sessions is how many live sessions use it.
 	Sessions int `json:"sessions"`
 }
@@ -75,4 +78,26 @@ type NetworkInfo struct {
 	// session's life; concurrent connections).
 	MaxBytes int64 `json:"max_bytes,omitempty"`
 	MaxConns int   `json:"max_conns,omitempty"`
+}
+
+// SecretInfo is one secret rule of a template as shown to clients and models:
+// which requests get a credential the kernel never sees. The value is never
+// shown, nor where kernelbox reads it from.
+type SecretInfo struct {
+	// Name names the rule; the kernel's placeholder is "kernelbox-secret:<name>".
+	Name string `json:"name"`
+	// Kind is "header" or "aws_sigv4".
+	Kind string `json:"kind"`
+	// Hosts and Paths are the requests the credential is added to.
+	Hosts []string `json:"hosts"`
+	Paths []string `json:"paths,omitempty"`
+	// Header is the header set (kind header).
+	Header string `json:"header,omitempty"`
+	// Env is the kernel's variable holding the placeholder, if any.
+	Env string `json:"env,omitempty"`
+	// Region and Service are the signing scope (kind aws_sigv4).
+	Region  string `json:"region,omitempty"`
+	Service string `json:"service,omitempty"`
+	// AllowPlainHTTP says the credential also goes over plain HTTP.
+	AllowPlainHTTP bool `json:"allow_plain_http,omitempty"`
 }

@@ -169,6 +169,9 @@ func (p *Proxy) forward(c net.Conn, br *bufio.Reader, h *head, up net.Conn, rec 
 	}
 	req.Close = true
 	req.RequestURI = ""
+	if !p.plainSecret(c, req, h, rec) {
+		return
+	}
 	cw := &countWriter{w: up, p: p, n: &rec.Up}
 	if err := req.Write(cw); err != nil {
 		rec.Err = "write request: " + err.Error()

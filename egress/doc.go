@@ -27,6 +27,12 @@
 // allow entry names the address, and non-canonical forms (decimal, octal, hex,
 // short dotted) are always refused.
 //
+// The one exception to "TLS untouched" is a template's secrets ([SecretRule],
+// [CompileSecrets], [Rules.WithSecrets]): a CONNECT to a host a secret rule
+// names is terminated with a certificate from a [CA] kept in memory
+// ([Intercept]), and its HTTP/1.1 requests, checked to stay on that host, get
+// the credential on the way out (intercept.go, secret_apply.go, sigv4.go).
+//
 // A refusal is an HTTP 403 with a plain-text body naming the rule, so code in the
 // kernel fails fast with a reason instead of a timeout. Every connection, allowed
 // or not, ends in one [Record] handed to [Options.OnRecord].

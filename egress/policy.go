@@ -52,9 +52,10 @@ type Policy struct {
 
 // Rules is a compiled Policy. It is immutable and safe for concurrent use.
 type Rules struct {
-	policy Policy
-	allow  []allowEntry
-	cidrs  []netip.Prefix
+	policy  Policy
+	allow   []allowEntry
+	cidrs   []netip.Prefix
+	secrets *Secrets // see WithSecrets; nil: none
 }
 
 // allowEntry is one compiled Allow entry.

@@ -61,6 +61,11 @@ type Options struct {
 	IdleTimeout time.Duration
 	// DialTimeout bounds resolving and dialling. Defaults to 10 s.
 	DialTimeout time.Duration
+	// Intercept lets the proxy terminate TLS for the hosts with a secret rule
+	// (Rules.WithSecrets) and add their secrets (intercept.go). Without it a
+	// CONNECT to such a host is refused. Defaults to nil.
+	Intercept *Intercept
+
 	// SniffTimeout bounds the wait for a TLS ClientHello after CONNECT; a client
 	// that sends nothing by then is a server-speaks-first protocol, passed on
 	// unchecked. Defaults to 1 s.
@@ -414,6 +419,10 @@ func (p *Proxy) serve(c net.Conn, rec *Record) {
 	defer p.untrackUp(up)
 	rec.Decision = d
 	c.SetReadDeadline(time.Time{})
+	if h.method == "CONNECT" && p.intercepts(host, h.port) {
+		p.intercept(c, br, up, host, h.port, rec)
+		return
+	}
 	if h.method == "CONNECT" {
 		p.tunnel(c, br, up, host, rec)
 		return

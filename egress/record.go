@@ -27,6 +27,11 @@ type Record struct {
 	// Start is when the connection was accepted; Duration how long it lasted.
 	Start    time.Time
 	Duration time.Duration
+	// SecretUses are the requests of an intercepted connection that carried a
+	// secret (at most 20; MoreSecretUses counts the rest): rule, method, path,
+	// status and bytes, never the value.
+	SecretUses     []SecretUse
+	MoreSecretUses int
 	// Err is how an allowed connection failed ("dial: connection refused",
 	// "idle timeout"), or "".
 	Err string
@@ -40,11 +45,21 @@ func (r Record) String() string {
 	if r.Host == "" {
 		target = "(no target read)"
 	}
+	var s string
 	if r.Decision.Effect == Deny {
-		return fmt.Sprintf("network: deny %s (%s): %s", target, r.Decision.Rule, r.Decision.Reason)
+		// An intercepted connection cut by a refusal still lists the
+		// requests that carried a secret before it.
+		s = fmt.Sprintf("network: deny %s (%s): %s", target, r.Decision.Rule, r.Decision.Reason)
+	} else {
+		s = fmt.Sprintf("network: allow %s via %s, %d B up, %d B down, %s", target, r.Addr, r.Up, r.Down, r.Duration.Round(time.Millisecond))
 	}
-	s := fmt.Sprintf("network: allow %s via %s, %d B up, %d B down, %s", target, r.Addr, r.Up, r.Down, r.Duration.Round(time.Millisecond))
-	if r.Err != "" {
+	for _, u := range r.SecretUses {
+		s += "; " + u.String()
+	}
+	if r.MoreSecretUses > 0 {
+		s += fmt.Sprintf("; %d more requests with a secret", r.MoreSecretUses)
+	}
+	if r.Err != "" && r.Decision.Effect != Deny {
 		s += "; " + r.Err
 	}
 	return s

@@ -99,6 +99,9 @@ type Template struct {
 // by code; Warm, IdleTimeout and Data it applies for every backend.
 type SpecFields struct {
 	Kernel, Image, Memory, CPUs, Pids, MaxLifetime, Env, Network bool
+	// Secrets: the backend's proxy adds a template's secrets (Network.Secrets)
+	// and its kernels trust the interception CA.
+	Secrets bool
 }
 
 // SpecApplier is implemented by backends that apply some of SessionSpec.Template's
@@ -226,7 +229,23 @@ func checkApplies(o *Options, t *Template) error {
 		refuse("pids", t.Pids != 0, applies.Pids),
 		refuse("max_lifetime", t.MaxLifetime != 0, applies.MaxLifetime),
 		refuseNetwork(o, t, applies.Network),
+		refuseSecrets(o, t, applies),
 	)
+}
+
+// refuseSecrets refuses secrets on a backend whose proxy cannot add them.
+func refuseSecrets(o *Options, t *Template, applies SpecFields) error {
+	if t.Network.Secrets() == nil || applies.Secrets {
+		return nil
+	}
+	why := "its egress proxy does not add secrets"
+	if !applies.Network {
+		why = "it has no egress proxy, and a secret must never be handed to the kernel itself"
+	}
+	if o.Backend.Name() == "local" {
+		why = "a local kernel runs as your user and could read kernelbox's memory and environment, where the secret is"
+	}
+	return fmt.Errorf("template %q: field secrets: the %s backend cannot apply it: %s", t.Name, o.Backend.Name(), why)
 }
 
 // refuseNetwork refuses a network allowlist on a backend that cannot enforce one,
@@ -422,6 +441,7 @@ func (e *Executor) TemplateInfos() []api.TemplateInfo {
 			info.Data = append(info.Data, d.Name)
 		}
 		info.Network = networkInfo(t.Network)
+		info.Secrets = secretInfo(t.Network.Secrets())
 		out = append(out, info)
 	}
 	return out
@@ -434,4 +454,17 @@ func networkInfo(r *egress.Rules) *api.NetworkInfo {
 	}
 	p := r.Policy()
 	return &api.NetworkInfo{Mode: "allowlist", Allow: slices.Clone(p.Allow), CIDRs: slices.Clone(p.CIDRs), MaxBytes: p.MaxBytes, MaxConns: p.MaxConns}
+}
+
+// secretInfo shows a template's secret rules to clients: never a value, nor
+// where it is read from.
+func secretInfo(s *egress.Secrets) []api.SecretInfo {
+	var out []api.SecretInfo
+	for _, r := range s.Rules() {
+		out = append(out, api.SecretInfo{
+			Name: r.Name, Kind: r.Kind, Hosts: r.Hosts, Paths: r.Paths, Header: r.Header, Env: r.Env,
+			Region: r.Region, Service: r.Service, AllowPlainHTTP: r.AllowPlainHTTP,
+		})
+	}
+	return out
 }

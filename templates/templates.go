@@ -28,7 +28,10 @@
 // the cap. "network" is "none" (the default: no network at all) or an allowlist
 // for kernelbox's egress proxy, an [egress.Policy] such as {"allow":
 // ["files.example", "*.data.example:443"]}, checked here and refused by the
-// executor on a backend that cannot enforce it. Environment variables are listed to every client (GET /v1/templates
+// executor on a backend that cannot enforce it. "secrets" lists credentials
+// that kernelbox's egress proxy adds to requests to named hosts of that
+// allowlist ([egress.SecretRule]; values read from serve's environment or a
+// file here, never from this file; see secrets.go). Environment variables are listed to every client (GET /v1/templates
 // shows their names): they are not for secrets.
 package templates
 
@@ -112,6 +115,7 @@ type entry struct {
 	MaxLifetime string            `json:"max_lifetime"`
 	Data        map[string]string `json:"data"`
 	Network     json.RawMessage   `json:"network"`
+	Secrets     json.RawMessage   `json:"secrets"`
 }
 
 // lines is a string, or a list of lines joined with newlines.
@@ -264,6 +268,9 @@ func (e entry) template(baseDir string, caps Caps) (executor.Template, error) {
 		return t, err
 	}
 	if t.Network, err = network(e.Network); err != nil {
+		return t, err
+	}
+	if t.Network, err = secrets(e.Secrets, t.Network, e.Env); err != nil {
 		return t, err
 	}
 	if t.Data, err = dataMounts(e.Data, baseDir); err != nil {

@@ -1,6 +1,8 @@
 package templates_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -141,5 +143,41 @@ func TestParseNetwork(t *testing.T) {
 	} {
 		_, err := templates.Parse(strings.NewReader(`{"templates": [{"name": "n", "network": `+tt.network+`}]}`), "/base", caps)
 		require.ErrorContains(t, err, tt.want, tt.network)
+	}
+}
+
+// A template's secrets are checked at load: a missing variable, a host outside
+// the allowlist, a CA variable the template sets itself, a placeholder that
+// clashes with env; the error names the template and rule, never a value.
+func TestParseSecrets(t *testing.T) {
+	t.Setenv("KB_TEST_PARSE_KEY", "parse-secret-value")
+	base := `{"templates": [{"name": "v", %s "network": {"allow": ["api.example"]}, "secrets": [%s]}]}`
+	rule := `{"name": "k", "hosts": ["api.example"], "from_env": "KB_TEST_PARSE_KEY", "env": "API_KEY"}`
+	for _, tc := range []struct{ env, rules, want string }{
+		{``, `{"name": "k", "hosts": ["api.example"], "from_env": "KB_TEST_NOT_SET_X"}`, `template "v": secrets "k": from_env: KB_TEST_NOT_SET_X is not set in kernelbox's environment`},
+		{``, `{"name": "k", "hosts": ["other.example"], "from_env": "KB_TEST_PARSE_KEY"}`, `not in the template's network allowlist`},
+		{``, `{"name": "k", "hosts": ["api.example"], "from_env": "KB_TEST_PARSE_KEY", "value_typo": "x"}`, `unknown field "value_typo"`},
+		{`"env": {"SSL_CERT_FILE": "/x"},`, rule, `env "SSL_CERT_FILE": a template with secrets has it set by kernelbox`},
+		{`"env": {"API_KEY": "x"},`, rule, `secrets "k": env "API_KEY" is also in the template's env`},
+	} {
+		_, err := templates.Parse(strings.NewReader(fmt.Sprintf(base, tc.env, tc.rules)), t.TempDir(), templates.Caps{})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", tc.rules, err, tc.want)
+		}
+	}
+	_, err := templates.Parse(strings.NewReader(`{"templates": [{"name": "v", "secrets": [`+rule+`]}]}`), t.TempDir(), templates.Caps{})
+	if err == nil || !strings.Contains(err.Error(), "no network allowlist") {
+		t.Errorf("secrets without network: %v", err)
+	}
+	ts, err := templates.Parse(strings.NewReader(fmt.Sprintf(base, "", rule)), t.TempDir(), templates.Caps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := ts[0].Network.Secrets()
+	if got := s.PlaceholderEnv(); len(got) != 1 || got[0] != "API_KEY=kernelbox-secret:k" {
+		t.Fatalf("placeholders: %q", got)
+	}
+	if b, _ := json.Marshal(ts[0]); strings.Contains(string(b), "parse-secret-value") || strings.Contains(fmt.Sprintf("%+v %#v", ts[0], s), "parse-secret-value") {
+		t.Fatal("the value shows in the template's JSON or its printed form")
 	}
 }

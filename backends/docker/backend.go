@@ -58,6 +58,7 @@ type Backend struct {
 	// budgets are the sessions' egress byte budgets, kept beside the state
 	// file (egress.go).
 	budgets *sessionproxy.Budgets
+	secrets secretsCA // the interception CA, made for the first template with secrets (secrets.go)
 }
 
 var (
@@ -168,7 +169,7 @@ func (b *Backend) Applies() executor.SpecFields {
 	// then only the proxy's socket (egress.go). On a Docker network it could
 	// bypass the proxy.
 	return executor.SpecFields{Kernel: true, Image: true, Memory: true, CPUs: true, Pids: true, MaxLifetime: true, Env: true,
-		Network: b.cfg.network == DefaultNetwork}
+		Network: b.cfg.network == DefaultNetwork, Secrets: b.cfg.network == DefaultNetwork}
 }
 
 // MountsData reports that this backend exposes SessionSpec.Data itself, as read-only

@@ -96,12 +96,17 @@ func (b *Backend) startEgress(ctx context.Context, l *launch, p *Placement) erro
 		ln.Close()
 		return fmt.Errorf("egress: %w", err)
 	}
+	ic, err := b.intercept(rules)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	e, err := sessionproxy.Start(ln, sessionproxy.Options{
 		Rules: rules, Session: l.spec.ID, Warm: l.spec.Warm, TestHosts: b.cfg.egressTestHosts,
 		// Not l.log, which names the session as it was opened (a warm pool's
 		// placeholder): the proxy names it in each line, Adopt's id once taken.
 		Logger:  b.cfg.log.With("container", dockerapi.Short(p.id)),
-		Budgets: b.budgets, Limiter: b.cfg.egressLimiter,
+		Budgets: b.budgets, Limiter: b.cfg.egressLimiter, Intercept: ic,
 	})
 	if err != nil {
 		return err

@@ -75,6 +75,7 @@ func (b *Backend) open(ctx context.Context, spec executor.SessionSpec) (_ *Place
 	l := &launch{spec: spec, cfg: b.cfg.withTemplate(spec.Template), log: b.cfg.log.With("session", spec.ID)}
 	if spec.Template.Network != nil {
 		l.cfg.Env = append(slices.Clone(l.cfg.Env), proxyEnv()...)
+		l.cfg.Env = append(l.cfg.Env, secretsEnv(spec.Template.Network.Secrets())...)
 	}
 	defer func() {
 		if err != nil {
@@ -143,6 +144,9 @@ func (b *Backend) prepareDirs(l *launch) error {
 		return err
 	}
 	if err := writeTokenConfig(filepath.Join(l.sockDir, configDirName), l.token, b.cfg.chown, b.cfg.GID); err != nil {
+		return err
+	}
+	if err := b.writeCABundle(l); err != nil {
 		return err
 	}
 	return prepareSessionDir(b.cfg, l.spec.Dir, l.spec.Data)

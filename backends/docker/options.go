@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -139,6 +140,11 @@ type Options struct {
 	// descriptors its API needs. Defaults to none: each session's max_conns
 	// alone bounds its proxy.
 	EgressLimiter *egress.Limiter
+	// EgressUpstreamRoots, when not nil, verifies the hosts the egress proxy
+	// intercepts for a template's secrets (egress.Intercept.UpstreamRoots):
+	// hosts with a private CA, and a test internet's. Defaults to the system's
+	// roots.
+	EgressUpstreamRoots *x509.CertPool
 }
 
 // config is Options with defaults applied and values checked. The kernel's
@@ -154,8 +160,9 @@ type config struct {
 	socketRoot   string
 	stateFile    string
 
-	egressTestHosts map[string][]netip.Addr
-	egressLimiter   *egress.Limiter
+	egressTestHosts     map[string][]netip.Addr
+	egressLimiter       *egress.Limiter
+	egressUpstreamRoots *x509.CertPool
 }
 
 // maxSocketPath is the longest socket path that works: sun_path holds 108 bytes on
@@ -208,8 +215,9 @@ func (o Options) resolve(euid, egid int) (config, error) {
 		socketRoot:   o.SocketRoot,
 		stateFile:    o.StateFile,
 
-		egressTestHosts: o.EgressTestHosts,
-		egressLimiter:   o.EgressLimiter,
+		egressTestHosts:     o.EgressTestHosts,
+		egressLimiter:       o.EgressLimiter,
+		egressUpstreamRoots: o.EgressUpstreamRoots,
 	}
 	c.CapAdd = slices.Clone(o.CapAdd)
 	c.NewPrivileges, c.WritableRoot, c.NoInit = o.AllowNewPrivileges, o.WritableRootFS, o.NoInit

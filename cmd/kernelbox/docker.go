@@ -18,6 +18,7 @@ import (
 func (c *backendConfig) registerContainer(fs *flag.FlagSet) {
 	fs.StringVar(&c.image, "image", "", "kernel image for --backend docker (default kernelbox/kernel:latest)")
 	fs.Var(&c.memory, "memory", "per-session memory limit for --backend docker, e.g. 2g or 512m, none for no limit; swap is limited to the same (default 2 GiB, or the whole budget when less)")
+	fs.StringVar(&c.egressUpstreamCA, "egress-upstream-ca", "", "PEM file of the roots with which the egress proxy verifies the hosts it intercepts to add a template's secrets, for hosts with a private CA (docker; default: the system's roots; docs/network.md)")
 	fs.Var(&c.egressTestHosts, "egress-test-hosts", "FOR TESTS ONLY: NAME=ADDR[,ADDR...] (repeatable): the egress proxy resolves these names to these addresses and no other name at all, for a test internet the tests make (docs/network.md)")
 }
 
@@ -26,8 +27,12 @@ func openDocker(ctx context.Context, c *backendConfig, log *slog.Logger) (execut
 	if c.egressLimiter == nil {
 		c.egressLimiter = egressLimiter(log)
 	}
+	roots, err := upstreamRoots(c.egressUpstreamCA)
+	if err != nil {
+		return nil, err
+	}
 	return docker.New(ctx, docker.Options{Image: c.image, Memory: c.sessionMemory, Logger: log, StateFile: c.stateFile,
-		EgressTestHosts: c.egressTestHosts, EgressLimiter: c.egressLimiter})
+		EgressTestHosts: c.egressTestHosts, EgressLimiter: c.egressLimiter, EgressUpstreamRoots: roots})
 }
 
 // dockerLimits is what one docker session gets: its image and container limits.

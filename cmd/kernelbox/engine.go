@@ -79,6 +79,8 @@ type engine struct {
 	calls *calls.Registry // shared by the HTTP API and MCP
 	// journal is the calls registry's journal (stop.go), or "".
 	journal string
+	// templates are the loaded templates, whose secrets SIGHUP reloads (secrets.go).
+	templates []executor.Template
 }
 
 func (f *engineFlags) logger(w io.Writer) (*slog.Logger, error) {
@@ -156,7 +158,7 @@ func (f *engineFlags) build(ctx context.Context, log *slog.Logger, approver perm
 	}
 	m.WatchSessions(e.Sessions)
 	m.WatchTemplates(e.TemplateInfos)
-	return &engine{exec: e, backend: backend, kind: kind, ws: ws, log: log, metrics: m, journal: f.keep.journal()}, nil
+	return &engine{exec: e, backend: backend, kind: kind, ws: ws, log: log, metrics: m, journal: f.keep.journal(), templates: tmpls}, nil
 }
 
 // newWorkspace opens the workspace the flags describe.

@@ -98,6 +98,7 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		fmt.Fprintf(stdout, "dashboard: http://%s/ (log in with %s)\n", ln.Addr(), where)
 	}
+	defer reloadSecretsOnHUP(en.templates, log)()
 	return serveUntilDone(ctx, srv, limited, en, log)
 }
 

@@ -3,7 +3,9 @@ package testexec
 import (
 	"context"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/hex"
+	"log/slog"
 	"net/netip"
 	"testing"
 
@@ -31,6 +33,11 @@ type Real struct {
 	// EgressTestHosts is the docker egress proxy's name resolution for a test
 	// internet (docker.Options.EgressTestHosts).
 	EgressTestHosts map[string][]netip.Addr
+	// EgressUpstreamRoots verify the hosts the docker egress proxy intercepts for
+	// a template's secrets (docker.Options.EgressUpstreamRoots).
+	EgressUpstreamRoots *x509.CertPool
+	// Logger is the docker backend's logger. Defaults to discarding.
+	Logger *slog.Logger
 }
 
 // Marked is a local backend whose kernels carry a marker of their own in their
@@ -81,7 +88,8 @@ func LocalWith(t testing.TB, r Real) *Marked {
 // testenv.Image does when the image is missing); the executor it is given closes it.
 func DockerWith(t testing.TB, r Real) executor.Backend {
 	t.Helper()
-	o := docker.Options{Memory: r.Memory, PidsLimit: r.PidsLimit, Image: docker.DefaultImage, EgressTestHosts: r.EgressTestHosts}
+	o := docker.Options{Memory: r.Memory, PidsLimit: r.PidsLimit, Image: docker.DefaultImage, EgressTestHosts: r.EgressTestHosts,
+		EgressUpstreamRoots: r.EgressUpstreamRoots, Logger: r.Logger}
 	if r.R {
 		o.Image = docker.RImage
 	}

@@ -43,6 +43,9 @@ type Options struct {
 	TestHosts map[string][]netip.Addr
 	// Logger receives the proxy's refusals. Defaults to discarding.
 	Logger *slog.Logger
+	// Intercept is egress.Options.Intercept: what adding Rules' secrets
+	// takes. Defaults to nil (a CONNECT to a host with a secret is refused).
+	Intercept *egress.Intercept
 }
 
 // Proxy is one session's running egress proxy and what its connections did since
@@ -67,7 +70,7 @@ func Start(ln net.Listener, o Options) (*Proxy, error) {
 	}
 	px, err := egress.New(egress.Options{
 		Rules: o.Rules, Session: o.Session, TestHosts: o.TestHosts, Budget: budget, Limiter: o.Limiter,
-		OnRecord: p.record, Logger: o.Logger,
+		OnRecord: p.record, Logger: o.Logger, Intercept: o.Intercept,
 	})
 	if err != nil {
 		ln.Close()

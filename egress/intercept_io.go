@@ -1,0 +1,181 @@
+package egress
+
+import (
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The readers and writers of an intercepted connection (intercept.go).
+
+// countConn is a connection whose reads come from r (which may hold bytes
+// already read from it) and whose writes are counted against the session's
+// byte limit.
+type countConn struct {
+	net.Conn
+	r io.Reader
+	w io.Writer
+}
+
+func (c *countConn) Read(b []byte) (int, error)  { return c.r.Read(b) }
+func (c *countConn) Write(b []byte) (int, error) { return c.w.Write(b) }
+
+// atomicCounter counts the bytes written through it into n, which other
+// goroutines read, and against the proxy's session total: a TLS connection
+// may write from its reading goroutine (a key update), so the count is atomic.
+type atomicCounter struct {
+	w io.Writer
+	p *Proxy
+	n *atomic.Int64
+}
+
+func (a *atomicCounter) Write(b []byte) (int, error) {
+	if !a.p.spend(int64(len(b))) {
+		return 0, errByteLimit
+	}
+	n, err := a.w.Write(b)
+	a.n.Add(int64(n))
+	return n, err
+}
+
+// idleReader sets conn's read deadline to idle from now before each read: a
+// side silent for that long is cut.
+type idleReader struct {
+	r    io.Reader
+	conn net.Conn
+	idle time.Duration
+}
+
+func (r *idleReader) Read(b []byte) (int, error) {
+	r.conn.SetReadDeadline(time.Now().Add(r.idle))
+	return r.r.Read(b)
+}
+
+// headLimit reads from r at most n bytes while n >= 0 (then io.EOF, and hit is
+// set); a negative n is no limit. It bounds a head that http.ReadRequest
+// reads through a bufio.Reader above it, as net/http's server does.
+type headLimit struct {
+	r   io.Reader
+	n   int64
+	hit bool
+}
+
+func (l *headLimit) Read(b []byte) (int, error) {
+	if l.n < 0 {
+		return l.r.Read(b)
+	}
+	if l.n == 0 {
+		l.hit = true
+		return 0, io.EOF
+	}
+	if int64(len(b)) > l.n {
+		b = b[:l.n]
+	}
+	n, err := l.r.Read(b)
+	l.n -= int64(n)
+	return n, err
+}
+
+// asyncWriter hands what is written to it to a goroutine of its own, which
+// writes out everything gathered since its last write in one: a lone small
+// write (a server-sent event, a chunk of an upload) goes out at once, and while
+// a write is in progress the next records gather, so that under load a bulk
+// transfer takes few, large writes instead of one per 16 KiB TLS record. At
+// most maxPending bytes wait (Write blocks beyond that). It is an
+// io.ByteWriter, so that http.Request.Write uses it as it is instead of
+// wrapping it in a bufio.Writer that would hold a streamed body's pieces back.
+// Write, Flush and Close are for one goroutine at a time.
+type asyncWriter struct {
+	w       io.Writer
+	mu      sync.Mutex
+	cond    sync.Cond
+	buf     []byte // waiting to be written
+	spare   []byte
+	writing bool
+	closed  bool
+	err     error
+	done    chan struct{}
+}
+
+// maxPending bounds the bytes an asyncWriter holds.
+const maxPending = 256 << 10
+
+func newAsyncWriter(w io.Writer) *asyncWriter {
+	a := &asyncWriter{w: w, done: make(chan struct{})}
+	a.cond.L = &a.mu
+	go a.run()
+	return a
+}
+
+func (a *asyncWriter) run() {
+	defer close(a.done)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for {
+		for len(a.buf) == 0 && !a.closed {
+			a.cond.Wait()
+		}
+		if len(a.buf) == 0 {
+			return
+		}
+		out := a.buf
+		a.buf, a.writing = a.spare[:0], true
+		a.mu.Unlock()
+		_, err := a.w.Write(out)
+		a.mu.Lock()
+		a.spare, a.writing = out[:0], false
+		if err != nil && a.err == nil {
+			a.err = err
+		}
+		if a.err != nil {
+			a.buf = a.buf[:0]
+		}
+		a.cond.Broadcast()
+	}
+}
+
+func (a *asyncWriter) Write(b []byte) (int, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for a.err == nil && len(a.buf) > 0 && len(a.buf)+len(b) > maxPending {
+		a.cond.Wait()
+	}
+	if a.err != nil {
+		return 0, a.err
+	}
+	a.buf = append(a.buf, b...)
+	a.cond.Broadcast()
+	return len(b), nil
+}
+
+func (a *asyncWriter) WriteByte(b byte) error {
+	_, err := a.Write([]byte{b})
+	return err
+}
+
+// WriteString is io.StringWriter, which fmt and net/http use.
+func (a *asyncWriter) WriteString(s string) (int, error) { return a.Write([]byte(s)) }
+
+// Flush waits until everything written so far is out, and returns the first
+// error a write had.
+func (a *asyncWriter) Flush() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for a.err == nil && (len(a.buf) > 0 || a.writing) {
+		a.cond.Wait()
+	}
+	return a.err
+}
+
+// Close stops the writer's goroutine once what is gathered is out (or a write
+// failed) and waits for it; the caller cuts the connection first to abandon
+// what is gathered.
+func (a *asyncWriter) Close() {
+	a.mu.Lock()
+	a.closed = true
+	a.cond.Broadcast()
+	a.mu.Unlock()
+	<-a.done
+}
