@@ -139,13 +139,15 @@ class SessionInfo:
     snapshot: Optional[Dict[str, Any]] = None
     #: The last after-call checkpoint (``after_call``, ``bytes``, ``names``, ``taken``), else None.
     checkpoint: Optional[Dict[str, Any]] = None
+    #: The session directory as its kernel sees it (absolute), once it has had a kernel; "" when unknown.
+    dir: str = ""
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "SessionInfo":
         """Return the SessionInfo d describes."""
         return cls(d.get("id", ""), d.get("template", ""), d.get("state", ""), d.get("execution_count", 0),
                    d.get("calls", 0), d.get("queued", 0), d.get("kernel_id", ""), d.get("created", ""),
-                   d.get("last_activity", ""), d.get("snapshot"), d.get("checkpoint"))
+                   d.get("last_activity", ""), d.get("snapshot"), d.get("checkpoint"), d.get("dir", ""))
 
 
 @dataclass

@@ -1,49 +1,24 @@
-"""A Deep Agents sandbox backend on kernelbox: one kernelbox session is one sandbox.
+"""KernelboxSandbox: one kernelbox session as a Deep Agents sandbox (execute, transfers,
+the file tools of :mod:`._files`, run_python).
 
-:class:`KernelboxSandbox` has the shape of Deep Agents' ``SandboxBackendProtocol``
-(deepagents 0.7, ``deepagents/backends/protocol.py``): ``id``, ``execute`` (a shell
-command run through the session's kernel, stdout and stderr combined, the real exit
-code), ``upload_files``/``download_files`` with per-file results in input order,
-and ``ls``, ``read``, ``write``, ``edit``, ``grep``, ``glob``, ``delete``, each with
-an ``a``-prefixed async twin. Paths are absolute. A path under the session
-directory (``/workspace`` on docker; the session's host directory on local) goes
-through kernelbox's files API; any other path (``/tmp/x.txt``) through the kernel,
-with the same results. :meth:`KernelboxSandbox.run_python` runs Python in the same
-stateful kernel. :class:`KernelboxSandboxClient` creates, finds and deletes
-sandboxes as Deep Agents' sandbox providers do.
-
-When deepagents is installed its result types are used and the class subclasses
-its ``SandboxBackendProtocol``; otherwise same-named stand-ins are (``_da_types``).
+Paths under the session directory (as the server names it) go through kernelbox's
+files API; any other absolute path through the session's kernel (:mod:`._kernel`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime
 import posixpath
 import secrets
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from . import _da_kernel
-from ._da_files import FilesMixin
-from ._da_types import (ExecuteResponse, FileDownloadResponse, FileUploadResponse, SandboxBackendProtocol,
-                        SandboxNotFoundError, file_error, INVALID_PATH)
-from .client import Client
-from .errors import NotFound
-from .types import Result
-
-#: The session-directory folder staged files pass through on their way to or from
-#: paths outside the session directory; ls and glob leave it out.
-STAGING = ".kernelbox-da"
-
-
-def check_path(path: str) -> Optional[str]:
-    """Return INVALID_PATH unless path is absolute, without NUL, ``..`` or ``~``."""
-    if not isinstance(path, str) or not path.startswith("/") or "\x00" in path:
-        return INVALID_PATH
-    if ".." in path.split("/") or path.startswith("~"):
-        return INVALID_PATH
-    return None
+from . import _kernel
+from ._files import FilesMixin
+from ._paths import STAGING, check_path
+from ._types import ExecuteResponse, FileDownloadResponse, FileUploadResponse, SandboxBackendProtocol, file_error
+from ..client import Client
+from ..errors import NotFound
+from ..types import Result
 
 
 class KernelboxSandbox(FilesMixin, SandboxBackendProtocol):  # type: ignore[misc]
@@ -78,23 +53,43 @@ class KernelboxSandbox(FilesMixin, SandboxBackendProtocol):  # type: ignore[misc
 
     def _kernel(self, op: str, args: Dict[str, Any], timeout: Optional[float] = None) -> Any:
         """Run one operation of _da_kernel in the session's kernel and return its answer."""
-        r = self.client.execute(self.session_id, _da_kernel.program(op, args), template=self.template,
+        r = self.client.execute(self.session_id, _kernel.program(op, args), template=self.template,
                                 timeout=timeout)
         if r.status != "ok":
             why = r.error.ename + ": " + r.error.evalue if r.error else r.status
             raise RuntimeError(f"kernelbox: {op} in session {self.session_id}: {r.status}: {why}")
-        return _da_kernel.parse(r.stdout)
+        return _kernel.parse(r.stdout)
 
     @property
     def root(self) -> str:
-        """The session directory's absolute path in the sandbox (the kernel's working directory)."""
+        """The session directory's absolute path as the sandbox sees it, as the server names it.
+
+        It comes from the session's ``dir`` (GET /v1/sessions/{id}), never from the
+        kernel's current directory, which code in the sandbox may change. A session
+        that has not had a kernel yet is started first. Raises RuntimeError on a
+        backend whose kernels keep the session's files elsewhere (remote, swarm):
+        give those absolute paths, which all go through the kernel.
+        """
         if self._root is None:
-            self._root = str(self._kernel("cwd", {})).rstrip("/") or "/"
+            info = self.client.session(self.session_id)
+            if not info.dir:
+                r = self.client.execute(self.session_id, "pass", template=self.template)
+                if r.status != "ok":
+                    raise RuntimeError(f"kernelbox: start session {self.session_id}: {_call_failure(r)}")
+                info = self.client.session(self.session_id)
+            if not info.dir:
+                raise RuntimeError(f"kernelbox: the server names no directory for session {self.session_id} "
+                                   "(its backend keeps the session's files in the kernel); give absolute paths")
+            self._root = info.dir.rstrip("/") or "/"
         return self._root
 
     def _rel(self, path: str) -> Optional[str]:
-        """Return path relative to the session directory ("" for it), or None when outside it."""
-        root = self.root
+        """Return path relative to the session directory ("" for it), or None when outside it
+        (or when the server names no session directory: then every path goes through the kernel)."""
+        try:
+            root = self.root
+        except RuntimeError:
+            return None
         p = posixpath.normpath(path) if path != "/" else "/"
         if p == root:
             return ""
@@ -105,19 +100,23 @@ class KernelboxSandbox(FilesMixin, SandboxBackendProtocol):  # type: ignore[misc
     def execute(self, command: str, *, timeout: Optional[int] = None) -> ExecuteResponse:
         """Run command with /bin/sh -c in the sandbox; return its output and exit code.
 
-        The command runs as a child of the session's kernel, in the session directory,
-        in a process group of its own. Past ``timeout`` seconds the group is killed,
+        The command runs as a child of the session's kernel, in the session directory
+        (whatever the kernel's current directory), in a process group of its own. Past ``timeout`` seconds the group is killed,
         the exit code is 124 and the output says so. Output past ``max_output_bytes``
         loses its middle (a note says how much) and ``truncated`` is set.
         """
         t = self.default_timeout if timeout is None else timeout
-        args = {"cmd": command, "limit": self.max_output_bytes, "timeout": t}
+        try:
+            cwd: Optional[str] = self.root
+        except RuntimeError:
+            cwd = None
+        args = {"cmd": command, "limit": self.max_output_bytes, "timeout": t, "cwd": cwd}
         # The call's own bound leaves the kernel time to kill the group and answer.
-        r = self.client.execute(self.session_id, _da_kernel.program("sh", args), template=self.template,
+        r = self.client.execute(self.session_id, _kernel.program("sh", args), template=self.template,
                                 timeout=(t + 60) if t else 0)
         if r.status != "ok":
             return ExecuteResponse(output=_call_failure(r), exit_code=None, truncated=r.truncated)
-        a = _da_kernel.parse(r.stdout)
+        a = _kernel.parse(r.stdout)
         out = a["output"]
         if a.get("timed_out"):
             out += f"\n[kernelbox: command timed out after {t} s; its process group was killed (exit code 124)]"
@@ -195,7 +194,7 @@ class KernelboxSandbox(FilesMixin, SandboxBackendProtocol):  # type: ignore[misc
                 res = self.client.batch(self.session_id, downloads=[r for _, r in inside])
                 for (i, _), r in zip(inside, res.downloads):
                     e = file_error(r.status)
-                    out[i] = FileDownloadResponse(path=paths[i], content=r.content if e is None else None, error=e)
+                    out[i] = FileDownloadResponse(path=paths[i], content=(r.content or b"") if e is None else None, error=e)
             if outside:
                 stage = STAGING + "/" + secrets.token_hex(6)
                 names = [f"{stage}/{k}" for k in range(len(outside))]
@@ -207,7 +206,7 @@ class KernelboxSandbox(FilesMixin, SandboxBackendProtocol):  # type: ignore[misc
                     if e is None:
                         r = next(it)
                         e = file_error(r.status)
-                        out[i] = FileDownloadResponse(path=paths[i], content=r.content if e is None else None, error=e)
+                        out[i] = FileDownloadResponse(path=paths[i], content=(r.content or b"") if e is None else None, error=e)
                     else:
                         out[i] = FileDownloadResponse(path=paths[i], error=e)
                 self._drop(stage)
@@ -253,63 +252,4 @@ def _whole(e: Exception) -> str:
     return file_error(code) if code in ("permission_denied", "invalid_path", "not_found") else f"error: {e}"
 
 
-def iso(ts: Any) -> str:
-    """Return an ISO 8601 time for an RFC 3339 string or a POSIX timestamp."""
-    if isinstance(ts, (int, float)):
-        return datetime.datetime.fromtimestamp(ts, datetime.timezone.utc).isoformat()
-    return str(ts)
-
-
-class KernelboxSandboxClient:
-    """Creates, finds and deletes kernelbox sandboxes, as Deep Agents' sandbox clients do.
-
-    ``get`` reconnects to an existing session without creating one (an unknown id
-    raises :class:`SandboxNotFoundError`); ``delete`` is idempotent.
-    """
-
-    def __init__(self, url: Optional[str] = None, token: Optional[str] = None, template: Optional[str] = None,
-                 **sandbox_options: Any):
-        self.client = Client(url, token)
-        self.template = template
-        self.options = sandbox_options
-
-    def create(self, **kwargs: Any) -> KernelboxSandbox:
-        """Create a new sandbox (a new session) and return it."""
-        opts = dict(self.options)
-        opts.update(kwargs)
-        opts.setdefault("template", self.template)
-        return KernelboxSandbox(client=self.client, **opts)
-
-    def get(self, *, sandbox_id: str, **kwargs: Any) -> KernelboxSandbox:
-        """Return the sandbox of an existing session; SandboxNotFoundError when there is none."""
-        try:
-            info = self.client.session(sandbox_id)
-        except NotFound as e:
-            raise SandboxNotFoundError(f"no kernelbox session {sandbox_id!r}") from e
-        opts = dict(self.options)
-        opts.update(kwargs)
-        opts.setdefault("template", info.template or None)
-        return KernelboxSandbox(client=self.client, session_id=sandbox_id, **opts)
-
-    def delete(self, *, sandbox_id: str) -> None:
-        """Delete a sandbox (close its session); deleting an unknown one is no error."""
-        try:
-            self.client.close_session(sandbox_id)
-        except NotFound:
-            pass
-
-    async def acreate(self, **kwargs: Any) -> KernelboxSandbox:
-        """Async version of create."""
-        return await asyncio.to_thread(self.create, **kwargs)
-
-    async def aget(self, *, sandbox_id: str, **kwargs: Any) -> KernelboxSandbox:
-        """Async version of get."""
-        return await asyncio.to_thread(lambda: self.get(sandbox_id=sandbox_id, **kwargs))
-
-    async def adelete(self, *, sandbox_id: str) -> None:
-        """Async version of delete."""
-        await asyncio.to_thread(self.delete, sandbox_id=sandbox_id)
-
-
-__all__ = ["KernelboxSandbox", "KernelboxSandboxClient", "SandboxNotFoundError", "ExecuteResponse",
-           "FileDownloadResponse", "FileUploadResponse", "check_path"]
+__all__ = ["KernelboxSandbox"]
