@@ -51,9 +51,9 @@ type SessionInfo struct {
 	// session's files in a directory of their own (remote, swarm). Clients that
 	// map kernel paths to the files API take it from here, never from the
 	// kernel's current directory, which the code may change.
-	Dir string `json:"dir,omitempty"`
-	Created        time.Time    `json:"created"`
-	LastActivity   time.Time    `json:"last_activity"`
+	Dir          string    `json:"dir,omitempty"`
+	Created      time.Time `json:"created"`
+	LastActivity time.Time `json:"last_activity"`
 	// Snapshot describes the saved namespace of a hibernated session.
 	Snapshot *SnapshotInfo `json:"snapshot,omitempty"`
 	// Hibernated is when the session was hibernated (zero when it is not).
