@@ -304,11 +304,38 @@ finally:
     del _KBDA
 '''
 
+# Arguments too large for a cell come in a file of the session directory, read once and removed.
+_ARGS_FILE = r'''_KBDA.args(__PATH__)'''
+_ARGS_READER = r'''
+    @staticmethod
+    def args(p):
+        try:
+            with open(p, "rb") as f:
+                return f.read().decode()
+        finally:
+            _KBDA.os.remove(p)
+'''
 
-def program(op: str, args: Dict[str, Any]) -> str:
-    """Return the cell that runs op with args in the kernel (its function a static method of the class)."""
+#: Arguments longer than this (JSON bytes) go in a file instead of the cell (kernelbox
+#: bounds a cell's code at 1 MiB).
+MAX_INLINE_ARGS = 256 << 10
+
+
+def encode(args: Dict[str, Any]) -> str:
+    """Return args as the JSON the kernel reads."""
+    return json.dumps(args)
+
+
+def program(op: str, args: str, args_path: str = "") -> str:
+    """Return the cell that runs op in the kernel (its function a static method of the class)
+    with args, the JSON of its arguments, or with the JSON in the file args_path."""
     body = textwrap.indent("@staticmethod" + OPS[op], "    ")
-    return PRELUDE + body + _RUN.replace("__MARKER__", repr(MARKER)).replace("__ARGS__", repr(json.dumps(args)))
+    if args_path:
+        src = _ARGS_FILE.replace("__PATH__", repr(args_path))
+        body += _ARGS_READER
+    else:
+        src = repr(args)
+    return PRELUDE + body + _RUN.replace("__MARKER__", repr(MARKER)).replace("__ARGS__", src)
 
 
 def parse(stdout: str) -> Any:

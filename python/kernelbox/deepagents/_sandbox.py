@@ -52,13 +52,24 @@ class KernelboxSandbox(FilesMixin, SandboxBackendProtocol):  # type: ignore[misc
     # -- the kernel
 
     def _kernel(self, op: str, args: Dict[str, Any], timeout: Optional[float] = None) -> Any:
-        """Run one operation of _da_kernel in the session's kernel and return its answer."""
-        r = self.client.execute(self.session_id, _kernel.program(op, args), template=self.template,
-                                timeout=timeout)
+        """Run one operation of _kernel in the session's kernel and return its answer.
+
+        Arguments over MAX_INLINE_ARGS (a 1 MB grep pattern, a large edit) travel in a
+        file of the session directory's staging folder, which the kernel removes.
+        """
+        r = self.client.execute(self.session_id, self._cell(op, args), template=self.template, timeout=timeout)
         if r.status != "ok":
             why = r.error.ename + ": " + r.error.evalue if r.error else r.status
             raise RuntimeError(f"kernelbox: {op} in session {self.session_id}: {r.status}: {why}")
         return _kernel.parse(r.stdout)
+
+    def _cell(self, op: str, args: Dict[str, Any]) -> str:
+        a = _kernel.encode(args)
+        if len(a) <= _kernel.MAX_INLINE_ARGS:
+            return _kernel.program(op, a)
+        name = STAGING + "/args-" + secrets.token_hex(8)
+        self.client.upload(self.session_id, name, a.encode())
+        return _kernel.program(op, a, self.root + "/" + name)
 
     @property
     def root(self) -> str:
@@ -112,8 +123,11 @@ class KernelboxSandbox(FilesMixin, SandboxBackendProtocol):  # type: ignore[misc
             cwd = None
         args = {"cmd": command, "limit": self.max_output_bytes, "timeout": t, "cwd": cwd}
         # The call's own bound leaves the kernel time to kill the group and answer.
-        r = self.client.execute(self.session_id, _kernel.program("sh", args), template=self.template,
-                                timeout=(t + 60) if t else 0)
+        try:
+            cell = self._cell("sh", args)
+        except Exception as e:
+            return ExecuteResponse(output=f"[kernelbox: the command could not be sent: {e}]", exit_code=None)
+        r = self.client.execute(self.session_id, cell, template=self.template, timeout=(t + 60) if t else 0)
         if r.status != "ok":
             return ExecuteResponse(output=_call_failure(r), exit_code=None, truncated=r.truncated)
         a = _kernel.parse(r.stdout)
