@@ -31,7 +31,39 @@ MAX_IDLE = 4
 _MAX_ERROR_BODY = 1 << 20
 
 
-class _UnixConnection(http.client.HTTPConnection):
+class _OneWrite:
+    """Sends a request's head and a bytes body in one write (http.client writes them in
+    two: two system calls, and a body that can wait behind Nagle's algorithm for the
+    head's acknowledgement). A streamed body is sent as http.client sends it."""
+
+    def _send_output(self, message_body: Any = None, encode_chunked: bool = False) -> None:
+        if not isinstance(message_body, (bytes, bytearray)) or encode_chunked:
+            super()._send_output(message_body, encode_chunked)  # type: ignore[misc]
+            return
+        buf = self._buffer  # type: ignore[attr-defined]
+        buf.extend((b"", b""))
+        head = b"\r\n".join(buf)
+        del buf[:]
+        self.send(head + message_body)  # type: ignore[attr-defined]
+
+
+class _TCPConnection(_OneWrite, http.client.HTTPConnection):
+    """An HTTPConnection with TCP_NODELAY: a request is never held back for an acknowledgement."""
+
+    def connect(self) -> None:
+        super().connect()
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class _TLSConnection(_OneWrite, http.client.HTTPSConnection):
+    """An HTTPSConnection with TCP_NODELAY."""
+
+    def connect(self) -> None:
+        super().connect()
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class _UnixConnection(_OneWrite, http.client.HTTPConnection):
     """An HTTPConnection to a unix socket."""
 
     def __init__(self, path: str, timeout: Optional[float]):
@@ -138,8 +170,8 @@ class Transport:
         if self.kind == "unix":
             return _UnixConnection(self.path, t)
         if self.kind == "https":
-            return http.client.HTTPSConnection(self.host, self.port, timeout=t)
-        return http.client.HTTPConnection(self.host, self.port, timeout=t)
+            return _TLSConnection(self.host, self.port, timeout=t)
+        return _TCPConnection(self.host, self.port, timeout=t)
 
     def headers(self, extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
         """Return the request headers: the token, then extra."""
