@@ -17,7 +17,7 @@ import select
 import socket
 import stat
 import threading
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 from urllib.parse import urlsplit
 
 from .errors import TransportError, error_for
@@ -158,6 +158,7 @@ class Transport:
         self.kind, self.host, self.port, self.path = parse_server(server)
         self.token = token
         self.timeout = timeout
+        self._auth = {"Authorization": "Bearer " + token} if token else {}
         self._lock = threading.Lock()
         self._idle: List[http.client.HTTPConnection] = []
         self.connections = 0  # how many connections were opened (for tests and the benchmark)
@@ -175,9 +176,7 @@ class Transport:
 
     def headers(self, extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
         """Return the request headers: the token, then extra."""
-        h = {}
-        if self.token:
-            h["Authorization"] = "Bearer " + self.token
+        h = dict(self._auth)
         if extra:
             h.update(extra)
         return h
@@ -214,8 +213,10 @@ class Transport:
         c.close()
 
     def request(self, method: str, path: str, body: Any = None,
-                headers: Optional[Dict[str, str]] = None) -> Tuple[int, Dict[str, str], bytes]:
+                headers: Optional[Dict[str, str]] = None) -> Tuple[int, Mapping[str, str], bytes]:
         """Send one request on a kept connection and return (status, headers, body).
+
+        The headers are the answer's, looked up without regard to case.
 
         Non-2xx answers raise the error table's exception; failures to connect or
         broken connections raise TransportError.
@@ -245,7 +246,7 @@ class Transport:
                 self._give(conn)
             if resp.status >= 300:
                 raise answer_error(resp.status, data)
-            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, data
+            return resp.status, resp.headers, data
         raise AssertionError("unreachable")
 
 

@@ -85,12 +85,12 @@ class Result:
         """Return the Result d describes."""
         return cls(
             session_id=d.get("session_id", ""), status=d.get("status", ""),
-            execution_count=d.get("execution_count", 0), outputs=list(d.get("outputs") or []),
+            execution_count=d.get("execution_count", 0), outputs=d.get("outputs") or [],
             stdout=d.get("stdout", ""), stderr=d.get("stderr", ""), result=d.get("result", ""),
             error=ErrorInfo.from_json(d.get("error")),
             artifacts=[Artifact.from_json(a) for a in d.get("artifacts") or []],
             truncated=bool(d.get("truncated", False)), truncation_note=d.get("truncation_note", ""),
-            state_lost=bool(d.get("state_lost", False)), notes=list(d.get("notes") or []),
+            state_lost=bool(d.get("state_lost", False)), notes=d.get("notes") or [],
             duration_ms=d.get("duration_ms", 0), state_restored=d.get("state_restored"),
         )
 
