@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ._paths import STAGING, Glob, PatternError, check_path, is_binary_name, iso, join
 from ._types import (DeleteResult, EditResult, GlobResult, GrepResult, LsResult, ReadResult, WriteResult,
@@ -71,14 +71,19 @@ class FilesMixin:
 
     client: Any
     session_id: str
+    root: str
+    _rel: Callable[[str], Optional[str]]
+    _kernel: Callable[..., Any]
+    upload_files: Callable[[List[Tuple[str, bytes]]], List[Any]]
+    download_files: Callable[[List[str]], List[Any]]
 
     # -- helpers
 
     def _walk(self, base: str) -> Tuple[List[Tuple[str, str, int, Any]], bool, Optional[str]]:
         """List the tree under absolute base: (rel path, kind, size, mtime), truncated, error code."""
-        rel = self._rel(base)  # type: ignore[attr-defined]
+        rel = self._rel(base)
         if rel is None:
-            a = self._kernel("walk", {"path": base, "max": MAX_WALK_ENTRIES})  # type: ignore[attr-defined]
+            a = self._kernel("walk", {"path": base, "max": MAX_WALK_ENTRIES})
             if a.get("error"):
                 return [], False, a["error"]
             return [tuple(e) for e in a["entries"]], bool(a.get("truncated")), None  # type: ignore[misc]
@@ -104,7 +109,7 @@ class FilesMixin:
         return out, False, None
 
     def _default_base(self, path: Optional[str]) -> str:
-        return (path or self.root).rstrip("/") or "/"  # type: ignore[attr-defined]
+        return (path or self.root).rstrip("/") or "/"
 
     # -- the tools
 
@@ -114,12 +119,12 @@ class FilesMixin:
             return LsResult(error=f"Path '{path}': invalid_path")
         base = path.rstrip("/") or "/"
         try:
-            rel = self._rel(base)  # type: ignore[attr-defined]
+            rel = self._rel(base)
             if rel is not None:
                 lst = self.client.list_files(self.session_id, rel)
                 ents = [(e.name, e.type, e.size, e.mtime) for e in lst.entries if not (rel == "" and e.name == STAGING)]
             else:
-                a = self._kernel("ls", {"path": base})  # type: ignore[attr-defined]
+                a = self._kernel("ls", {"path": base})
                 if a.get("error"):
                     return LsResult(error=f"Path '{path}': {a['error']}")
                 ents = a["entries"]
@@ -144,7 +149,7 @@ class FilesMixin:
                     "binary": is_binary_name(file_path), "max_binary": MAX_BINARY_BYTES,
                     "max_out": MAX_OUTPUT_BYTES, "count_max": MAX_LINE_COUNT_BYTES,
                     "cut_note": TRUNCATION_MSG, "empty": EMPTY_FILE}
-            a = self._kernel("read", args)  # type: ignore[attr-defined]
+            a = self._kernel("read", args)
             if "error" in a:
                 return ReadResult(error=f"File '{file_path}': {a['error']}")
             return ReadResult(file_data={"content": a["content"], "encoding": a.get("encoding", "utf-8")},
@@ -156,7 +161,7 @@ class FilesMixin:
 
     def write(self, file_path: str, content: str) -> WriteResult:
         """Write content to file_path, creating parents, replacing what was there."""
-        r = self.upload_files([(file_path, content.encode("utf-8"))])[0]  # type: ignore[attr-defined]
+        r = self.upload_files([(file_path, content.encode("utf-8"))])[0]
         return WriteResult(error=f"Failed to write file '{file_path}': {r.error}") if r.error else WriteResult(path=file_path)
 
     def edit(self, file_path: str, old_string: str, new_string: str, replace_all: bool = False) -> EditResult:
@@ -168,7 +173,7 @@ class FilesMixin:
         if check_path(file_path):
             return EditResult(error=f"Error editing file '{file_path}': invalid_path")
         try:
-            a = self._kernel("edit", {"path": file_path, "old": old_string, "new": new_string,  # type: ignore[attr-defined]
+            a = self._kernel("edit", {"path": file_path, "old": old_string, "new": new_string,
                                       "replace_all": bool(replace_all)})
         except Exception as e:
             return EditResult(error=f"Error editing file '{file_path}': {e}")
@@ -196,8 +201,8 @@ class FilesMixin:
                 return GrepResult(error=f"Path '{shown}': {err}")
             else:
                 files = [join(base, p) for p, k, s, _ in ents if k == "file" and keep(p)]
-            if self._rel(base) is None:  # type: ignore[attr-defined]
-                a = self._kernel("grep", {"pattern": pattern, "files": files, "max": cap})  # type: ignore[attr-defined]
+            if self._rel(base) is None:
+                a = self._kernel("grep", {"pattern": pattern, "files": files, "max": cap})
                 m = [{"path": f, "line": i, "text": t} for f, i, t in a["matches"]]
                 return GrepResult(matches=m, truncated=truncated or bool(a.get("truncated")))
             return self._grep_session(files, {join(base, p): s for p, _, s, _ in ents}, pattern, cap, truncated)
@@ -220,7 +225,7 @@ class FilesMixin:
             size += s
         out: List[Dict[str, Any]] = []
         for i in range(0, len(chunk), 500):
-            for r in self.download_files(chunk[i:i + 500]):  # type: ignore[attr-defined]
+            for r in self.download_files(chunk[i:i + 500]):
                 try:
                     text = (r.content or b"").decode("utf-8")
                 except UnicodeDecodeError:
@@ -258,14 +263,14 @@ class FilesMixin:
         if check_path(file_path):
             return DeleteResult(error=f"Error deleting file '{file_path}': invalid_path")
         try:
-            rel = self._rel(file_path)  # type: ignore[attr-defined]
+            rel = self._rel(file_path)
             if rel == "":
                 return DeleteResult(error=f"Error deleting file '{file_path}': permission_denied "
                                           "(the session directory itself cannot be deleted)")
             if rel is not None:
                 self.client.remove(self.session_id, rel, recursive=True)
                 return DeleteResult(path=file_path)
-            a = self._kernel("delete", {"path": file_path})  # type: ignore[attr-defined]
+            a = self._kernel("delete", {"path": file_path})
         except APIError as e:
             if e.code in ("not_found", "not_directory"):
                 return DeleteResult(error=f"Error: '{file_path}' not found")
