@@ -44,14 +44,8 @@ func TestNotebookBrowserPython3(t *testing.T) {
 		}}}
 	body, err := json.Marshal(nb)
 	require.NoError(t, err)
-	req, err := http.NewRequest("PUT", jurl+"/api/contents/elsewhere.ipynb", bytes.NewReader(body))
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "token jtok")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	msg, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.Equal(t, http.StatusCreated, resp.StatusCode, string(msg))
+	st, msg := jupyterDo(t, "PUT", jurl+"/api/contents/elsewhere.ipynb", body)
+	require.Equal(t, http.StatusCreated, st, string(msg))
 
 	b.do(chromedp.Navigate(jurl + "/notebooks/elsewhere.ipynb?token=jtok"))
 	b.waitFor("the notebook's kernel to be ready",
@@ -86,25 +80,29 @@ func TestJupyterServerFirstStart(t *testing.T) {
 	_, url, log := rawServeEnv(t, []string{"KERNELBOX_TOKEN=" + tok}, "--backend", "local", "--python", py, "--workspace", ws, "--workdir", data)
 	jurl := startJupyterServer(t, py, "jupyter_server", url, tok)
 
-	req, err := http.NewRequest("POST", jurl+"/api/kernels", strings.NewReader(`{}`))
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "token jtok")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.Equal(t, http.StatusCreated, resp.StatusCode, "%s\nserve log:\n%s", b, log)
+	st, b := jupyterDo(t, "POST", jurl+"/api/kernels", []byte(`{}`))
+	require.Equal(t, http.StatusCreated, st, "%s\nserve log:\n%s", b, log)
 	var k struct{ ID, Name string }
 	require.NoError(t, json.Unmarshal(b, &k))
 	t.Logf("Jupyter Server's first start asked for %q; kernel %s", k.Name, k.ID)
 	sessions := getJSON(t, url+"/v1/sessions", tok)
 	require.Contains(t, sessions, `"id":"`+k.ID+`"`)
 	require.Contains(t, sessions, `"template":"default"`)
-	req, err = http.NewRequest("DELETE", jurl+"/api/kernels/"+k.ID, nil)
+	st, _ = jupyterDo(t, "DELETE", jurl+"/api/kernels/"+k.ID, nil)
+	require.Equal(t, http.StatusNoContent, st)
+}
+
+// jupyterDo sends a request with body (none when nil) to the Jupyter server the
+// tests start (its token "jtok") and returns the status and the answer.
+func jupyterDo(t *testing.T, method, url string, body []byte) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "token jtok")
-	resp, err = http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusNoContent, resp.StatusCode)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, b
 }
