@@ -32,9 +32,9 @@ _MAX_ERROR_BODY = 1 << 20
 
 
 class _OneWrite:
-    """Sends a request's head and a bytes body in one write (http.client writes them in
-    two: two system calls, and a body that can wait behind Nagle's algorithm for the
-    head's acknowledgement). A streamed body is sent as http.client sends it."""
+    """Sends a request's head and a bytes body in one write: http.client writes them in
+    two (two system calls, two segments, and the server woken twice for one request). A
+    streamed body is sent as http.client sends it."""
 
     def _send_output(self, message_body: Any = None, encode_chunked: bool = False) -> None:
         if not isinstance(message_body, (bytes, bytearray)) or encode_chunked:
@@ -48,19 +48,11 @@ class _OneWrite:
 
 
 class _TCPConnection(_OneWrite, http.client.HTTPConnection):
-    """An HTTPConnection with TCP_NODELAY: a request is never held back for an acknowledgement."""
-
-    def connect(self) -> None:
-        super().connect()
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    """An HTTPConnection writing each request once (http.client sets TCP_NODELAY itself)."""
 
 
 class _TLSConnection(_OneWrite, http.client.HTTPSConnection):
-    """An HTTPSConnection with TCP_NODELAY."""
-
-    def connect(self) -> None:
-        super().connect()
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    """An HTTPSConnection writing each request once."""
 
 
 class _UnixConnection(_OneWrite, http.client.HTTPConnection):
