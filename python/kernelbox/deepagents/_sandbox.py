@@ -42,6 +42,7 @@ class KernelboxSandbox(FilesMixin, SandboxBackendProtocol):  # type: ignore[misc
         self.max_output_bytes = max_output_bytes
         self.default_timeout = default_timeout
         self._root: Optional[str] = None
+        self._no_root = ""  # why the server names no session directory, once it said so
         self.client.create_session(self.session_id, template)
 
     @property
@@ -81,6 +82,8 @@ class KernelboxSandbox(FilesMixin, SandboxBackendProtocol):  # type: ignore[misc
         backend whose kernels keep the session's files elsewhere (remote, swarm):
         give those absolute paths, which all go through the kernel.
         """
+        if self._no_root:
+            raise RuntimeError(self._no_root)
         if self._root is None:
             info = self.client.session(self.session_id)
             if not info.dir:
@@ -89,8 +92,9 @@ class KernelboxSandbox(FilesMixin, SandboxBackendProtocol):  # type: ignore[misc
                     raise RuntimeError(f"kernelbox: start session {self.session_id}: {_call_failure(r)}")
                 info = self.client.session(self.session_id)
             if not info.dir:
-                raise RuntimeError(f"kernelbox: the server names no directory for session {self.session_id} "
-                                   "(its backend keeps the session's files in the kernel); give absolute paths")
+                self._no_root = (f"kernelbox: the server names no directory for session {self.session_id} "
+                                 "(its backend keeps the session's files in the kernel); give absolute paths")
+                raise RuntimeError(self._no_root)
             self._root = info.dir.rstrip("/") or "/"
         return self._root
 
@@ -112,9 +116,10 @@ class KernelboxSandbox(FilesMixin, SandboxBackendProtocol):  # type: ignore[misc
         """Run command with /bin/sh -c in the sandbox; return its output and exit code.
 
         The command runs as a child of the session's kernel, in the session directory
-        (whatever the kernel's current directory), in a process group of its own. Past ``timeout`` seconds the group is killed,
-        the exit code is 124 and the output says so. Output past ``max_output_bytes``
-        loses its middle (a note says how much) and ``truncated`` is set.
+        (whatever the kernel's current directory), in a process group of its own. Past
+        ``timeout`` seconds the group is killed, the exit code is 124 and the output says
+        so. Output past ``max_output_bytes`` loses its middle (a note says how much) and
+        ``truncated`` is set.
         """
         t = self.default_timeout if timeout is None else timeout
         try:
