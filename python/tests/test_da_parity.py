@@ -11,7 +11,13 @@ import asyncio
 import base64
 import os
 import secrets
+import shutil
+import subprocess
+import tempfile
+import time
 import unittest
+import urllib.request
+from unittest import mock
 
 import kbserve
 from kbserve import Serve
@@ -287,6 +293,55 @@ class ServerRootTest(kbserve.TimedTest):
         self.assertEqual(again.read(root + "/notes.txt").file_data["content"], "top", "the wrong notes.txt went")
         self.assertEqual(again.execute("pwd").output.strip(), root, "commands run in the session directory")
         self.assertTrue(again.run_python("os.getcwd()").result.endswith("/sub'"), "the kernel's cwd is left alone")
+
+
+class RemoteTest(kbserve.TimedTest):
+    """On the remote backend the server names no session directory: every path goes
+    through the kernel, absolute, so a chdir in the kernel moves nothing either."""
+
+    def test_paths_through_the_kernel(self):
+        port = kbserve.free_port()
+        jdir = tempfile.mkdtemp(prefix="kbpy-jsrv-")
+        self.addCleanup(shutil.rmtree, jdir, True)
+        env = dict(os.environ, JUPYTER_TOKEN="jt-remote", JUPYTER_RUNTIME_DIR=jdir + "/rt",
+                   JUPYTER_DATA_DIR=jdir + "/data", JUPYTER_CONFIG_DIR=jdir + "/cfg")
+        args = [kbserve.JUPYTER_PYTHON, "-m", "jupyter_server", "--no-browser", "--ip=127.0.0.1",
+                f"--port={port}", f"--ServerApp.root_dir={jdir}"] + (["--allow-root"] if os.getuid() == 0 else [])
+        js = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=jdir)
+        self.addCleanup(lambda: (js.terminate(), js.wait(30)))
+        deadline = time.monotonic() + 90
+        while True:  # the gateway must answer before serve starts
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api", timeout=2):
+                    break
+            except OSError:
+                self.assertLess(time.monotonic(), deadline, "jupyter_server did not start")
+                self.assertIsNone(js.poll(), "jupyter_server exited")
+                time.sleep(0.2)
+        with mock.patch.dict(os.environ, {"KERNELBOX_GATEWAY_TOKEN": "jt-remote"}):
+            srv = Serve(backend="remote", extra=["--gateway", f"http://127.0.0.1:{port}"]).start(wait=120)
+        self.addCleanup(srv.cleanup)
+        sb = KernelboxSandbox(srv.url, token="")
+        self.addCleanup(sb.close)
+        with self.assertRaises(RuntimeError):
+            sb.root
+        self.assertEqual(srv.client().session(sb.id).dir, "")
+        d = "/tmp/kbpy-remote-" + secrets.token_hex(4)
+        self.addCleanup(sb.execute, "rm -rf " + d)
+        self.assertIsNone(sb.write(d + "/notes.txt", "top").error)
+        self.assertEqual(sb.run_python(f"import os; os.makedirs('{d}/sub'); os.chdir('{d}/sub')").status, "ok")
+        self.assertIsNone(sb.write(d + "/a.py", "x = 1\n").error)
+        self.assertEqual(sorted(os.path.basename(e["path"]) for e in sb.ls(d).entries), ["a.py", "notes.txt", "sub"])
+        self.assertEqual(sb.read(d + "/notes.txt").file_data["content"], "top")
+        self.assertEqual([m["path"] for m in sb.glob("*.py", d).matches], [d + "/a.py"])
+        self.assertIsNone(sb.delete(d + "/notes.txt").error)
+        self.assertEqual(sb.read(d + "/notes.txt").error, f"File '{d}/notes.txt': file_not_found")
+        blob = os.urandom(400_000)  # three pieces through the cells, no staging directory
+        self.assertEqual([u.error for u in sb.upload_files([(d + "/blob.bin", blob), (d, b"x")])],
+                         [None, "is_directory"])
+        got = sb.download_files([d + "/blob.bin", d + "/none", d])
+        self.assertEqual([(g.content, g.error) for g in got],
+                         [(blob, None), (None, "file_not_found"), (None, "is_directory")])
 
 
 class DockerParity(Parity):
