@@ -318,9 +318,10 @@ class RemoteTest(kbserve.TimedTest):
                 self.assertLess(time.monotonic(), deadline, "jupyter_server did not start")
                 self.assertIsNone(js.poll(), "jupyter_server exited")
                 time.sleep(0.2)
+        srv = Serve(backend="remote", extra=["--gateway", f"http://127.0.0.1:{port}"])
+        self.addCleanup(srv.cleanup)  # before start: a serve that fails to start leaves nothing
         with mock.patch.dict(os.environ, {"KERNELBOX_GATEWAY_TOKEN": "jt-remote"}):
-            srv = Serve(backend="remote", extra=["--gateway", f"http://127.0.0.1:{port}"]).start(wait=120)
-        self.addCleanup(srv.cleanup)
+            srv.start(wait=120)
         sb = KernelboxSandbox(srv.url, token="")
         self.addCleanup(sb.close)
         with self.assertRaises(RuntimeError):
