@@ -72,3 +72,32 @@ func ExampleCodeOf() {
 	fmt.Println(code, status)
 	// Output: permission_denied 403
 }
+
+func TestTemplateForKernel(t *testing.T) {
+	t.Parallel()
+	ts := []api.TemplateInfo{
+		{Name: "analyst", Kernel: "python3", KernelNames: []string{"conda-py"}},
+		{Name: "r-small", Kernel: "ir"},
+		{Name: "default", Kernel: "python3"},
+		{Name: "r-big", Kernel: "ir", KernelNames: []string{"ir-4"}},
+	}
+	for name, want := range map[string]string{
+		"analyst": "analyst", "default": "default", "python3": "default", "python": "default",
+		"ir": "r-big", "ir-4": "r-big", "conda-py": "analyst", "julia-1.9": "", "": "",
+	} {
+		if got, ok := api.TemplateForKernel(ts, name); got != want || ok != (want != "") {
+			t.Errorf("TemplateForKernel(%q) = %q, %v; want %q", name, got, ok, want)
+		}
+	}
+	// Without a default of the language, the first template of it by name.
+	if got, _ := api.TemplateForKernel(ts[:1], "python3"); got != "analyst" {
+		t.Errorf("python3 without a default template: %q, want analyst", got)
+	}
+	want := map[string]string{"python3": "default", "python": "default", "ir": "r-big", "ir-4": "r-big", "conda-py": "analyst"}
+	if got := api.KernelAliases(ts); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("KernelAliases = %v, want %v", got, want)
+	}
+	if api.KernelLanguage("IR") != "R" || api.KernelLanguage("") != "python" {
+		t.Error("KernelLanguage")
+	}
+}

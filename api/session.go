@@ -44,8 +44,16 @@ type SessionInfo struct {
 	Calls          int          `json:"calls"`
 	Queued         int          `json:"queued"`
 	KernelID       string       `json:"kernel_id,omitempty"`
-	Created        time.Time    `json:"created"`
-	LastActivity   time.Time    `json:"last_activity"`
+	// Dir is the session directory as the session's kernel sees it: an absolute
+	// path (the host path on local, /workspace on docker), set once the session
+	// has had a kernel on a placement that can name it, and kept while it
+	// hibernates. Empty before that, and on backends whose kernels keep the
+	// session's files in a directory of their own (remote, swarm). Clients that
+	// map kernel paths to the files API take it from here, never from the
+	// kernel's current directory, which the code may change.
+	Dir          string    `json:"dir,omitempty"`
+	Created      time.Time `json:"created"`
+	LastActivity time.Time `json:"last_activity"`
 	// Snapshot describes the saved namespace of a hibernated session.
 	Snapshot *SnapshotInfo `json:"snapshot,omitempty"`
 	// Hibernated is when the session was hibernated (zero when it is not).

@@ -1,6 +1,10 @@
 package api
 
-import "regexp"
+import (
+	"regexp"
+	"slices"
+	"strings"
+)
 
 // TemplateNamePattern is the rule every template name follows: 1 to 64 characters of
 // a-z, A-Z, 0-9, '_', '-' and '.', starting with a letter or digit.
@@ -28,6 +32,10 @@ type TemplateInfo struct {
 	Description string `json:"description,omitempty"`
 	// Kernel is the kernelspec its sessions start.
 	Kernel string `json:"kernel"`
+	// KernelNames are Jupyter kernel names (a notebook's kernelspec name, a
+	// gateway start request's name) that choose this template; see
+	// [TemplateForKernel].
+	KernelNames []string `json:"kernel_names,omitempty"`
 	// Image is the container image (docker), or "".
 	Image string `json:"image,omitempty"`
 	// MemoryBytes, CPUs and Pids are the container limits (docker).
@@ -78,6 +86,87 @@ type NetworkInfo struct {
 	// session's life; concurrent connections).
 	MaxBytes int64 `json:"max_bytes,omitempty"`
 	MaxConns int   `json:"max_conns,omitempty"`
+}
+
+// DefaultTemplateName is the template a session gets when it names none.
+const DefaultTemplateName = "default"
+
+// KernelLanguage names the language of a kernelspec name as Jupyter's own
+// kernelspecs do: "python3" (and "", and any "python…") is "python", "ir" is "R";
+// any other name is its own language.
+func KernelLanguage(kernel string) string {
+	switch k := strings.ToLower(kernel); {
+	case k == "" || strings.HasPrefix(k, "python"):
+		return "python"
+	case k == "ir":
+		return "R"
+	default:
+		return kernel
+	}
+}
+
+// languageKernelNames are the Jupyter kernel names nearly every notebook written
+// elsewhere carries, with the language each stands for.
+var languageKernelNames = map[string]string{"python3": "python", "python": "python", "ir": "R"}
+
+// TemplateForKernel returns the template a start request or a notebook naming the
+// Jupyter kernel name chooses, from the templates ts: the template of that name; else
+// the one listing it in KernelNames; else, for a language's kernel name ("python3",
+// "python", "ir"), the default template when it runs that language, or the first
+// template by name that does. It reports false when none fits.
+func TemplateForKernel(ts []TemplateInfo, name string) (string, bool) {
+	for _, t := range ts {
+		if t.Name == name {
+			return t.Name, true
+		}
+	}
+	for _, t := range ts {
+		if slices.Contains(t.KernelNames, name) {
+			return t.Name, true
+		}
+	}
+	lang, ok := languageKernelNames[name]
+	if !ok {
+		return "", false
+	}
+	best := ""
+	for _, t := range ts {
+		if KernelLanguage(t.Kernel) != lang {
+			continue
+		}
+		if t.Name == DefaultTemplateName {
+			return t.Name, true
+		}
+		if best == "" || t.Name < best {
+			best = t.Name
+		}
+	}
+	return best, best != ""
+}
+
+// KernelAliases returns the Jupyter kernel names that choose a template without
+// being one's name (each template's KernelNames, and "python3", "python" and "ir"
+// when a template runs that language), with the template each chooses.
+func KernelAliases(ts []TemplateInfo) map[string]string {
+	names := map[string]bool{}
+	for n := range languageKernelNames {
+		names[n] = true
+	}
+	for _, t := range ts {
+		for _, n := range t.KernelNames {
+			names[n] = true
+		}
+	}
+	for _, t := range ts {
+		delete(names, t.Name)
+	}
+	out := map[string]string{}
+	for n := range names {
+		if t, ok := TemplateForKernel(ts, n); ok {
+			out[n] = t
+		}
+	}
+	return out
 }
 
 // SecretInfo is one secret rule of a template as shown to clients and models:

@@ -447,6 +447,9 @@ func (s *session) setKernel(k *kernel) {
 		return
 	}
 	s.state.KernelID = k.id
+	if d, ok := k.placement.(SessionDirer); ok && s.ws != nil {
+		s.state.Dir = d.KernelDir(s.ws.Dir())
+	}
 }
 
 func (s *session) setState(state api.SessionState) {

@@ -16,7 +16,7 @@ import (
 // DefaultTemplate is the name of the template a session gets when its creator names
 // none. Unless Options.Templates defines it, it is Options itself: the server's
 // kernel, image, limits, data mounts, warm pool size and idle timeout.
-const DefaultTemplate = "default"
+const DefaultTemplate = api.DefaultTemplateName
 
 // ErrTemplateMismatch: a call named a template other than the one its session was
 // created with. A session keeps its template for its whole life.
@@ -37,6 +37,9 @@ type Template struct {
 	// mean the backend's Python kernel (for local and docker, kernelbox's own
 	// launcher of it).
 	Kernel string
+	// KernelNames are Jupyter kernel names that choose this template
+	// (api.TemplateForKernel); the templates loader checks them.
+	KernelNames []string
 	// Image is the container image (docker).
 	Image string
 	// Memory is the memory limit in bytes (docker), CPUs the CPU limit in CPUs'
@@ -403,7 +406,7 @@ func (e *Executor) TemplateInfos() []api.TemplateInfo {
 			kernel = or(l.Kernel, "python3")
 		}
 		info := api.TemplateInfo{
-			Name: t.Name, Description: t.Description, Kernel: kernel,
+			Name: t.Name, Description: t.Description, Kernel: kernel, KernelNames: t.KernelNames,
 			Image: or(t.Image, l.Image), MemoryBytes: t.Memory, CPUs: t.CPUs, Pids: t.Pids,
 			Preload: strings.TrimSpace(t.Preload) != "", PreloadBytes: len(t.Preload),
 			Warm: t.Warm, WarmReady: e.WarmReadyOf(t.Name), Sessions: live[t.Name],

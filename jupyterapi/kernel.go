@@ -16,6 +16,7 @@ type kernel struct {
 	id      string
 	session string // the header "session" of the messages kernelbox sends for it
 	agent   bool   // not started through this API (watch.go)
+	name    string // the kernelspec name the start request asked for ("": the template's)
 
 	mu        sync.Mutex
 	clients   map[*client]bool

@@ -64,32 +64,43 @@ func specOf(t api.TemplateInfo) KernelSpec {
 
 // languageOf names the language of a kernelspec name, as Jupyter's own
 // kernelspecs do ("python3" is python, "ir" is R).
-func languageOf(kernel string) string {
-	switch k := strings.ToLower(kernel); {
-	case k == "" || strings.HasPrefix(k, "python"):
-		return "python"
-	case k == "ir":
-		return "R"
-	default:
-		return kernel
+func languageOf(kernel string) string { return api.KernelLanguage(kernel) }
+
+// aliasSpec is the kernelspec of a Jupyter kernel name that chooses template t
+// (api.KernelAliases): listed so that a notebook saved elsewhere with that name
+// opens without a "kernel not found" dialog.
+func aliasSpec(alias string, t api.TemplateInfo) KernelSpec {
+	s := specOf(t)
+	s.Name = alias
+	s.Spec.DisplayName += " (as " + alias + ")"
+	return s
+}
+
+// specs returns every kernelspec: one per template, and one per kernel name that
+// chooses a template.
+func (g *Gateway) specs() map[string]KernelSpec {
+	ts := g.e.TemplateInfos()
+	out := make(map[string]KernelSpec, len(ts)+3)
+	byName := make(map[string]api.TemplateInfo, len(ts))
+	for _, t := range ts {
+		out[t.Name] = specOf(t)
+		byName[t.Name] = t
 	}
+	for alias, t := range api.KernelAliases(ts) {
+		out[alias] = aliasSpec(alias, byName[t])
+	}
+	return out
 }
 
 func (g *Gateway) kernelspecs(w http.ResponseWriter, r *http.Request) {
-	out := KernelSpecs{Default: executor.DefaultTemplate, KernelSpecs: map[string]KernelSpec{}}
-	for _, t := range g.e.TemplateInfos() {
-		out.KernelSpecs[t.Name] = specOf(t)
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, KernelSpecs{Default: executor.DefaultTemplate, KernelSpecs: g.specs()})
 }
 
 func (g *Gateway) kernelspec(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	for _, t := range g.e.TemplateInfos() {
-		if t.Name == name {
-			writeJSON(w, http.StatusOK, specOf(t))
-			return
-		}
+	if s, ok := g.specs()[name]; ok {
+		writeJSON(w, http.StatusOK, s)
+		return
 	}
 	writeError(w, http.StatusNotFound, "kernelspec "+quote(name)+" not found: the kernelspecs are this server's templates (GET /api/kernelspecs)")
 }
@@ -110,7 +121,11 @@ func modelOf(k *kernel, s executor.SessionInfo) Kernel {
 	case api.StateHibernated:
 		state = "idle"
 	}
-	return Kernel{ID: s.ID, Name: s.Template, LastActivity: s.LastActivity.UTC().Format(lastActivityLayout),
+	name := s.Template
+	if k.name != "" {
+		name = k.name // a notebook asking for "python3" keeps its kernelspec
+	}
+	return Kernel{ID: s.ID, Name: name, LastActivity: s.LastActivity.UTC().Format(lastActivityLayout),
 		ExecutionState: state, Connections: k.connections()}
 }
 

@@ -10,11 +10,14 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+	"github.com/kernelbox/kernelbox/api"
 )
 
 // StartBody is the body of POST /api/kernels.
 type StartBody struct {
-	// Name is the kernelspec, that is the template; "" is the default one.
+	// Name is the kernelspec: a template, or a Jupyter kernel name that chooses
+	// one (api.TemplateForKernel: "python3", "ir", a template's kernel_names);
+	// "" is the default template.
 	Name string `json:"name"`
 	// Env is read and ignored: see checkStart.
 	Env map[string]string `json:"env"`
@@ -66,6 +69,10 @@ func (g *Gateway) startKernel(w http.ResponseWriter, r *http.Request) {
 	}
 	id := uuid.NewString()
 	k := newKernel(id)
+	tmpl := b.Name
+	if t, ok := api.TemplateForKernel(g.e.TemplateInfos(), b.Name); ok && b.Name != "" {
+		tmpl, k.name = t, b.Name
+	}
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
@@ -74,7 +81,7 @@ func (g *Gateway) startKernel(w http.ResponseWriter, r *http.Request) {
 	}
 	g.kernels[id] = k
 	g.mu.Unlock()
-	info, err := g.e.StartKernel(r.Context(), id, b.Name)
+	info, err := g.e.StartKernel(r.Context(), id, tmpl)
 	if err != nil {
 		g.mu.Lock()
 		delete(g.kernels, id)

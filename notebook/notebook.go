@@ -103,6 +103,18 @@ func (nb *Notebook) Language() string {
 	return ""
 }
 
+// KernelName returns the name in the notebook's metadata.kernelspec ("python3" for
+// nearly every notebook written elsewhere), or "".
+func (nb *Notebook) KernelName() string {
+	var meta struct {
+		Name string `json:"name"`
+	}
+	if raw, ok := nb.Metadata["kernelspec"]; ok && json.Unmarshal(raw, &meta) == nil {
+		return meta.Name
+	}
+	return ""
+}
+
 // hasCellIDs reports whether the notebook's format requires cell ids (4.5+).
 func (nb *Notebook) hasCellIDs() bool { return nb.FormatMinor >= 5 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 )
 
@@ -53,6 +54,13 @@ type RunOptions struct {
 	// AllowErrors runs on past cells that raise. Cells tagged "raises-exception"
 	// may raise without it. Timeouts and kernel deaths always stop the run.
 	AllowErrors bool
+
+	// Template is the template of the run's session when Run makes it (a fresh
+	// session, or one named in SessionID that does not exist yet). Defaults to the
+	// one the notebook's kernelspec name chooses (api.TemplateForKernel: a
+	// template's name, one of its kernel_names, or "python3" for the default
+	// Python template), else the executor's default.
+	Template string
 
 	// OnCell, when set, is called after each code cell (run or skipped), on
 	// Run's goroutine, for progress reports.
@@ -116,6 +124,9 @@ func Run(ctx context.Context, e *executor.Executor, nb *Notebook, opts RunOption
 			_ = e.CloseSession(cctx, session)
 		}()
 	}
+	if opts.Template == "" {
+		opts.Template = templateFor(e, nb, opts.SessionID)
+	}
 	r := &runner{
 		e: e, session: session, opts: &opts, inputs: opts.Inputs,
 		b:   &outputBuilder{nb: nb},
@@ -148,6 +159,22 @@ func prepare(nb *Notebook, opts RunOptions) error {
 	return nb.InjectParameters(opts.Parameters)
 }
 
+// templateFor returns the template the notebook's kernelspec name chooses for a
+// session Run makes, or "" (the default, or the existing session's own).
+func templateFor(e *executor.Executor, nb *Notebook, session string) string {
+	name := nb.KernelName()
+	if name == "" {
+		return ""
+	}
+	if session != "" {
+		if _, err := e.Session(session); err == nil {
+			return "" // it keeps its own template
+		}
+	}
+	t, _ := api.TemplateForKernel(e.TemplateInfos(), name)
+	return t
+}
+
 // runner is one Run in progress.
 type runner struct {
 	e       *executor.Executor
@@ -173,6 +200,7 @@ func (r *runner) cell(ctx context.Context, i int, c *Cell) (stop bool, err error
 	r.b.start(i)
 	res, err := r.e.ExecuteStream(ctx, executor.Request{
 		SessionID: r.session,
+		Template:  r.opts.Template,
 		Code:      c.Source,
 		Inputs:    r.inputs,
 		Timeout:   r.opts.CellTimeout,

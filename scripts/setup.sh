@@ -7,6 +7,7 @@ pkgs=(
   python3-jupyter-server python3-ipykernel python3-jupyter-client
   jupyter-notebook python3-websocket  # the Jupyter gateway tests: Notebook 6 and Jupyter Server pointed at kernelbox (--gateway-url)
   python3-pandas python3-matplotlib python3-nbclient python3-nbformat python3-dill
+  python3-venv python3-pip python3-setuptools  # the Python package's install test: ./python into a fresh venv, offline
   debootstrap
   r-base-core r-cran-irkernel  # R sessions on the local backend (kernelspec "ir")
   iproute2 curl fuse-overlayfs  # the swarm lab (scripts/swarmlab): namespaces, a client on a node, the node daemons' storage driver where overlay2 cannot mount

@@ -17,6 +17,12 @@
 //	   "preload": ["import pandas as pd", "import matplotlib.pyplot as plt"]}
 //	]}
 //
+// "kernel_names" lists Jupyter kernel names that choose the template (a notebook's
+// kernelspec name, a gateway start request's name, as api.TemplateForKernel
+// resolves them); "python3", "python" and "ir" choose the default template of their
+// language without being listed. A name is claimed by one template at most and is
+// no template's own name.
+//
 // Every field but "name" is optional; what a template leaves out is the server's
 // own setting (its flags), which also make up the template named "default" unless
 // the file defines one. "preload_timeout" (a duration such as "20s") bounds the
@@ -59,6 +65,8 @@ const (
 	MaxFileBytes = 1 << 20
 	// MaxTemplates is the most templates in one file.
 	MaxTemplates = 64
+	// MaxKernelNames is the most kernel_names of one template.
+	MaxKernelNames = 16
 	// MaxPreloadBytes is the largest preload cell.
 	MaxPreloadBytes = 256 << 10
 	// MaxDescriptionBytes is the longest description.
@@ -101,6 +109,7 @@ type entry struct {
 	Name        string            `json:"name"`
 	Description string            `json:"description"`
 	Kernel      string            `json:"kernel"`
+	KernelNames []string          `json:"kernel_names"`
 	Image       string            `json:"image"`
 	Memory      string            `json:"memory"`
 	CPUs        float64           `json:"cpus"`
@@ -196,7 +205,37 @@ func Parse(r io.Reader, baseDir string, caps Caps) ([]executor.Template, error) 
 		}
 		out = append(out, t)
 	}
+	if err := checkKernelNames(out); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// checkKernelNames refuses a kernel_names entry that is not a kernelspec name, that
+// is a template's own name, or that two templates claim: each name chooses one
+// template (api.TemplateForKernel).
+func checkKernelNames(ts []executor.Template) error {
+	names := map[string]bool{}
+	for _, t := range ts {
+		names[t.Name] = true
+	}
+	owner := map[string]string{}
+	for _, t := range ts {
+		for _, n := range t.KernelNames {
+			switch err := executor.CheckKernelName(n); {
+			case n == "":
+				return fmt.Errorf("template %q: kernel_names: an empty name", clip(t.Name))
+			case err != nil:
+				return fmt.Errorf("template %q: kernel_names: %w", clip(t.Name), err)
+			case names[n]:
+				return fmt.Errorf("template %q: kernel_names: %q is a template's name, which chooses that template already", clip(t.Name), n)
+			case owner[n] != "":
+				return fmt.Errorf("template %q: kernel_names: %q is listed by template %q too; a kernel name chooses one template", clip(t.Name), n, owner[n])
+			}
+			owner[n] = t.Name
+		}
+	}
+	return nil
 }
 
 // strict decodes one JSON value with unknown fields refused and nothing after it.
@@ -215,7 +254,7 @@ func strict(b []byte, v any) error {
 // template checks an entry and converts it.
 func (e entry) template(baseDir string, caps Caps) (executor.Template, error) {
 	t := executor.Template{
-		Name: e.Name, Description: e.Description, Kernel: e.Kernel, Image: e.Image,
+		Name: e.Name, Description: e.Description, Kernel: e.Kernel, KernelNames: e.KernelNames, Image: e.Image,
 		CPUs: e.CPUs, Pids: e.Pids, Env: e.Env, Preload: string(e.Preload), Warm: e.Warm,
 	}
 	switch {
@@ -237,6 +276,8 @@ func (e entry) template(baseDir string, caps Caps) (executor.Template, error) {
 		return t, fmt.Errorf("warm: %d; want 0 to %d", e.Warm, MaxWarm)
 	case len(e.Env) > MaxEnv:
 		return t, fmt.Errorf("env: %d variables; the limit is %d", len(e.Env), MaxEnv)
+	case len(e.KernelNames) > MaxKernelNames:
+		return t, fmt.Errorf("kernel_names: %d names; the limit is %d", len(e.KernelNames), MaxKernelNames)
 	case e.CPUs < 0:
 		return t, errors.New("cpus: must not be negative")
 	case e.Pids < 0:

@@ -23,7 +23,7 @@ func TestParse(t *testing.T) {
 	  {"name": "analyst", "description": "pandas", "memory": "1g", "cpus": 1.5, "pids": 256,
 	   "env": {"OMP_NUM_THREADS": "1"}, "preload": ["import os", "x = 1"], "warm": 2,
 	   "idle_timeout": "10m", "max_lifetime": "2h", "data": {"ref": "refdata"}, "preload_timeout": "90s",
-	   "checkpoint": "after_call"},
+	   "checkpoint": "after_call", "kernel_names": ["conda-env-analysis-py"]},
 	  {"name": "r", "kernel": "ir", "preload": "y <- 1"}
 	]}`), "/base", caps)
 	require.NoError(t, err)
@@ -42,6 +42,7 @@ func TestParse(t *testing.T) {
 	require.Zero(t, ts[1].PreloadTimeout, "left out: the server's")
 	require.Equal(t, executor.CheckpointAfterCall, a.Checkpoint)
 	require.Empty(t, ts[1].Checkpoint, "left out: the server's")
+	require.Equal(t, []string{"conda-env-analysis-py"}, a.KernelNames)
 	require.Equal(t, "ir", ts[1].Kernel)
 	require.Equal(t, "y <- 1", ts[1].Preload)
 }
@@ -62,6 +63,11 @@ func TestParseRefuses(t *testing.T) {
 		{"empty name", `{"templates": [{"memory": "1g"}]}`, []string{"name: empty"}},
 		{"bad name", `{"templates": [{"name": "a/b"}]}`, []string{`"a/b"`, "name"}},
 		{"duplicate", `{"templates": [{"name": "a"}, {"name": "a"}]}`, []string{`"a"`, "used twice"}},
+		{"kernel name claimed twice", `{"templates": [{"name": "a", "kernel_names": ["py"]}, {"name": "b", "kernel_names": ["py"]}]}`, []string{`"b"`, `"py" is listed by template "a" too`}},
+		{"kernel name is a template", `{"templates": [{"name": "a", "kernel_names": ["b"]}, {"name": "b"}]}`, []string{`"b" is a template's name`}},
+		{"kernel name with a slash", `{"templates": [{"name": "a", "kernel_names": ["../x"]}]}`, []string{"kernel_names", "only ASCII letters"}},
+		{"empty kernel name", `{"templates": [{"name": "a", "kernel_names": [""]}]}`, []string{"kernel_names: an empty name"}},
+		{"too many kernel names", `{"templates": [{"name": "a", "kernel_names": ["1","2","3","4","5","6","7","8","9","10","11","12","13","14","15","16","17"]}]}`, []string{"kernel_names: 17 names"}},
 		{"reserved env", `{"templates": [{"name": "a", "env": {"HOME": "/"}}]}`, []string{`"a"`, `env "HOME"`, "kernelbox sets"}},
 		{"reserved env prefix", `{"templates": [{"name": "a", "env": {"JUPYTER_PATH": "/"}}]}`, []string{`env "JUPYTER_PATH"`}},
 		{"bad memory", `{"templates": [{"name": "a", "memory": "lots"}]}`, []string{`memory "lots"`}},

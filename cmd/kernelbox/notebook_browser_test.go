@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -47,14 +46,8 @@ func TestNotebookBrowser(t *testing.T) {
 		}}}
 	body, err := json.Marshal(nb)
 	require.NoError(t, err)
-	req, err := http.NewRequest("PUT", jurl+"/api/contents/kb.ipynb", bytes.NewReader(body))
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "token jtok")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	msg, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.Equal(t, http.StatusCreated, resp.StatusCode, string(msg))
+	st, msg := jupyterDo(t, "PUT", jurl+"/api/contents/kb.ipynb", body)
+	require.Equal(t, http.StatusCreated, st, string(msg))
 
 	b.do(chromedp.Navigate(jurl + "/notebooks/kb.ipynb?token=jtok"))
 	b.waitFor("the notebook's kernel to be ready",

@@ -10,6 +10,7 @@ import base64
 import http.client
 import json
 import os
+import re
 from typing import IO, Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 from urllib.parse import quote, urlencode
 
@@ -22,8 +23,12 @@ from .types import (CallInfo, DetachedCall, FileBatchResult, FileListing, Health
 _JSON = {"Content-Type": "application/json"}
 
 
+_PLAIN = re.compile(r"[A-Za-z0-9_.~-]+")
+
+
 def _seg(s: str) -> str:
-    return quote(s, safe="")
+    """One URL path element: as it is when it needs no escaping (every session id), else quoted."""
+    return s if _PLAIN.fullmatch(s) else quote(s, safe="")
 
 
 def _file_path(session: str, path: str) -> str:

@@ -216,3 +216,9 @@ def error_for(status: int, code: str, message: str, result: Optional[object] = N
     row = ERRORS.get(code)
     cls = row[1] if row else APIError
     return cls(status, code, message, result)
+
+
+#: What ``from kernelbox.errors import *`` (and so ``kernelbox``) exports: the base
+#: classes, the table and every class of its rows, nothing of the typing machinery.
+__all__ = ["KernelboxError", "TransportError", "StreamError", "APIError", "ERRORS", "error_for"] + sorted(
+    {cls.__name__ for _, cls in ERRORS.values()} - {"APIError"})

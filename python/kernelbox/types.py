@@ -85,12 +85,12 @@ class Result:
         """Return the Result d describes."""
         return cls(
             session_id=d.get("session_id", ""), status=d.get("status", ""),
-            execution_count=d.get("execution_count", 0), outputs=list(d.get("outputs") or []),
+            execution_count=d.get("execution_count", 0), outputs=d.get("outputs") or [],
             stdout=d.get("stdout", ""), stderr=d.get("stderr", ""), result=d.get("result", ""),
             error=ErrorInfo.from_json(d.get("error")),
             artifacts=[Artifact.from_json(a) for a in d.get("artifacts") or []],
             truncated=bool(d.get("truncated", False)), truncation_note=d.get("truncation_note", ""),
-            state_lost=bool(d.get("state_lost", False)), notes=list(d.get("notes") or []),
+            state_lost=bool(d.get("state_lost", False)), notes=d.get("notes") or [],
             duration_ms=d.get("duration_ms", 0), state_restored=d.get("state_restored"),
         )
 
@@ -139,13 +139,15 @@ class SessionInfo:
     snapshot: Optional[Dict[str, Any]] = None
     #: The last after-call checkpoint (``after_call``, ``bytes``, ``names``, ``taken``), else None.
     checkpoint: Optional[Dict[str, Any]] = None
+    #: The session directory as its kernel sees it (absolute), once it has had a kernel; "" when unknown.
+    dir: str = ""
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "SessionInfo":
         """Return the SessionInfo d describes."""
         return cls(d.get("id", ""), d.get("template", ""), d.get("state", ""), d.get("execution_count", 0),
                    d.get("calls", 0), d.get("queued", 0), d.get("kernel_id", ""), d.get("created", ""),
-                   d.get("last_activity", ""), d.get("snapshot"), d.get("checkpoint"))
+                   d.get("last_activity", ""), d.get("snapshot"), d.get("checkpoint"), d.get("dir", ""))
 
 
 @dataclass

@@ -1,49 +1,31 @@
-"""A Deep Agents sandbox backend on kernelbox: one kernelbox session is one sandbox.
+"""KernelboxSandbox: one kernelbox session as a Deep Agents sandbox (execute, transfers,
+the file tools of :mod:`._files`, run_python).
 
-:class:`KernelboxSandbox` has the shape of Deep Agents' ``SandboxBackendProtocol``
-(deepagents 0.7, ``deepagents/backends/protocol.py``): ``id``, ``execute`` (a shell
-command run through the session's kernel, stdout and stderr combined, the real exit
-code), ``upload_files``/``download_files`` with per-file results in input order,
-and ``ls``, ``read``, ``write``, ``edit``, ``grep``, ``glob``, ``delete``, each with
-an ``a``-prefixed async twin. Paths are absolute. A path under the session
-directory (``/workspace`` on docker; the session's host directory on local) goes
-through kernelbox's files API; any other path (``/tmp/x.txt``) through the kernel,
-with the same results. :meth:`KernelboxSandbox.run_python` runs Python in the same
-stateful kernel. :class:`KernelboxSandboxClient` creates, finds and deletes
-sandboxes as Deep Agents' sandbox providers do.
-
-When deepagents is installed its result types are used and the class subclasses
-its ``SandboxBackendProtocol``; otherwise same-named stand-ins are (``_da_types``).
+Paths under the session directory (as the server names it) go through kernelbox's
+files API; any other absolute path through the session's kernel (:mod:`._kernel`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime
+import base64
 import posixpath
 import secrets
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from . import _da_kernel
-from ._da_files import FilesMixin
-from ._da_types import (ExecuteResponse, FileDownloadResponse, FileUploadResponse, SandboxBackendProtocol,
-                        SandboxNotFoundError, file_error, INVALID_PATH)
-from .client import Client
-from .errors import NotFound
-from .types import Result
-
-#: The session-directory folder staged files pass through on their way to or from
-#: paths outside the session directory; ls and glob leave it out.
-STAGING = ".kernelbox-da"
+from . import _kernel
+from ._files import FilesMixin
+from ._paths import STAGING, check_path
+from ._types import ExecuteResponse, FileDownloadResponse, FileUploadResponse, SandboxBackendProtocol, file_error
+from ..client import Client
+from ..errors import NotFound
+from ..types import Result
 
 
-def check_path(path: str) -> Optional[str]:
-    """Return INVALID_PATH unless path is absolute, without NUL, ``..`` or ``~``."""
-    if not isinstance(path, str) or not path.startswith("/") or "\x00" in path:
-        return INVALID_PATH
-    if ".." in path.split("/") or path.startswith("~"):
-        return INVALID_PATH
-    return None
+#: Without a session directory to stage through (remote, swarm), file bytes travel in the
+#: cells themselves: this many a call, and at most MAX_INLINE_FILE bytes downloaded.
+INLINE_CHUNK = 160 << 10
+MAX_INLINE_FILE = 256 << 20
 
 
 class KernelboxSandbox(FilesMixin, SandboxBackendProtocol):  # type: ignore[misc]
@@ -67,6 +49,7 @@ class KernelboxSandbox(FilesMixin, SandboxBackendProtocol):  # type: ignore[misc
         self.max_output_bytes = max_output_bytes
         self.default_timeout = default_timeout
         self._root: Optional[str] = None
+        self._no_root = ""  # why the server names no session directory, once it said so
         self.client.create_session(self.session_id, template)
 
     @property
@@ -77,24 +60,58 @@ class KernelboxSandbox(FilesMixin, SandboxBackendProtocol):  # type: ignore[misc
     # -- the kernel
 
     def _kernel(self, op: str, args: Dict[str, Any], timeout: Optional[float] = None) -> Any:
-        """Run one operation of _da_kernel in the session's kernel and return its answer."""
-        r = self.client.execute(self.session_id, _da_kernel.program(op, args), template=self.template,
-                                timeout=timeout)
+        """Run one operation of _kernel in the session's kernel and return its answer.
+
+        Arguments over MAX_INLINE_ARGS (a 1 MB grep pattern, a large edit) travel in a
+        file of the session directory's staging folder, which the kernel removes.
+        """
+        r = self.client.execute(self.session_id, self._cell(op, args), template=self.template, timeout=timeout)
         if r.status != "ok":
             why = r.error.ename + ": " + r.error.evalue if r.error else r.status
             raise RuntimeError(f"kernelbox: {op} in session {self.session_id}: {r.status}: {why}")
-        return _da_kernel.parse(r.stdout)
+        return _kernel.parse(r.stdout)
+
+    def _cell(self, op: str, args: Dict[str, Any]) -> str:
+        a = _kernel.encode(args)
+        if len(a) <= _kernel.MAX_INLINE_ARGS:
+            return _kernel.program(op, a)
+        name = STAGING + "/args-" + secrets.token_hex(8)
+        self.client.upload(self.session_id, name, a.encode())
+        return _kernel.program(op, a, self.root + "/" + name)
 
     @property
     def root(self) -> str:
-        """The session directory's absolute path in the sandbox (the kernel's working directory)."""
+        """The session directory's absolute path as the sandbox sees it, as the server names it.
+
+        It comes from the session's ``dir`` (GET /v1/sessions/{id}), never from the
+        kernel's current directory, which code in the sandbox may change. A session
+        that has not had a kernel yet is started first. Raises RuntimeError on a
+        backend whose kernels keep the session's files elsewhere (remote, swarm):
+        give those absolute paths, which all go through the kernel.
+        """
+        if self._no_root:
+            raise RuntimeError(self._no_root)
         if self._root is None:
-            self._root = str(self._kernel("cwd", {})).rstrip("/") or "/"
+            info = self.client.session(self.session_id)
+            if not info.dir:
+                r = self.client.execute(self.session_id, "pass", template=self.template)
+                if r.status != "ok":
+                    raise RuntimeError(f"kernelbox: start session {self.session_id}: {_call_failure(r)}")
+                info = self.client.session(self.session_id)
+            if not info.dir:
+                self._no_root = (f"kernelbox: the server names no directory for session {self.session_id} "
+                                 "(its backend keeps the session's files in the kernel); give absolute paths")
+                raise RuntimeError(self._no_root)
+            self._root = info.dir.rstrip("/") or "/"
         return self._root
 
     def _rel(self, path: str) -> Optional[str]:
-        """Return path relative to the session directory ("" for it), or None when outside it."""
-        root = self.root
+        """Return path relative to the session directory ("" for it), or None when outside it
+        (or when the server names no session directory: then every path goes through the kernel)."""
+        try:
+            root = self.root
+        except RuntimeError:
+            return None
         p = posixpath.normpath(path) if path != "/" else "/"
         if p == root:
             return ""
@@ -105,19 +122,27 @@ class KernelboxSandbox(FilesMixin, SandboxBackendProtocol):  # type: ignore[misc
     def execute(self, command: str, *, timeout: Optional[int] = None) -> ExecuteResponse:
         """Run command with /bin/sh -c in the sandbox; return its output and exit code.
 
-        The command runs as a child of the session's kernel, in the session directory,
-        in a process group of its own. Past ``timeout`` seconds the group is killed,
-        the exit code is 124 and the output says so. Output past ``max_output_bytes``
-        loses its middle (a note says how much) and ``truncated`` is set.
+        The command runs as a child of the session's kernel, in the session directory
+        (whatever the kernel's current directory), in a process group of its own. Past
+        ``timeout`` seconds the group is killed, the exit code is 124 and the output says
+        so. Output past ``max_output_bytes`` loses its middle (a note says how much) and
+        ``truncated`` is set.
         """
         t = self.default_timeout if timeout is None else timeout
-        args = {"cmd": command, "limit": self.max_output_bytes, "timeout": t}
+        try:
+            cwd: Optional[str] = self.root
+        except RuntimeError:
+            cwd = None
+        args = {"cmd": command, "limit": self.max_output_bytes, "timeout": t, "cwd": cwd}
         # The call's own bound leaves the kernel time to kill the group and answer.
-        r = self.client.execute(self.session_id, _da_kernel.program("sh", args), template=self.template,
-                                timeout=(t + 60) if t else 0)
+        try:
+            cell = self._cell("sh", args)
+        except Exception as e:
+            return ExecuteResponse(output=f"[kernelbox: the command could not be sent: {e}]", exit_code=None)
+        r = self.client.execute(self.session_id, cell, template=self.template, timeout=(t + 60) if t else 0)
         if r.status != "ok":
             return ExecuteResponse(output=_call_failure(r), exit_code=None, truncated=r.truncated)
-        a = _da_kernel.parse(r.stdout)
+        a = _kernel.parse(r.stdout)
         out = a["output"]
         if a.get("timed_out"):
             out += f"\n[kernelbox: command timed out after {t} s; its process group was killed (exit code 124)]"
@@ -153,6 +178,10 @@ class KernelboxSandbox(FilesMixin, SandboxBackendProtocol):  # type: ignore[misc
                 continue
             (inside if rel is not None else outside).append((i, rel if rel is not None else path, content))
         try:
+            if outside and self._rootless():
+                for i, p, c in outside:
+                    out[i] = FileUploadResponse(path=p, error=self._put_inline(p, c))
+                outside = []
             for group, direct in ((inside, True), (outside, False)):
                 if not group:
                     continue
@@ -172,6 +201,36 @@ class KernelboxSandbox(FilesMixin, SandboxBackendProtocol):  # type: ignore[misc
                 if r is None:
                     out[i] = FileUploadResponse(path=files[i][0], error=_whole(e))
         return [r for r in out if r is not None]
+
+    def _rootless(self) -> bool:
+        """Report whether the server names no session directory (nothing can be staged)."""
+        try:
+            self.root
+        except RuntimeError:
+            return True
+        return False
+
+    def _put_inline(self, path: str, content: bytes) -> Optional[str]:
+        """Write content to path through the kernel, INLINE_CHUNK bytes a call."""
+        for k in range(0, max(len(content), 1), INLINE_CHUNK):
+            part = base64.b64encode(content[k:k + INLINE_CHUNK]).decode("ascii")
+            a = self._kernel("putb", {"path": path, "data": part, "append": k > 0})
+            if a.get("error"):
+                return a["error"]
+        return None
+
+    def _get_inline(self, path: str, limit: int) -> Tuple[Optional[bytes], Optional[str]]:
+        """Read path through the kernel, INLINE_CHUNK bytes a call, at most limit bytes."""
+        buf = bytearray()
+        while True:
+            a = self._kernel("getb", {"path": path, "offset": len(buf), "size": INLINE_CHUNK})
+            if a.get("error"):
+                return None, a["error"]
+            buf += base64.b64decode(a["data"])
+            if a["eof"]:
+                return bytes(buf), None
+            if len(buf) > limit:
+                return None, "too_large"
 
     def download_files(self, paths: List[str]) -> List[FileDownloadResponse]:
         """Read each path; one response per path, in input order, never raising."""
@@ -195,7 +254,12 @@ class KernelboxSandbox(FilesMixin, SandboxBackendProtocol):  # type: ignore[misc
                 res = self.client.batch(self.session_id, downloads=[r for _, r in inside])
                 for (i, _), r in zip(inside, res.downloads):
                     e = file_error(r.status)
-                    out[i] = FileDownloadResponse(path=paths[i], content=r.content if e is None else None, error=e)
+                    out[i] = FileDownloadResponse(path=paths[i], content=(r.content or b"") if e is None else None, error=e)
+            if outside and self._rootless():
+                for i, p in outside:
+                    c, e = self._get_inline(p, MAX_INLINE_FILE)
+                    out[i] = FileDownloadResponse(path=p, content=c, error=e)
+                outside = []
             if outside:
                 stage = STAGING + "/" + secrets.token_hex(6)
                 names = [f"{stage}/{k}" for k in range(len(outside))]
@@ -207,7 +271,7 @@ class KernelboxSandbox(FilesMixin, SandboxBackendProtocol):  # type: ignore[misc
                     if e is None:
                         r = next(it)
                         e = file_error(r.status)
-                        out[i] = FileDownloadResponse(path=paths[i], content=r.content if e is None else None, error=e)
+                        out[i] = FileDownloadResponse(path=paths[i], content=(r.content or b"") if e is None else None, error=e)
                     else:
                         out[i] = FileDownloadResponse(path=paths[i], error=e)
                 self._drop(stage)
@@ -253,63 +317,4 @@ def _whole(e: Exception) -> str:
     return file_error(code) if code in ("permission_denied", "invalid_path", "not_found") else f"error: {e}"
 
 
-def iso(ts: Any) -> str:
-    """Return an ISO 8601 time for an RFC 3339 string or a POSIX timestamp."""
-    if isinstance(ts, (int, float)):
-        return datetime.datetime.fromtimestamp(ts, datetime.timezone.utc).isoformat()
-    return str(ts)
-
-
-class KernelboxSandboxClient:
-    """Creates, finds and deletes kernelbox sandboxes, as Deep Agents' sandbox clients do.
-
-    ``get`` reconnects to an existing session without creating one (an unknown id
-    raises :class:`SandboxNotFoundError`); ``delete`` is idempotent.
-    """
-
-    def __init__(self, url: Optional[str] = None, token: Optional[str] = None, template: Optional[str] = None,
-                 **sandbox_options: Any):
-        self.client = Client(url, token)
-        self.template = template
-        self.options = sandbox_options
-
-    def create(self, **kwargs: Any) -> KernelboxSandbox:
-        """Create a new sandbox (a new session) and return it."""
-        opts = dict(self.options)
-        opts.update(kwargs)
-        opts.setdefault("template", self.template)
-        return KernelboxSandbox(client=self.client, **opts)
-
-    def get(self, *, sandbox_id: str, **kwargs: Any) -> KernelboxSandbox:
-        """Return the sandbox of an existing session; SandboxNotFoundError when there is none."""
-        try:
-            info = self.client.session(sandbox_id)
-        except NotFound as e:
-            raise SandboxNotFoundError(f"no kernelbox session {sandbox_id!r}") from e
-        opts = dict(self.options)
-        opts.update(kwargs)
-        opts.setdefault("template", info.template or None)
-        return KernelboxSandbox(client=self.client, session_id=sandbox_id, **opts)
-
-    def delete(self, *, sandbox_id: str) -> None:
-        """Delete a sandbox (close its session); deleting an unknown one is no error."""
-        try:
-            self.client.close_session(sandbox_id)
-        except NotFound:
-            pass
-
-    async def acreate(self, **kwargs: Any) -> KernelboxSandbox:
-        """Async version of create."""
-        return await asyncio.to_thread(self.create, **kwargs)
-
-    async def aget(self, *, sandbox_id: str, **kwargs: Any) -> KernelboxSandbox:
-        """Async version of get."""
-        return await asyncio.to_thread(lambda: self.get(sandbox_id=sandbox_id, **kwargs))
-
-    async def adelete(self, *, sandbox_id: str) -> None:
-        """Async version of delete."""
-        await asyncio.to_thread(self.delete, sandbox_id=sandbox_id)
-
-
-__all__ = ["KernelboxSandbox", "KernelboxSandboxClient", "SandboxNotFoundError", "ExecuteResponse",
-           "FileDownloadResponse", "FileUploadResponse", "check_path"]
+__all__ = ["KernelboxSandbox"]
