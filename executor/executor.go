@@ -149,10 +149,10 @@ func sessionGuard(perm *permissions.Engine, ws *workspace.Manager) *permissions.
 	return &p
 }
 
-// Backend returns the executor's backend name ("none" when execution is disabled).
+// Backend returns the executor's backend name ("" when it has none; see Disabled).
 func (e *Executor) Backend() string {
-	if e.disabled != nil {
-		return "none"
+	if e.opts.Backend == nil {
+		return ""
 	}
 	return e.opts.Backend.Name()
 }

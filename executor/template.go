@@ -109,6 +109,16 @@ type SpecApplier interface {
 	Applies() SpecFields
 }
 
+// SpecExplainer is implemented by backends that can say why they do not apply a
+// template field, so that the error refusing a template tells its author what
+// to do instead. It is asked only for a field the backend does not apply (see
+// SpecApplier), by the field's name in a template file ("network", "memory", …).
+type SpecExplainer interface {
+	// WhyNot returns why the backend cannot apply field, or "" for no reason
+	// beyond the backend's not applying it.
+	WhyNot(field string) string
+}
+
 // checkTemplates checks the templates against the backend and fills in the default
 // template from o. It returns the templates by name.
 func checkTemplates(o *Options) (map[string]*Template, error) {
@@ -214,7 +224,7 @@ func checkApplies(o *Options, t *Template) error {
 	}
 	refuse := func(field string, set, applied bool) error {
 		if set && !applied {
-			return fmt.Errorf("template %q: field %s: the %s backend cannot apply it", t.Name, field, o.Backend.Name())
+			return refusal(o.Backend, t.Name, field, "")
 		}
 		return nil
 	}
@@ -235,14 +245,21 @@ func refuseNetwork(o *Options, t *Template, applied bool) error {
 	if t.Network == nil || applied {
 		return nil
 	}
-	why := "it does not carry its kernels' egress through kernelbox's proxy"
-	switch o.Backend.Name() {
-	case "local":
-		why = "a local kernel is not confined: it reaches whatever the host reaches, so no allowlist can hold"
-	case "remote":
-		why = "kernelbox has no say over a gateway's network"
+	return refusal(o.Backend, t.Name, "network", "it does not carry its kernels' egress through kernelbox's proxy")
+}
+
+// refusal is the error refusing template tmpl's field on backend b: with the
+// backend's reason when it gives one (SpecExplainer), else with why ("" for none).
+func refusal(b Backend, tmpl, field, why string) error {
+	if se, ok := b.(SpecExplainer); ok {
+		if w := se.WhyNot(field); w != "" {
+			why = w
+		}
 	}
-	return fmt.Errorf("template %q: field network: the %s backend cannot apply it: %s", t.Name, o.Backend.Name(), why)
+	if why == "" {
+		return fmt.Errorf("template %q: field %s: the %s backend cannot apply it", tmpl, field, b.Name())
+	}
+	return fmt.Errorf("template %q: field %s: the %s backend cannot apply it: %s", tmpl, field, b.Name(), why)
 }
 
 // envName is what an environment variable's name must look like.
@@ -430,8 +447,8 @@ func (e *Executor) TemplateInfos() []api.TemplateInfo {
 // networkInfo shows a template's network setting to clients.
 func networkInfo(r *egress.Rules) *api.NetworkInfo {
 	if r == nil {
-		return &api.NetworkInfo{Mode: "none"}
+		return &api.NetworkInfo{Mode: api.NetworkNone}
 	}
 	p := r.Policy()
-	return &api.NetworkInfo{Mode: "allowlist", Allow: slices.Clone(p.Allow), CIDRs: slices.Clone(p.CIDRs), MaxBytes: p.MaxBytes, MaxConns: p.MaxConns}
+	return &api.NetworkInfo{Mode: api.NetworkAllowlist, Allow: slices.Clone(p.Allow), CIDRs: slices.Clone(p.CIDRs), MaxBytes: p.MaxBytes, MaxConns: p.MaxConns}
 }

@@ -53,8 +53,8 @@ type NotebookRunResult struct {
 // under the size and cell limits, runs it, and streams the answer cell by cell:
 // a request costs a small multiple of its size, never a queue of them.
 func (h *handler) runNotebook(w http.ResponseWriter, r *http.Request) {
-	if h.e.Backend() == "none" {
-		writeErr(w, fmt.Errorf("%w: this server's backend is \"none\"; start it with --backend docker (sandboxed) or --backend local (unsandboxed)", executor.ErrDisabled))
+	if err := h.e.Disabled(); err != nil {
+		writeErr(w, err)
 		return
 	}
 	if r.ContentLength > h.o.MaxNotebookBytes {

@@ -23,25 +23,18 @@ func (c *backendConfig) registerContainer(fs *flag.FlagSet) {
 
 // openDocker builds the docker backend with the memory capacity planning settled on.
 func openDocker(ctx context.Context, c *backendConfig, log *slog.Logger) (executor.Backend, error) {
-	return docker.New(ctx, docker.Options{Image: c.image, Memory: c.sessionMemory, Logger: log, StateFile: c.stateFile, EgressTestHosts: c.egressTestHosts})
+	return docker.New(ctx, dockerOptions(c, log))
+}
+
+// dockerOptions are the docker backend's options from the flags, with the memory
+// capacity planning settled on: what openDocker builds and dockerLimits shows.
+func dockerOptions(c *backendConfig, log *slog.Logger) docker.Options {
+	return docker.Options{Image: c.image, Memory: c.sessionMemory, Logger: log, StateFile: c.stateFile, EgressTestHosts: c.egressTestHosts}
 }
 
 // dockerLimits is what one docker session gets: its image and container limits.
 func dockerLimits(c *backendConfig) executor.Limits {
-	l := executor.Limits{
-		Kernel: "python3", Image: c.image, Memory: c.sessionMemory,
-		CPUs: docker.DefaultCPUs, Pids: docker.DefaultPidsLimit, MaxLifetime: docker.DefaultMaxLifetime,
-	}
-	if l.Image == "" {
-		l.Image = docker.DefaultImage
-	}
-	switch {
-	case l.Memory == 0:
-		l.Memory = docker.DefaultMemory
-	case l.Memory < 0:
-		l.Memory = 0 // --memory none
-	}
-	return l
+	return dockerOptions(c, nil).Limits()
 }
 
 // dockerPlan plans the docker sessions' memory from what the daemon reports.

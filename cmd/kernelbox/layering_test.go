@@ -1,0 +1,112 @@
+package main
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The packages above the backends know a backend only as an executor.Backend and
+// its optional abilities; which backend is which is the backend table's (this
+// command's backends.go). These tests keep it so.
+
+// aboveBackends are the packages that serve every backend alike.
+var aboveBackends = []string{"executor", "httpapi", "workspace", "mcpserver", "jupyterapi"}
+
+// TestNoBackendNameAboveBackends: no non-test file of the packages above the
+// backends holds a string literal that is a backend's name (`"none"`, `"local"`,
+// …): what differs between backends is an ability of the backend
+// (executor.SpecExplainer, Executor.Disabled, …), not a switch on its name.
+// Comments may name backends.
+func TestNoBackendNameAboveBackends(t *testing.T) {
+	t.Parallel()
+	names := map[string]bool{}
+	for _, b := range backends() {
+		names[b.name] = true
+	}
+	root := filepath.Join("..", "..")
+	files := 0
+	for _, dir := range aboveBackends {
+		matches, err := filepath.Glob(filepath.Join(root, dir, "*.go"))
+		require.NoError(t, err)
+		for _, name := range matches {
+			if strings.HasSuffix(name, "_test.go") {
+				continue
+			}
+			files++
+			fset := token.NewFileSet()
+			f, err := parser.ParseFile(fset, name, nil, 0)
+			require.NoError(t, err)
+			ast.Inspect(f, func(n ast.Node) bool {
+				if bl, ok := n.(*ast.BasicLit); ok && bl.Kind == token.STRING {
+					if s, err := strconv.Unquote(bl.Value); err == nil && names[s] {
+						t.Errorf("%s: the string %q names a backend: make what differs an ability of the backend (executor/backend.go)", fset.Position(bl.Pos()), s)
+					}
+				}
+				return true
+			})
+		}
+	}
+	require.Greater(t, files, 100, "the packages above the backends were not found from %s", root)
+}
+
+// testKit names the packages that exist for tests only (by their last path
+// element, wherever they live): they wire real backends for tests, so they may
+// import them; no production package may import them.
+var testKit = []string{"testenv", "testexec", "testnet", "leakcheck", "swaptest", "filestest", "testlog", "sandboxtest"}
+
+// TestNoBackendBelowCommands: `go list -deps` of every production package that is
+// not a command (package main) and not a backend contains no backend package, and
+// no production package imports the test kit (which does wire backends). So a
+// library user who imports the executor, the HTTP API or any internal helper they
+// use gets no backend they did not choose, and only the commands choose.
+func TestNoBackendBelowCommands(t *testing.T) {
+	t.Parallel()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	cmd := exec.Command(goTool, "list", "-e", "-f", "{{.Name}} {{.ImportPath}}{{range .Deps}} {{.}}{{end}}", "./...")
+	cmd.Dir = filepath.Join("..", "..")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "go list")
+	const module = "github.com/kernelbox/kernelbox/"
+	isBackend := func(p string) bool { return strings.HasPrefix(p, module+"backends/") }
+	isKit := func(p string) bool { return strings.HasPrefix(p, module) && slices.Contains(testKit, path.Base(p)) }
+	checked := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		require.GreaterOrEqual(t, len(f), 2, line)
+		name, pkg, deps := f[0], f[1], f[2:]
+		if isKit(pkg) {
+			continue
+		}
+		for _, d := range deps {
+			if isKit(d) {
+				t.Errorf("%s imports the test kit's %s", pkg, d)
+			}
+		}
+		if name == "main" || isBackend(pkg) {
+			continue
+		}
+		checked++
+		for _, d := range deps {
+			if isBackend(d) {
+				t.Errorf("%s depends on the backend package %s: only commands (cmd/, examples/) choose backends", pkg, d)
+			}
+		}
+	}
+	require.Greater(t, checked, 20, "too few packages listed:\n%s", out)
+}
