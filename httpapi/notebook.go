@@ -38,7 +38,7 @@ type NotebookRunBody struct {
 type NotebookRunResult struct {
 	Notebook *notebook.Notebook `json:"notebook"`
 	// Status is "ok", "error", "timeout" or "kernel_died".
-	Status notebook.Status `json:"status"`
+	Status api.Status `json:"status"`
 	// FailedCell is the index of the cell that failed (in the returned notebook,
 	// which has the injected parameters cell), or null.
 	FailedCell *int                  `json:"failed_cell"`
@@ -188,7 +188,7 @@ func (h *handler) decodeNotebookRun(r *http.Request) (NotebookRunBody, *notebook
 // cell, so that the answer is never held whole in memory.
 func writeNotebookResult(w http.ResponseWriter, nb *notebook.Notebook, rep *notebook.Report) {
 	rest, err := json.Marshal(struct {
-		Status     notebook.Status       `json:"status"`
+		Status     api.Status            `json:"status"`
 		FailedCell *int                  `json:"failed_cell"`
 		Error      *executor.ErrorInfo   `json:"error"`
 		SessionID  string                `json:"session_id"`
