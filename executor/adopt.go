@@ -49,7 +49,7 @@ func (e *Executor) adopt() error {
 	}
 	byID := make(map[string]keptSession, len(recs))
 	for _, r := range recs {
-		if ValidSessionID(r.ID) {
+		if api.ValidSessionID(r.ID) {
 			byID[r.ID] = r
 		}
 	}

@@ -466,7 +466,7 @@ func (e *Executor) Close() error {
 // is an error wrapping ErrTemplateMismatch otherwise. It also fails with
 // ErrInvalidRequest (the id, an unknown template), ErrTooManySessions and ErrClosed.
 func (e *Executor) CreateSession(ctx context.Context, id, template string) (SessionInfo, error) {
-	if !ValidSessionID(id) {
+	if !api.ValidSessionID(id) {
 		return SessionInfo{}, invalidf("invalid session id %q: use %s", clip(id, 80), api.SessionIDRule)
 	}
 	if e.disabled != nil {

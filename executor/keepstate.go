@@ -285,7 +285,7 @@ func KeptSessions(dir string) []string {
 	}
 	var ids []string
 	for _, r := range recs {
-		if r.KernelID != "" && ValidSessionID(r.ID) {
+		if r.KernelID != "" && api.ValidSessionID(r.ID) {
 			ids = append(ids, r.ID)
 		}
 	}

@@ -223,7 +223,7 @@ func notebookRun(b NotebookRunBody) (notebook.RunOptions, error) {
 	if b.CellTimeoutSeconds < 0 || b.CellTimeoutSeconds > 1e7 {
 		return notebook.RunOptions{}, invalid("cell_timeout_seconds must be between 0 and 1e7")
 	}
-	if b.SessionID != "" && !executor.ValidSessionID(b.SessionID) {
+	if b.SessionID != "" && !api.ValidSessionID(b.SessionID) {
 		return notebook.RunOptions{}, invalid("invalid session id %q", b.SessionID)
 	}
 	return notebook.RunOptions{
