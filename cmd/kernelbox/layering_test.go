@@ -68,7 +68,8 @@ var testKit = []string{"testenv", "testexec", "testnet", "leakcheck", "swaptest"
 
 // TestNoBackendBelowCommands: `go list -deps` of every production package that is
 // not a command (package main) and not a backend contains no backend package, and
-// no production package imports the test kit (which does wire backends). So a
+// no production package imports the test kit (which does wire backends); the
+// tests of the packages above the backends import none either. So a
 // library user who imports the executor, the HTTP API or any internal helper they
 // use gets no backend they did not choose, and only the commands choose.
 func TestNoBackendBelowCommands(t *testing.T) {
@@ -109,4 +110,24 @@ func TestNoBackendBelowCommands(t *testing.T) {
 		}
 	}
 	require.Greater(t, checked, 20, "too few packages listed:\n%s", out)
+
+	// The tests of the packages above the backends reach real backends only
+	// through the test kit (internal/testexec), never by importing one.
+	args := []string{"list", "-f", "{{.ImportPath}}{{range .TestImports}} {{.}}{{end}}{{range .XTestImports}} {{.}}{{end}}"}
+	for _, dir := range append(aboveBackends, "client", "notebook") {
+		args = append(args, "./"+dir)
+	}
+	cmd = exec.Command(goTool, args...)
+	cmd.Dir = filepath.Join("..", "..")
+	cmd.Stderr = os.Stderr
+	out, err = cmd.Output()
+	require.NoError(t, err, "go list")
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		for _, d := range f[1:] {
+			if isBackend(d) {
+				t.Errorf("the tests of %s import the backend package %s: reach it through internal/testexec", f[0], d)
+			}
+		}
+	}
 }
