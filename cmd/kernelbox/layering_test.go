@@ -15,6 +15,10 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kernelbox/kernelbox/backends/local"
+	"github.com/kernelbox/kernelbox/backends/remote"
+	"github.com/kernelbox/kernelbox/executor"
 )
 
 // The packages above the backends know a backend only as an executor.Backend and
@@ -129,5 +133,23 @@ func TestNoBackendBelowCommands(t *testing.T) {
 				t.Errorf("the tests of %s import the backend package %s: reach it through internal/testexec", f[0], d)
 			}
 		}
+	}
+}
+
+// TestBackendsExplainRefusals: the backends that cannot confine a kernel's
+// network say why (executor.SpecExplainer), which the executor puts in the error
+// refusing a template's allowlist; a field their not applying says enough about
+// gets no reason.
+func TestBackendsExplainRefusals(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		b    executor.SpecExplainer
+		want string
+	}{
+		{new(local.Backend), "a local kernel is not confined"},
+		{new(remote.Backend), "kernelbox has no say over a gateway's network"},
+	} {
+		require.Contains(t, c.b.WhyNot("network"), c.want)
+		require.Empty(t, c.b.WhyNot("memory"))
 	}
 }
