@@ -93,11 +93,14 @@ func New(opts Options) (*Backend, error) {
 // environment by code).
 func (b *Backend) Applies() executor.SpecFields { return executor.SpecFields{Kernel: true} }
 
-// WhyNot says why this backend cannot apply a template's network allowlist: a
-// local kernel runs as a process of the host.
+// WhyNot says why this backend cannot apply a template's network allowlist or
+// secrets: a local kernel runs as a process of the host, as the host's user.
 func (b *Backend) WhyNot(field string) string {
-	if field == "network" {
+	switch field {
+	case "network":
 		return "a local kernel is not confined: it reaches whatever the host reaches, so no allowlist can hold"
+	case "secrets":
+		return "a local kernel runs as your user and could read kernelbox's memory and environment, where the secret is"
 	}
 	return ""
 }

@@ -152,4 +152,5 @@ func TestBackendsExplainRefusals(t *testing.T) {
 		require.Contains(t, c.b.WhyNot("network"), c.want)
 		require.Empty(t, c.b.WhyNot("memory"))
 	}
+	require.Contains(t, new(local.Backend).WhyNot("secrets"), "could read kernelbox's memory")
 }
