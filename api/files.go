@@ -2,6 +2,27 @@ package api
 
 import "time"
 
+// The session files API is implemented twice, on the host's session directory
+// (workspace.Session) and in a kernel (kernelfs.Files), and offered through the
+// executor (executor.SessionFiles) to HTTP and MCP. Both implementations take and
+// return the types below, check paths by one rule (paths.CheckPath's strictest)
+// and fail with this package's sentinels (ErrInvalidPath, ErrNotFound, …).
+
+// DefaultMaxListEntries is how many entries a listing holds when its caller
+// asks for no number.
+const DefaultMaxListEntries = 10_000
+
+// PutOptions configures a file upload of the files API. The zero value
+// overwrites and uses the server's per-file limit.
+type PutOptions struct {
+	// NoOverwrite refuses (ErrExists) when something is at the path already.
+	NoOverwrite bool
+
+	// MaxBytes limits the file. Defaults to the server's per-file limit
+	// (workspace.Options.MaxFileBytes).
+	MaxBytes int64
+}
+
 // FileEntry is one entry of a session directory listing
 // (GET /v1/sessions/{id}/files?path=DIR).
 type FileEntry struct {
@@ -9,21 +30,29 @@ type FileEntry struct {
 	Name string `json:"name"`
 	// Type is "file", "dir", "symlink" or "other" (a FIFO, socket or device).
 	Type string `json:"type"`
-	// Size is the size in bytes.
+	// Size is the size in bytes (a symbolic link's is its target's length).
 	Size int64 `json:"size"`
 	// ModTime is the last modification time.
 	ModTime time.Time `json:"mtime"`
 }
 
-// FileListing is the answer of GET /v1/sessions/{id}/files?path=DIR.
-type FileListing struct {
-	SessionID string `json:"session_id"`
+// DirListing is one directory of a session as the files API lists it: at most
+// the entries asked for, sorted by name, without kernelbox's temporary files
+// and names that are not valid UTF-8 (which no client could ask for again).
+type DirListing struct {
 	// Path is the directory listed, relative to the session directory ("" for it).
 	Path string `json:"path"`
 	// Entries are sorted by name.
 	Entries []FileEntry `json:"entries"`
 	// Truncated says the directory holds more entries than were listed.
 	Truncated bool `json:"truncated"`
+}
+
+// FileListing is the answer of GET /v1/sessions/{id}/files?path=DIR: the
+// session's id and its directory's listing.
+type FileListing struct {
+	SessionID string `json:"session_id"`
+	DirListing
 }
 
 // FileWritten is the answer of PUT /v1/sessions/{id}/files/{path}.

@@ -72,10 +72,16 @@ type TemplateInfo struct {
 	Sessions int `json:"sessions"`
 }
 
+// The modes of NetworkInfo.
+const (
+	NetworkNone      = "none"
+	NetworkAllowlist = "allowlist"
+)
+
 // NetworkInfo is a template's network setting as shown to clients and models.
 type NetworkInfo struct {
-	// Mode is "none" (no network at all: only the kernel's own loopback) or
-	// "allowlist" (the names in Allow, through kernelbox's egress proxy).
+	// Mode is NetworkNone (no network at all: only the kernel's own loopback)
+	// or NetworkAllowlist (the names in Allow, through kernelbox's egress proxy).
 	Mode string `json:"mode"`
 	// Allow lists the host entries ("files.example", "*.data.example:443"); an
 	// entry without a port allows 80 and 443.

@@ -50,7 +50,7 @@ func (e *Executor) adopt() error {
 	byID := make(map[string]keptSession, len(recs))
 	whole := readWhole(e.opts.StateDir)
 	for _, r := range recs {
-		if ValidSessionID(r.ID) {
+		if api.ValidSessionID(r.ID) {
 			r.Whole = max(r.Whole, whole[r.ID])
 			byID[r.ID] = r
 		}

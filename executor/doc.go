@@ -17,7 +17,9 @@
 // kernel), connect.go (connecting to it), liveness.go and precall.go (is it still
 // there: recover after a death, the check before a call is sent), kernelstop.go
 // (restart and shutdown), pool.go and warm.go (warm pools), template.go and
-// preload.go (templates), collect.go and facts.go (building the Result), files.go,
+// preload.go (templates), callfiles.go (a call's files: staging its inputs,
+// collecting its artifacts), output.go (iopub messages to nbformat outputs, one
+// method per message type) and facts.go (building the Result), files.go,
 // fileops.go and sessionfiles.go (the session files API), cull.go (idle sessions),
 // durable.go, hibernate.go, fork.go and snapshot.go with snapshot.py (hibernate,
 // resume and fork: the namespace saved and restored by the session's own kernel),

@@ -75,3 +75,9 @@ var ErrCannotHibernate = api.ErrCannotHibernate
 // (Options.SnapshotMaxBytes, else its disk quota). No snapshot was kept; the
 // session stays live.
 var ErrSnapshotTooLarge = api.ErrSnapshotTooLarge
+
+// Disabled returns why the executor runs no code, an error matching ErrDisabled
+// (it has no backend, or one that refuses every call: Options.Backend), or nil
+// when it can run code. Front ends ask it to refuse work at once, before they read
+// a request's body.
+func (e *Executor) Disabled() error { return e.disabled }

@@ -149,10 +149,10 @@ func sessionGuard(perm *permissions.Engine, ws *workspace.Manager) *permissions.
 	return &p
 }
 
-// Backend returns the executor's backend name ("none" when execution is disabled).
+// Backend returns the executor's backend name ("" when it has none; see Disabled).
 func (e *Executor) Backend() string {
-	if e.disabled != nil {
-		return "none"
+	if e.opts.Backend == nil {
+		return ""
 	}
 	return e.opts.Backend.Name()
 }
@@ -467,7 +467,7 @@ func (e *Executor) Close() error {
 // is an error wrapping ErrTemplateMismatch otherwise. It also fails with
 // ErrInvalidRequest (the id, an unknown template), ErrTooManySessions and ErrClosed.
 func (e *Executor) CreateSession(ctx context.Context, id, template string) (SessionInfo, error) {
-	if !ValidSessionID(id) {
+	if !api.ValidSessionID(id) {
 		return SessionInfo{}, invalidf("invalid session id %q: use %s", clip(id, 80), api.SessionIDRule)
 	}
 	if e.disabled != nil {

@@ -33,7 +33,7 @@ func ErrorCode(err error) (api.Code, int) {
 
 // PutFile writes what r yields to path in session id (creating the session),
 // as workspace.Session.Put does, and returns the bytes written.
-func (e *Executor) PutFile(ctx context.Context, id, path string, r io.Reader, o workspace.PutOptions) (int64, error) {
+func (e *Executor) PutFile(ctx context.Context, id, path string, r io.Reader, o api.PutOptions) (int64, error) {
 	var n int64
 	err := e.Files(ctx, id, FileUpload, func(ctx context.Context, fs SessionFiles) error {
 		var err error
@@ -63,8 +63,8 @@ func (e *Executor) GetFile(ctx context.Context, id, path string) (io.ReadCloser,
 
 // ListFiles lists the directory dir ("" for the session directory) of session
 // id, at most max entries, as workspace.Session.List does.
-func (e *Executor) ListFiles(ctx context.Context, id, dir string, max int) (workspace.Listing, error) {
-	var l workspace.Listing
+func (e *Executor) ListFiles(ctx context.Context, id, dir string, max int) (api.DirListing, error) {
+	var l api.DirListing
 	err := e.Files(ctx, id, FileRead, func(ctx context.Context, fs SessionFiles) error {
 		var err error
 		l, err = fs.List(ctx, dir, max)

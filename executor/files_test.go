@@ -10,7 +10,6 @@ import (
 
 	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
-	"github.com/kernelbox/kernelbox/workspace"
 )
 
 // syncingBackend is a fakeBackend whose kernels see files only through a sync,
@@ -22,7 +21,7 @@ func (syncingBackend) SyncsFiles() bool { return true }
 func put(ctx context.Context, e *executor.Executor, id, path, content string, create bool) error {
 	op := executor.FileOp{Write: true, Create: create}
 	return e.Files(ctx, id, op, func(ctx context.Context, fs executor.SessionFiles) error {
-		_, err := fs.Put(ctx, path, strings.NewReader(content), workspace.PutOptions{})
+		_, err := fs.Put(ctx, path, strings.NewReader(content), api.PutOptions{})
 		return err
 	})
 }

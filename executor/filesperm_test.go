@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/permissions"
-	"github.com/kernelbox/kernelbox/workspace"
 )
 
 // withPolicy sets a policy of the built-in rules plus extra.
@@ -36,7 +36,7 @@ func TestFilesPolicy(t *testing.T) {
 
 	t.Run("defaults allow", func(t *testing.T) {
 		e, _ := newFakeEnv(t, nil, nil)
-		_, err := e.PutFile(ctx, "a", "inputs/x.txt", strings.NewReader("1"), workspace.PutOptions{})
+		_, err := e.PutFile(ctx, "a", "inputs/x.txt", strings.NewReader("1"), api.PutOptions{})
 		require.NoError(t, err)
 		f, _, err := e.GetFile(ctx, "a", "inputs/x.txt")
 		require.NoError(t, err)
@@ -46,7 +46,7 @@ func TestFilesPolicy(t *testing.T) {
 
 	t.Run("deny write", func(t *testing.T) {
 		e, _ := newFakeEnv(t, nil, withPolicy(permissions.Rule{Effect: permissions.Deny, Capability: permissions.FilesWrite, Reason: "read-only files", Source: "test"}))
-		_, err := e.PutFile(ctx, "w", "inputs/x.txt", strings.NewReader("secret plan"), workspace.PutOptions{})
+		_, err := e.PutFile(ctx, "w", "inputs/x.txt", strings.NewReader("secret plan"), api.PutOptions{})
 		require.ErrorIs(t, err, executor.ErrDenied)
 		var denied *permissions.DeniedError
 		require.True(t, errors.As(err, &denied), "%v", err)
@@ -65,7 +65,7 @@ func TestFilesPolicy(t *testing.T) {
 		f, _, err := e.GetFile(ctx, "w", "inputs/k.txt")
 		require.NoError(t, err, "files.read is still allowed")
 		require.NoError(t, f.Close())
-		_, err = e.PutFile(ctx, "w", "inputs/k.txt", strings.NewReader("overwritten"), workspace.PutOptions{})
+		_, err = e.PutFile(ctx, "w", "inputs/k.txt", strings.NewReader("overwritten"), api.PutOptions{})
 		require.ErrorIs(t, err, executor.ErrDenied)
 		b, err := os.ReadFile(filepath.Join(sessionDir(e, "w"), "inputs", "k.txt"))
 		require.NoError(t, err)
@@ -74,7 +74,7 @@ func TestFilesPolicy(t *testing.T) {
 
 	t.Run("deny read", func(t *testing.T) {
 		e, _ := newFakeEnv(t, nil, withPolicy(permissions.Rule{Effect: permissions.Deny, Capability: permissions.FilesRead, Reason: "no downloads", Source: "test"}))
-		_, err := e.PutFile(ctx, "r", "inputs/x.txt", strings.NewReader("1"), workspace.PutOptions{})
+		_, err := e.PutFile(ctx, "r", "inputs/x.txt", strings.NewReader("1"), api.PutOptions{})
 		require.NoError(t, err, "files.write is still allowed")
 		_, _, err = e.GetFile(ctx, "r", "inputs/x.txt")
 		require.ErrorIs(t, err, executor.ErrDenied)

@@ -23,7 +23,7 @@ import (
 // when the original cannot be saved (ErrCannotHibernate, ErrSnapshotTooLarge);
 // newID is then closed and its directory removed.
 func (e *Executor) Fork(ctx context.Context, id, newID string) (api.ResumeResult, error) {
-	if !ValidSessionID(newID) {
+	if !api.ValidSessionID(newID) {
 		return api.ResumeResult{}, invalidf("invalid session id %q: use %s", clip(newID, 80), api.SessionIDRule)
 	}
 	if e.disabled != nil {

@@ -373,7 +373,7 @@ func PinnedSessions(dir string) []string {
 	}
 	var ids []string
 	for _, r := range recs {
-		if (r.Snapshot != nil || r.Checkpoint != nil) && ValidSessionID(r.ID) {
+		if (r.Snapshot != nil || r.Checkpoint != nil) && api.ValidSessionID(r.ID) {
 			ids = append(ids, r.ID)
 		}
 	}
@@ -391,7 +391,7 @@ func KeptSessions(dir string) []string {
 	}
 	var ids []string
 	for _, r := range recs {
-		if r.KernelID != "" && ValidSessionID(r.ID) {
+		if r.KernelID != "" && api.ValidSessionID(r.ID) {
 			ids = append(ids, r.ID)
 		}
 	}

@@ -54,87 +54,119 @@ func (c *collector) emit(e Event) {
 	}
 }
 
-// add handles one iopub message of the call.
+// add handles one iopub message of the call, by its type; a type that is not
+// an output, an output change or a comm is left out.
 func (c *collector) add(m *jupyter.Message) {
 	if m.Truncated {
 		c.droppedStream += m.DroppedBytes
 	}
 	switch m.Type() {
 	case "stream":
-		if c.streamBytes >= c.maxStream && !c.clearPending && len(m.Content) > 4096 {
-			// Over the cap: count the text without decoding it (its JSON size,
-			// which is close), so a flood costs no more memory than its messages.
-			c.droppedStream += int64(len(m.Content))
-			return
-		}
-		var s jupyter.StreamContent
-		if m.DecodeContent(&s) != nil {
-			return
-		}
-		if s.Name == "stderr" && (strings.HasPrefix(s.Text, "IOPub data rate exceeded") ||
-			strings.HasPrefix(s.Text, "IOPub message rate exceeded")) {
-			// The server's own note that it dropped output: there is no other
-			// signal of it in the protocol.
-			c.serverDropped = true
-		}
-		c.addStream(s.Name, s.Text)
+		c.stream(m)
 	case "display_data", "execute_result":
-		var d jupyter.DisplayContent
-		if m.DecodeContent(&d) != nil {
-			return
-		}
-		out := Output{OutputType: m.Type(), Data: d.Data, Metadata: d.Metadata, DisplayID: displayID(d.Transient)}
-		if m.Type() == "execute_result" {
-			n := d.ExecutionCount
-			out.ExecutionCount = &n
-		}
-		if m.Truncated {
-			c.droppedOutputs++
-			return
-		}
-		typ := "display"
-		if m.Type() == "execute_result" {
-			typ = "result"
-		}
-		if c.addRich(out) {
-			c.emit(Event{Type: typ, Output: &out})
-		}
+		c.display(m)
 	case "comm_open", "comm_msg", "comm_close":
-		if !m.Truncated && c.onComm != nil {
-			c.onComm(Event{Type: "comm", MsgType: m.Type(), Comm: m.Content})
-		}
+		c.comm(m)
 	case "update_display_data":
-		var d jupyter.DisplayContent
-		if m.DecodeContent(&d) != nil {
-			return
-		}
-		id := displayID(d.Transient)
-		for i := range c.outputs {
-			if id != "" && c.outputs[i].DisplayID == id {
-				c.outputs[i].Data, c.outputs[i].Metadata = d.Data, d.Metadata
-			}
-		}
-		out := Output{OutputType: "display_data", Data: d.Data, Metadata: d.Metadata, DisplayID: id}
-		c.emit(Event{Type: "update_display", Output: &out})
+		c.updateDisplay(m)
 	case "error":
-		var e jupyter.ErrorContent
-		if m.DecodeContent(&e) != nil {
-			return
-		}
-		out := Output{OutputType: "error", Ename: e.Ename, Evalue: e.Evalue, Traceback: e.Traceback}
-		c.applyClear()
-		c.append(out)
-		c.emit(Event{Type: "error", Output: &out})
+		c.errorOutput(m)
 	case "clear_output":
-		var cl jupyter.ClearOutputContent
-		_ = m.DecodeContent(&cl)
-		if cl.Wait {
-			c.clearPending = true
-		} else {
-			c.clear()
-		}
-		c.emit(Event{Type: "clear_output", Wait: cl.Wait})
+		c.clearOutput(m)
 	}
+}
+
+// stream adds a stream message's text to stdout or stderr, within the cap.
+func (c *collector) stream(m *jupyter.Message) {
+	if c.streamBytes >= c.maxStream && !c.clearPending && len(m.Content) > 4096 {
+		// Over the cap: count the text without decoding it (its JSON size,
+		// which is close), so a flood costs no more memory than its messages.
+		c.droppedStream += int64(len(m.Content))
+		return
+	}
+	var s jupyter.StreamContent
+	if m.DecodeContent(&s) != nil {
+		return
+	}
+	if s.Name == "stderr" && (strings.HasPrefix(s.Text, "IOPub data rate exceeded") ||
+		strings.HasPrefix(s.Text, "IOPub message rate exceeded")) {
+		// The server's own note that it dropped output: there is no other
+		// signal of it in the protocol.
+		c.serverDropped = true
+	}
+	c.addStream(s.Name, s.Text)
+}
+
+// display adds a display_data or execute_result output, within the caps; one
+// the reader truncated is counted as dropped.
+func (c *collector) display(m *jupyter.Message) {
+	var d jupyter.DisplayContent
+	if m.DecodeContent(&d) != nil {
+		return
+	}
+	out := Output{OutputType: m.Type(), Data: d.Data, Metadata: d.Metadata, DisplayID: displayID(d.Transient)}
+	if m.Type() == "execute_result" {
+		n := d.ExecutionCount
+		out.ExecutionCount = &n
+	}
+	if m.Truncated {
+		c.droppedOutputs++
+		return
+	}
+	typ := "display"
+	if m.Type() == "execute_result" {
+		typ = "result"
+	}
+	if c.addRich(out) {
+		c.emit(Event{Type: typ, Output: &out})
+	}
+}
+
+// comm forwards a comm message of the call (a widget's) whole, or not at all.
+func (c *collector) comm(m *jupyter.Message) {
+	if !m.Truncated && c.onComm != nil {
+		c.onComm(Event{Type: "comm", MsgType: m.Type(), Comm: m.Content})
+	}
+}
+
+// updateDisplay replaces the data of the outputs with the message's display id.
+func (c *collector) updateDisplay(m *jupyter.Message) {
+	var d jupyter.DisplayContent
+	if m.DecodeContent(&d) != nil {
+		return
+	}
+	id := displayID(d.Transient)
+	for i := range c.outputs {
+		if id != "" && c.outputs[i].DisplayID == id {
+			c.outputs[i].Data, c.outputs[i].Metadata = d.Data, d.Metadata
+		}
+	}
+	out := Output{OutputType: "display_data", Data: d.Data, Metadata: d.Metadata, DisplayID: id}
+	c.emit(Event{Type: "update_display", Output: &out})
+}
+
+// errorOutput adds the cell's error output (after a pending clear_output).
+func (c *collector) errorOutput(m *jupyter.Message) {
+	var e jupyter.ErrorContent
+	if m.DecodeContent(&e) != nil {
+		return
+	}
+	out := Output{OutputType: "error", Ename: e.Ename, Evalue: e.Evalue, Traceback: e.Traceback}
+	c.applyClear()
+	c.append(out)
+	c.emit(Event{Type: "error", Output: &out})
+}
+
+// clearOutput clears the outputs now, or with wait at the next output.
+func (c *collector) clearOutput(m *jupyter.Message) {
+	var cl jupyter.ClearOutputContent
+	_ = m.DecodeContent(&cl)
+	if cl.Wait {
+		c.clearPending = true
+	} else {
+		c.clear()
+	}
+	c.emit(Event{Type: "clear_output", Wait: cl.Wait})
 }
 
 func (c *collector) addStream(name, text string) {

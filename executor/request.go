@@ -7,13 +7,9 @@ import (
 	"github.com/kernelbox/kernelbox/api"
 )
 
-// ValidSessionID reports whether id is a valid session id (api.ValidSessionID).
-// Ids are validated, never rewritten: an id that is not valid is refused.
-func ValidSessionID(id string) bool { return api.ValidSessionID(id) }
-
 // validateRequest checks the request's shape (not its permissions).
 func validateRequest(r *Request, o *Options) error {
-	if !ValidSessionID(r.SessionID) {
+	if !api.ValidSessionID(r.SessionID) {
 		return invalidf("invalid session id %q: use %s", clip(r.SessionID, 80), api.SessionIDRule)
 	}
 	if strings.TrimSpace(r.Code) == "" {

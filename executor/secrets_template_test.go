@@ -24,12 +24,17 @@ func TestTemplateSecretsRefusedWhereNotApplied(t *testing.T) {
 	sec, err := egress.CompileSecrets([]egress.SecretRule{{Name: "k", Hosts: []string{"api.example"}, FromEnv: "KB_TEST_TEMPLATE_KEY"}}, rules)
 	require.NoError(t, err)
 	tmpl := executor.Template{Name: "sec", Network: rules.WithSecrets(sec)}
+	localWhy := "a local kernel runs as your user and could read kernelbox's memory and environment, where the secret is"
 	for name, why := range map[string]string{
-		"local":  "a local kernel runs as your user and could read kernelbox's memory and environment, where the secret is",
+		"local":  localWhy, // the backend's own reason (backends/local's WhyNot)
 		"remote": "it has no egress proxy, and a secret must never be handed to the kernel itself",
 		"fake":   "it has no egress proxy",
 	} {
-		_, err := executor.New(executor.Options{Backend: namedBackend{newFakeBackend(t), name}, Workspace: ws, Templates: []executor.Template{tmpl}})
+		b := explainedBackend{Backend: newFakeBackend(t), name: name}
+		if name == "local" {
+			b.why = map[string]string{"secrets": localWhy}
+		}
+		_, err := executor.New(executor.Options{Backend: b, Workspace: ws, Templates: []executor.Template{tmpl}})
 		require.ErrorContains(t, err, `template "sec": field secrets: the `+name+` backend cannot apply it: `+why)
 	}
 }

@@ -22,7 +22,7 @@ type SessionFiles interface {
 	// Put writes what r yields to path atomically (a temporary file renamed into
 	// place, parents made) and returns the bytes written; see
 	// workspace.Session.Put for its errors.
-	Put(ctx context.Context, path string, r io.Reader, o workspace.PutOptions) (int64, error)
+	Put(ctx context.Context, path string, r io.Reader, o api.PutOptions) (int64, error)
 
 	// Get opens the regular file at path and returns a reader of it and its
 	// size; see workspace.Session.Get for its errors. The caller must close it.
@@ -30,7 +30,7 @@ type SessionFiles interface {
 
 	// List lists the directory at path ("" for the session directory); see
 	// workspace.Session.List.
-	List(ctx context.Context, path string, max int) (workspace.Listing, error)
+	List(ctx context.Context, path string, max int) (api.DirListing, error)
 
 	// Remove deletes the file at path, or with recursive a directory; see
 	// workspace.Session.Remove.
@@ -49,7 +49,7 @@ type FileLimits struct {
 // hostFiles is a session's host directory as SessionFiles.
 type hostFiles struct{ ws *workspace.Session }
 
-func (h hostFiles) Put(ctx context.Context, path string, r io.Reader, o workspace.PutOptions) (int64, error) {
+func (h hostFiles) Put(ctx context.Context, path string, r io.Reader, o api.PutOptions) (int64, error) {
 	return h.ws.Put(ctx, path, r, o)
 }
 
@@ -66,7 +66,7 @@ func (h hostFiles) Get(_ context.Context, path string) (io.ReadCloser, int64, er
 	return f, fi.Size(), nil
 }
 
-func (h hostFiles) List(_ context.Context, path string, max int) (workspace.Listing, error) {
+func (h hostFiles) List(_ context.Context, path string, max int) (api.DirListing, error) {
 	return h.ws.List(path, max)
 }
 

@@ -115,6 +115,16 @@ type SpecApplier interface {
 	Applies() SpecFields
 }
 
+// SpecExplainer is implemented by backends that can say why they do not apply a
+// template field, so that the error refusing a template tells its author what
+// to do instead. It is asked only for a field the backend does not apply (see
+// SpecApplier), by the field's name in a template file ("network", "memory", …).
+type SpecExplainer interface {
+	// WhyNot returns why the backend cannot apply field, or "" for no reason
+	// beyond the backend's not applying it.
+	WhyNot(field string) string
+}
+
 // checkTemplates checks the templates against the backend and fills in the default
 // template from o. It returns the templates by name.
 func checkTemplates(o *Options) (map[string]*Template, error) {
@@ -220,7 +230,7 @@ func checkApplies(o *Options, t *Template) error {
 	}
 	refuse := func(field string, set, applied bool) error {
 		if set && !applied {
-			return fmt.Errorf("template %q: field %s: the %s backend cannot apply it", t.Name, field, o.Backend.Name())
+			return refusal(o.Backend, t.Name, field, "")
 		}
 		return nil
 	}
@@ -245,10 +255,7 @@ func refuseSecrets(o *Options, t *Template, applies SpecFields) error {
 	if !applies.Network {
 		why = "it has no egress proxy, and a secret must never be handed to the kernel itself"
 	}
-	if o.Backend.Name() == "local" {
-		why = "a local kernel runs as your user and could read kernelbox's memory and environment, where the secret is"
-	}
-	return fmt.Errorf("template %q: field secrets: the %s backend cannot apply it: %s", t.Name, o.Backend.Name(), why)
+	return refusal(o.Backend, t.Name, "secrets", why) // local says why its kernels must not hold one
 }
 
 // refuseNetwork refuses a network allowlist on a backend that cannot enforce one,
@@ -257,14 +264,21 @@ func refuseNetwork(o *Options, t *Template, applied bool) error {
 	if t.Network == nil || applied {
 		return nil
 	}
-	why := "it does not carry its kernels' egress through kernelbox's proxy"
-	switch o.Backend.Name() {
-	case "local":
-		why = "a local kernel is not confined: it reaches whatever the host reaches, so no allowlist can hold"
-	case "remote":
-		why = "kernelbox has no say over a gateway's network"
+	return refusal(o.Backend, t.Name, "network", "it does not carry its kernels' egress through kernelbox's proxy")
+}
+
+// refusal is the error refusing template tmpl's field on backend b: with the
+// backend's reason when it gives one (SpecExplainer), else with why ("" for none).
+func refusal(b Backend, tmpl, field, why string) error {
+	if se, ok := b.(SpecExplainer); ok {
+		if w := se.WhyNot(field); w != "" {
+			why = w
+		}
 	}
-	return fmt.Errorf("template %q: field network: the %s backend cannot apply it: %s", t.Name, o.Backend.Name(), why)
+	if why == "" {
+		return fmt.Errorf("template %q: field %s: the %s backend cannot apply it", tmpl, field, b.Name())
+	}
+	return fmt.Errorf("template %q: field %s: the %s backend cannot apply it: %s", tmpl, field, b.Name(), why)
 }
 
 // envName is what an environment variable's name must look like.
@@ -453,10 +467,10 @@ func (e *Executor) TemplateInfos() []api.TemplateInfo {
 // networkInfo shows a template's network setting to clients.
 func networkInfo(r *egress.Rules) *api.NetworkInfo {
 	if r == nil {
-		return &api.NetworkInfo{Mode: "none"}
+		return &api.NetworkInfo{Mode: api.NetworkNone}
 	}
 	p := r.Policy()
-	return &api.NetworkInfo{Mode: "allowlist", Allow: slices.Clone(p.Allow), CIDRs: slices.Clone(p.CIDRs), MaxBytes: p.MaxBytes, MaxConns: p.MaxConns}
+	return &api.NetworkInfo{Mode: api.NetworkAllowlist, Allow: slices.Clone(p.Allow), CIDRs: slices.Clone(p.CIDRs), MaxBytes: p.MaxBytes, MaxConns: p.MaxConns}
 }
 
 // secretInfo shows a template's secret rules to clients: never a value, nor

@@ -19,6 +19,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/kernelbox/kernelbox/api"
 )
 
 // wholeLogName is the journal's name in the state directory.
@@ -94,7 +96,7 @@ func readWhole(dir string) map[string]int {
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		var l wholeLine
-		if json.Unmarshal(sc.Bytes(), &l) == nil && ValidSessionID(l.ID) && l.Whole > out[l.ID] {
+		if json.Unmarshal(sc.Bytes(), &l) == nil && api.ValidSessionID(l.ID) && l.Whole > out[l.ID] {
 			out[l.ID] = l.Whole
 		}
 	}

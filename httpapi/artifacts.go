@@ -9,7 +9,6 @@ import (
 	"path"
 	"strconv"
 
-	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/workspace"
 )
 
@@ -19,7 +18,7 @@ func (h *handler) artifacts(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	if !executor.ValidSessionID(id) {
+	if !api.ValidSessionID(id) {
 		writeError(w, http.StatusBadRequest, api.CodeInvalidRequest, "invalid session id")
 		return
 	}

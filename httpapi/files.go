@@ -14,7 +14,6 @@ import (
 	"strings"
 
 	"github.com/kernelbox/kernelbox/executor"
-	"github.com/kernelbox/kernelbox/workspace"
 )
 
 // The session files routes (their rows are in routes.go):
@@ -35,7 +34,7 @@ import (
 const DefaultMaxBatchBytes = 64 << 20
 
 func (h *handler) putFile(w http.ResponseWriter, r *http.Request, id, file string) {
-	o := workspace.PutOptions{NoOverwrite: strings.TrimSpace(r.Header.Get("If-None-Match")) == "*"}
+	o := api.PutOptions{NoOverwrite: strings.TrimSpace(r.Header.Get("If-None-Match")) == "*"}
 	n, err := h.e.PutFile(r.Context(), id, file, r.Body, o)
 	if err != nil {
 		writeErr(w, err)
@@ -93,18 +92,14 @@ func (h *handler) listFiles(w http.ResponseWriter, r *http.Request, id string) {
 		}
 		// A kernel can make a directory of millions of empty files: the
 		// answer, held whole in memory, stays within the default.
-		max = min(max, workspace.DefaultMaxListEntries)
+		max = min(max, api.DefaultMaxListEntries)
 	}
 	l, err := h.e.ListFiles(r.Context(), id, q.Get("path"), max)
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
-	out := api.FileListing{SessionID: id, Path: l.Path, Entries: make([]api.FileEntry, len(l.Entries)), Truncated: l.Truncated}
-	for i, e := range l.Entries {
-		out.Entries[i] = api.FileEntry(e)
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, api.FileListing{SessionID: id, DirListing: l})
 }
 
 // batchFiles writes the batch's uploads, then reads its downloads, in one job
@@ -129,7 +124,7 @@ func (h *handler) batchFiles(w http.ResponseWriter, r *http.Request, id string) 
 	op := executor.FileOp{Read: len(b.Downloads) > 0, Write: len(b.Uploads) > 0, Create: len(b.Uploads) > 0}
 	err := h.e.Files(r.Context(), id, op, func(ctx context.Context, fs executor.SessionFiles) error {
 		for i, u := range b.Uploads {
-			n, err := fs.Put(ctx, u.Path, bytes.NewReader(u.Content), workspace.PutOptions{NoOverwrite: u.NoOverwrite})
+			n, err := fs.Put(ctx, u.Path, bytes.NewReader(u.Content), api.PutOptions{NoOverwrite: u.NoOverwrite})
 			res.Uploads[i] = fileResult(u.Path, n, err)
 		}
 		budget := h.o.MaxBatchBytes

@@ -38,7 +38,7 @@ type NotebookRunBody struct {
 type NotebookRunResult struct {
 	Notebook *notebook.Notebook `json:"notebook"`
 	// Status is "ok", "error", "timeout" or "kernel_died".
-	Status notebook.Status `json:"status"`
+	Status api.Status `json:"status"`
 	// FailedCell is the index of the cell that failed (in the returned notebook,
 	// which has the injected parameters cell), or null.
 	FailedCell *int                  `json:"failed_cell"`
@@ -53,8 +53,8 @@ type NotebookRunResult struct {
 // under the size and cell limits, runs it, and streams the answer cell by cell:
 // a request costs a small multiple of its size, never a queue of them.
 func (h *handler) runNotebook(w http.ResponseWriter, r *http.Request) {
-	if h.e.Backend() == "none" {
-		writeErr(w, fmt.Errorf("%w: this server's backend is \"none\"; start it with --backend docker (sandboxed) or --backend local (unsandboxed)", executor.ErrDisabled))
+	if err := h.e.Disabled(); err != nil {
+		writeErr(w, err)
 		return
 	}
 	if r.ContentLength > h.o.MaxNotebookBytes {
@@ -188,7 +188,7 @@ func (h *handler) decodeNotebookRun(r *http.Request) (NotebookRunBody, *notebook
 // cell, so that the answer is never held whole in memory.
 func writeNotebookResult(w http.ResponseWriter, nb *notebook.Notebook, rep *notebook.Report) {
 	rest, err := json.Marshal(struct {
-		Status     notebook.Status       `json:"status"`
+		Status     api.Status            `json:"status"`
 		FailedCell *int                  `json:"failed_cell"`
 		Error      *executor.ErrorInfo   `json:"error"`
 		SessionID  string                `json:"session_id"`
@@ -223,7 +223,7 @@ func notebookRun(b NotebookRunBody) (notebook.RunOptions, error) {
 	if b.CellTimeoutSeconds < 0 || b.CellTimeoutSeconds > 1e7 {
 		return notebook.RunOptions{}, invalid("cell_timeout_seconds must be between 0 and 1e7")
 	}
-	if b.SessionID != "" && !executor.ValidSessionID(b.SessionID) {
+	if b.SessionID != "" && !api.ValidSessionID(b.SessionID) {
 		return notebook.RunOptions{}, invalid("invalid session id %q", b.SessionID)
 	}
 	return notebook.RunOptions{

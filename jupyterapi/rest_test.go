@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/jupyterapi"
 )
@@ -73,7 +74,7 @@ func TestREST(t *testing.T) {
 	id := s.start("small")
 	_, err = uuid.Parse(id)
 	require.NoError(t, err, "kernel ids are UUIDs")
-	assert.True(t, executor.ValidSessionID(id), "a UUID passes the session id rule")
+	assert.True(t, api.ValidSessionID(id), "a UUID passes the session id rule")
 	info, err := s.e.Session(id)
 	require.NoError(t, err, "the kernel is a kernelbox session")
 	assert.Equal(t, "small", info.Template)

@@ -17,13 +17,12 @@ import (
 	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/internal/paths"
 	"github.com/kernelbox/kernelbox/jupyter"
-	"github.com/kernelbox/kernelbox/workspace"
 )
 
 // The session files API (upload, download, list, delete) for a session whose
 // files live in its kernel: the kernel side is kernelfiles.py, which walks every
 // path from a descriptor of the session directory without following a link;
-// this side checks paths first with the workspace's rules, streams uploads and
+// this side checks paths first with the files API's rule (as the workspace does), streams uploads and
 // downloads in chunks (memory bounded by Window chunks, whatever the size) and
 // holds the session to a byte budget, since a remote session has no disk quota.
 
@@ -32,7 +31,7 @@ const DefaultMaxSessionBytes = int64(10 << 30)
 
 // Limits bound the files API of one session.
 type Limits struct {
-	// MaxFileBytes caps each upload (workspace.PutOptions.MaxBytes overrides it
+	// MaxFileBytes caps each upload (api.PutOptions.MaxBytes overrides it
 	// per call). Defaults to Options.MaxFileBytes.
 	MaxFileBytes int64
 	// MaxSessionBytes is the session's byte budget: an upload that would take
@@ -65,8 +64,8 @@ func (s *Syncer) Files(conn *jupyter.Conn, l Limits) *Files {
 
 // FileError is a files-API operation refused by the kernel side, or by this
 // side for what the kernel reported. It matches (errors.Is) the api sentinel
-// of its Code, and for not_found and too_large the workspace's as well, so the
-// front ends classify it as they do the workspace's errors.
+// of its Code, as the workspace's file errors do, so the front ends classify
+// both alike.
 type FileError struct {
 	Op   string // "put", "get", "list", "remove"
 	Path string
@@ -85,11 +84,11 @@ func (e *FileError) Is(target error) bool {
 
 var codeErrors = map[string][]error{
 	string(api.CodeInvalidPath):  {api.ErrInvalidPath},
-	string(api.CodeNotFound):     {api.ErrNotFound, workspace.ErrNotFound},
+	string(api.CodeNotFound):     {api.ErrNotFound},
 	string(api.CodeIsDirectory):  {api.ErrIsDirectory},
 	string(api.CodeNotDirectory): {api.ErrNotDirectory},
 	string(api.CodeExists):       {api.ErrExists},
-	string(api.CodeTooLarge):     {api.ErrTooLarge, workspace.ErrTooLarge},
+	string(api.CodeTooLarge):     {api.ErrTooLarge},
 	string(api.CodeQuota):        {api.ErrQuota},
 }
 
@@ -113,11 +112,13 @@ func (r refusal) err(op, path string) error {
 // markName is the session marker of kernelsync.py, which no client may touch.
 const markName = ".kernelbox-session"
 
-// checkPath applies the workspace's path rules (the same refusals as a local
-// session's), plus the session marker.
+// checkPath applies the files API's path rule (paths.CheckPath's strictest, as
+// the workspace does for a local session: the same refusals), plus the session
+// marker.
 func checkPath(op, p string, allowRoot bool) error {
-	if err := workspace.CheckFilePath(p, allowRoot); err != nil {
-		return err
+	var e *paths.Error
+	if err := paths.CheckPath(p, paths.PathRule{AllowRoot: allowRoot}); errors.As(err, &e) {
+		return &FileError{Op: op, Path: e.Shown(), Code: string(api.CodeInvalidPath), Why: "invalid path: " + e.Problem.String()}
 	}
 	if first, _, _ := strings.Cut(p, "/"); first == markName {
 		return &FileError{Op: op, Path: p, Code: string(api.CodeInvalidPath), Why: "invalid path: names kernelbox's session marker"}
@@ -139,7 +140,7 @@ type relArgs struct {
 // workspace.Session.Put does (invalid_path, not_directory, is_directory,
 // exists with NoOverwrite, too_large past the file limit), and with quota when
 // the session's files would go over MaxSessionBytes; then nothing is left.
-func (f *Files) Put(ctx context.Context, path string, r io.Reader, o workspace.PutOptions) (int64, error) {
+func (f *Files) Put(ctx context.Context, path string, r io.Reader, o api.PutOptions) (int64, error) {
 	const op = "put"
 	if err := checkPath(op, path, false); err != nil {
 		return 0, err
@@ -273,19 +274,19 @@ func (f *Files) abort(ctx context.Context, h Handle) {
 }
 
 // List lists the directory at path ("" for the session directory): at most max
-// entries (workspace.DefaultMaxListEntries when maxEntries <= 0), sorted by name, with
+// entries (api.DefaultMaxListEntries when maxEntries <= 0), sorted by name, with
 // Truncated when there were more, as workspace.Session.List. Names the kernel
 // reports that are not plain UTF-8 file names are left out.
-func (f *Files) List(ctx context.Context, path string, maxEntries int) (workspace.Listing, error) {
+func (f *Files) List(ctx context.Context, path string, maxEntries int) (api.DirListing, error) {
 	const op = "list"
 	if err := checkPath(op, path, true); err != nil {
-		return workspace.Listing{}, err
+		return api.DirListing{}, err
 	}
 	if path == "." {
 		path = ""
 	}
 	if maxEntries <= 0 {
-		maxEntries = workspace.DefaultMaxListEntries
+		maxEntries = api.DefaultMaxListEntries
 	}
 	var b struct {
 		refusal
@@ -293,12 +294,12 @@ func (f *Files) List(ctx context.Context, path string, maxEntries int) (workspac
 		Truncated bool              `json:"truncated"`
 	}
 	if err := f.s.k.call(ctx, f.conn, "flist", relArgs{Rel: path, Max: maxEntries}, nil, &b); err != nil {
-		return workspace.Listing{}, fmt.Errorf("%s %q: %w", op, path, err)
+		return api.DirListing{}, fmt.Errorf("%s %q: %w", op, path, err)
 	}
 	if err := b.err(op, path); err != nil {
-		return workspace.Listing{}, err
+		return api.DirListing{}, err
 	}
-	l := workspace.Listing{Path: path, Entries: []workspace.Entry{}, Truncated: b.Truncated || len(b.Entries) > maxEntries}
+	l := api.DirListing{Path: path, Entries: []api.FileEntry{}, Truncated: b.Truncated || len(b.Entries) > maxEntries}
 	for _, raw := range b.Entries[:min(len(b.Entries), maxEntries)] {
 		var e struct {
 			name, typ string
@@ -321,9 +322,9 @@ func (f *Files) List(ctx context.Context, path string, maxEntries int) (workspac
 		default:
 			e.typ = "other"
 		}
-		l.Entries = append(l.Entries, workspace.Entry{Name: e.name, Type: e.typ, Size: max(e.size, 0), ModTime: time.Unix(0, e.ns).UTC()})
+		l.Entries = append(l.Entries, api.FileEntry{Name: e.name, Type: e.typ, Size: max(e.size, 0), ModTime: time.Unix(0, e.ns).UTC()})
 	}
-	slices.SortFunc(l.Entries, func(a, b workspace.Entry) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(l.Entries, func(a, b api.FileEntry) int { return cmp.Compare(a.Name, b.Name) })
 	return l, nil
 }
 

@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kernelbox/kernelbox/api"
-	"github.com/kernelbox/kernelbox/workspace"
 )
 
 // get reads path whole through Files.Get.
@@ -44,11 +43,11 @@ func TestFilesRoundTrip(t *testing.T) {
 	f := r.s.Files(r.conn, Limits{})
 	data := make([]byte, 3<<20+12345)
 	_, _ = rand.Read(data)
-	n, err := f.Put(ctx, "inputs/a/b/big.bin", bytes.NewReader(data), workspace.PutOptions{})
+	n, err := f.Put(ctx, "inputs/a/b/big.bin", bytes.NewReader(data), api.PutOptions{})
 	require.NoError(t, err)
 	require.EqualValues(t, len(data), n)
 	require.Equal(t, sha256hex(data)+"\n", r.run(t, "import hashlib\nprint(hashlib.sha256(open('inputs/a/b/big.bin','rb').read()).hexdigest())"))
-	n, err = f.Put(ctx, "empty", strings.NewReader(""), workspace.PutOptions{})
+	n, err = f.Put(ctx, "empty", strings.NewReader(""), api.PutOptions{})
 	require.NoError(t, err)
 	require.Zero(t, n)
 
@@ -70,14 +69,14 @@ func TestFilesRoundTrip(t *testing.T) {
 	l, err = f.List(ctx, "inputs/a/b", 0)
 	require.NoError(t, err)
 	require.Len(t, l.Entries, 1)
-	assert.Equal(t, workspace.Entry{Name: "big.bin", Type: "file", Size: int64(len(data)), ModTime: l.Entries[0].ModTime}, l.Entries[0])
+	assert.Equal(t, api.FileEntry{Name: "big.bin", Type: "file", Size: int64(len(data)), ModTime: l.Entries[0].ModTime}, l.Entries[0])
 
 	require.ErrorIs(t, f.Remove(ctx, "inputs/a", false), api.ErrIsDirectory)
 	require.NoError(t, f.Remove(ctx, "inputs/a", true))
 	require.ErrorIs(t, f.Remove(ctx, "inputs/a", true), api.ErrNotFound)
 	assert.Equal(t, "[]\n", r.run(t, "import os\nprint([n for d, _, fs in os.walk('.') for n in fs if n.startswith('.kb-tmp-') or d.startswith('./inputs/a')])"))
 
-	_, err = f.Put(ctx, "outputs/k.bin", strings.NewReader("x"), workspace.PutOptions{NoOverwrite: true})
+	_, err = f.Put(ctx, "outputs/k.bin", strings.NewReader("x"), api.PutOptions{NoOverwrite: true})
 	require.ErrorIs(t, err, api.ErrExists)
 }
 
@@ -121,7 +120,7 @@ open("plain", "w").write("x")`)
 		assert.NotContains(t, errString(err), "host secret")
 	}
 	for _, p := range []string{"linkdir/new.txt", "../new.txt", "/tmp/new.txt", "outputs", "plain/x"} {
-		_, err := f.Put(ctx, p, strings.NewReader("planted"), workspace.PutOptions{})
+		_, err := f.Put(ctx, p, strings.NewReader("planted"), api.PutOptions{})
 		assert.Error(t, err, p)
 	}
 	_, err := f.List(ctx, "linkdir", 0)
@@ -131,7 +130,7 @@ open("plain", "w").write("x")`)
 	require.NoError(t, err)
 	assert.Len(t, entries, 1, "nothing was written outside")
 	// An upload to the link replaces the link; its target stays as it was.
-	_, err = f.Put(ctx, "link", strings.NewReader("mine"), workspace.PutOptions{})
+	_, err = f.Put(ctx, "link", strings.NewReader("mine"), api.PutOptions{})
 	require.NoError(t, err)
 	b, err := os.ReadFile(secret)
 	require.NoError(t, err)
@@ -154,20 +153,19 @@ func TestFilesLimits(t *testing.T) {
 	r := newRig(t, func(o *Options) { o.ChunkBytes = 128 << 10 })
 	ctx := context.Background()
 	f := r.s.Files(r.conn, Limits{MaxFileBytes: 1 << 20, MaxSessionBytes: budget})
-	_, err := f.Put(ctx, "inputs/big.bin", bytes.NewReader(make([]byte, 1<<20+1)), workspace.PutOptions{})
+	_, err := f.Put(ctx, "inputs/big.bin", bytes.NewReader(make([]byte, 1<<20+1)), api.PutOptions{})
 	require.ErrorIs(t, err, api.ErrTooLarge)
-	require.ErrorIs(t, err, workspace.ErrTooLarge)
-	_, err = f.Put(ctx, "inputs/small.bin", bytes.NewReader(make([]byte, 100)), workspace.PutOptions{MaxBytes: 99})
+	_, err = f.Put(ctx, "inputs/small.bin", bytes.NewReader(make([]byte, 100)), api.PutOptions{MaxBytes: 99})
 	require.ErrorIs(t, err, api.ErrTooLarge)
 
 	r.run(t, "open('outputs/written.bin','wb').write(b'x' * 1_500_000)")
-	_, err = f.Put(ctx, "inputs/over.bin", bytes.NewReader(make([]byte, 600_000)), workspace.PutOptions{})
+	_, err = f.Put(ctx, "inputs/over.bin", bytes.NewReader(make([]byte, 600_000)), api.PutOptions{})
 	require.ErrorIs(t, err, api.ErrQuota)
 	assert.Contains(t, err.Error(), "budget")
 	// Replacing a file counts its new size only.
-	_, err = f.Put(ctx, "outputs/written.bin", bytes.NewReader(make([]byte, 1<<20)), workspace.PutOptions{})
+	_, err = f.Put(ctx, "outputs/written.bin", bytes.NewReader(make([]byte, 1<<20)), api.PutOptions{})
 	require.NoError(t, err)
-	_, err = f.Put(ctx, "inputs/fits.bin", bytes.NewReader(make([]byte, 500_000)), workspace.PutOptions{})
+	_, err = f.Put(ctx, "inputs/fits.bin", bytes.NewReader(make([]byte, 500_000)), api.PutOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, "['inputs/fits.bin', 'outputs/written.bin']\n", r.run(t, `import os
 print(sorted(os.path.join(d, n)[2:] for d, _, fs in os.walk(".") for n in fs if not n.startswith(".kernelbox")))`), "no partial file is left")
@@ -183,7 +181,7 @@ func TestFilesGetSeek(t *testing.T) {
 	f := r.s.Files(r.conn, Limits{})
 	data := make([]byte, 4<<20+77)
 	_, _ = rand.Read(data)
-	_, err := f.Put(ctx, "big.bin", bytes.NewReader(data), workspace.PutOptions{})
+	_, err := f.Put(ctx, "big.bin", bytes.NewReader(data), api.PutOptions{})
 	require.NoError(t, err)
 
 	rc, size, err := f.Get(ctx, "big.bin")

@@ -13,9 +13,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kernelbox/kernelbox/internal/filestamp"
 	"github.com/kernelbox/kernelbox/internal/paths"
 	"github.com/kernelbox/kernelbox/jupyter"
-	"github.com/kernelbox/kernelbox/workspace"
 )
 
 // openReadFlags opens a host file without following a final symlink and without
@@ -169,7 +169,7 @@ func (s *Syncer) hashLocal(root *os.Root, rel string) (localFile, error) {
 	if strings.HasPrefix(rel, "data/") {
 		mode = 0o444
 	}
-	stamp, stamped := workspace.Stamp(fi)
+	stamp, stamped := filestamp.Of(fi)
 	if prev, ok := s.hashed[rel]; ok && stamped && prev.stamp == stamp {
 		return localFile{rel: rel, size: fi.Size(), sha: prev.sha, mode: mode}, nil
 	}

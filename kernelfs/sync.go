@@ -10,8 +10,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/kernelbox/kernelbox/internal/filestamp"
 	"github.com/kernelbox/kernelbox/jupyter"
-	"github.com/kernelbox/kernelbox/workspace"
 )
 
 // MaxDepth is how many directory levels below outputs/ (and data/) are synced, as
@@ -149,7 +149,7 @@ type Syncer struct {
 
 // hostHash is a host file's SHA-256 and the stamp it had when it was read.
 type hostHash struct {
-	stamp workspace.FileStamp
+	stamp filestamp.Stamp
 	sha   string
 }
 

@@ -12,7 +12,6 @@ import (
 
 	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
-	"github.com/kernelbox/kernelbox/workspace"
 )
 
 // The session files tools: list_files, read_file and write_file work on the
@@ -198,7 +197,7 @@ func (s *server) writeFile(ctx context.Context, req *mcp.CallToolRequest, args W
 		return nil, nil, fmt.Errorf("%s: write %q of session %q: the content is %s, over write_file's limit of %s; nothing was written. Let the code produce the file, or upload it with kernelbox cp or the HTTP files API",
 			api.CodeTooLarge, args.Path, args.SessionID, humanBytes(int64(len(args.Content))), humanBytes(int64(s.opts.MaxWriteBytes)))
 	}
-	n, err := s.e.PutFile(ctx, args.SessionID, args.Path, strings.NewReader(args.Content), workspace.PutOptions{NoOverwrite: args.NoOverwrite})
+	n, err := s.e.PutFile(ctx, args.SessionID, args.Path, strings.NewReader(args.Content), api.PutOptions{NoOverwrite: args.NoOverwrite})
 	if err != nil {
 		return nil, nil, s.filesError("write", args.SessionID, args.Path, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/notebook"
 	"github.com/stretchr/testify/require"
 )
@@ -55,9 +56,9 @@ func TestRunMatchesNbclient(t *testing.T) {
 		rep, err := notebook.Run(context.Background(), e.Executor, nb, notebook.RunOptions{})
 		require.NoError(t, err, name)
 		if name == "fail" {
-			require.Equal(t, notebook.StatusError, rep.Status)
+			require.Equal(t, api.StatusError, rep.Status)
 		} else {
-			require.Equal(t, notebook.StatusOK, rep.Status, "%s: %+v", name, rep.Error)
+			require.Equal(t, api.StatusOK, rep.Status, "%s: %+v", name, rep.Error)
 		}
 		b, err := nb.Encode()
 		require.NoError(t, err)

@@ -6,6 +6,7 @@ import (
 	"log"
 	"os"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/notebook"
 )
@@ -67,7 +68,7 @@ func ExampleRun() {
 	if err := os.WriteFile("analysis.out.ipynb", out, 0o644); err != nil {
 		log.Fatal(err)
 	}
-	if rep.Status != notebook.StatusOK {
+	if rep.Status != api.StatusOK {
 		fmt.Printf("cell %d failed: %s: %s\n", *rep.FailedCell, rep.Error.Ename, rep.Error.Evalue)
 	}
 }

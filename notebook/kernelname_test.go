@@ -3,6 +3,7 @@ package notebook_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/kernelbox/kernelbox/api"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -36,7 +37,7 @@ func TestRunChoosesTemplateByKernelName(t *testing.T) {
 		nb := withKernel(name)
 		rep, err := notebook.Run(context.Background(), te.Exec, nb, notebook.RunOptions{})
 		require.NoError(t, err, name)
-		require.Equal(t, notebook.StatusOK, rep.Status, "%s: %+v", name, rep.Error)
+		require.Equal(t, api.StatusOK, rep.Status, "%s: %+v", name, rep.Error)
 		require.Equal(t, want, streamText(nb.Cells[0], "stdout"), name)
 	}
 	// A named session that exists keeps its template.
@@ -45,6 +46,6 @@ func TestRunChoosesTemplateByKernelName(t *testing.T) {
 	nb := withKernel("conda-env-analysis-py")
 	rep, err := notebook.Run(context.Background(), te.Exec, nb, notebook.RunOptions{SessionID: "nb-kept"})
 	require.NoError(t, err)
-	require.Equal(t, notebook.StatusOK, rep.Status, "%+v", rep.Error)
+	require.Equal(t, api.StatusOK, rep.Status, "%+v", rep.Error)
 	require.Equal(t, "plain\n", streamText(nb.Cells[0], "stdout"))
 }

@@ -12,24 +12,15 @@ import (
 	"github.com/kernelbox/kernelbox/executor"
 )
 
-// Status is how a cell, or a whole run, ended.
-type Status string
+// A cell, and a whole run, end with one of the statuses of a call (api.Status:
+// api.StatusOK, api.StatusError, api.StatusTimeout, api.StatusKernelDied) or,
+// for a cell only, StatusSkipped. For a run, api.StatusError means a cell raised
+// and the error was not allowed (or was allowed by RunOptions.AllowErrors, which
+// lets the run go on but still reports it).
 
-// The statuses of cells and runs.
-const (
-	// StatusOK: the cell ran without error (or every cell did).
-	StatusOK Status = "ok"
-	// StatusError: the cell raised. For a run: a cell raised and the error was
-	// not allowed (or was allowed by RunOptions.AllowErrors, which lets the run
-	// go on but still reports it).
-	StatusError Status = "error"
-	// StatusTimeout: the cell passed its timeout and was interrupted.
-	StatusTimeout Status = "timeout"
-	// StatusKernelDied: the kernel died while running the cell.
-	StatusKernelDied Status = "kernel_died"
-	// StatusSkipped: the cell is empty or tagged skip-execution (cells only).
-	StatusSkipped Status = "skipped"
-)
+// StatusSkipped is the status of a cell that is empty or tagged skip-execution
+// (cells only).
+const StatusSkipped api.Status = "skipped"
 
 // RunOptions configures Run. The zero value runs the notebook as it is in a fresh
 // session, stopping at the first error.
@@ -71,7 +62,7 @@ type RunOptions struct {
 type Report struct {
 	SessionID string `json:"session_id"`
 	// Status is ok, error, timeout or kernel_died.
-	Status Status `json:"status"`
+	Status api.Status `json:"status"`
 	// FailedCell is the index (in Notebook.Cells, after parameter injection) of
 	// the first cell whose failure set Status, or nil.
 	FailedCell *int `json:"failed_cell"`
@@ -87,8 +78,8 @@ type Report struct {
 // CellResult is the outcome of one code cell.
 type CellResult struct {
 	// Index is the cell's index in Notebook.Cells.
-	Index  int    `json:"index"`
-	Status Status `json:"status"`
+	Index  int        `json:"index"`
+	Status api.Status `json:"status"`
 	// Skipped says why a skipped cell was skipped: "empty" or "skip-execution".
 	Skipped string `json:"skipped,omitempty"`
 	// ExpectedError is set when the cell raised and was tagged raises-exception.
@@ -130,7 +121,7 @@ func Run(ctx context.Context, e *executor.Executor, nb *Notebook, opts RunOption
 	r := &runner{
 		e: e, session: session, opts: &opts, inputs: opts.Inputs,
 		b:   &outputBuilder{nb: nb},
-		rep: &Report{SessionID: session, Status: StatusOK, Cells: []CellResult{}, Artifacts: []executor.Artifact{}},
+		rep: &Report{SessionID: session, Status: api.StatusOK, Cells: []CellResult{}, Artifacts: []executor.Artifact{}},
 	}
 	for i, c := range nb.Cells {
 		if c.Type != "code" {
@@ -208,7 +199,7 @@ func (r *runner) cell(ctx context.Context, i int, c *Cell) (stop bool, err error
 	cr.Duration = time.Since(start)
 	cr.DurationMS = cr.Duration.Milliseconds()
 	if err != nil {
-		r.rep.fail(i, &executor.ErrorInfo{Ename: "NotRun", Evalue: err.Error()}, StatusError)
+		r.rep.fail(i, &executor.ErrorInfo{Ename: "NotRun", Evalue: err.Error()}, api.StatusError)
 		return true, fmt.Errorf("run cell %d: %w", i, err)
 	}
 	r.inputs = nil
@@ -247,26 +238,26 @@ func skipReason(c *Cell) string {
 func (r *runner) settle(cr *CellResult, c *Cell, res *executor.Result) (stop bool) {
 	i := cr.Index
 	switch res.Status {
-	case executor.StatusOK:
-		cr.Status = StatusOK
-	case executor.StatusError:
-		cr.Status = StatusError
+	case api.StatusOK:
+		cr.Status = api.StatusOK
+	case api.StatusError:
+		cr.Status = api.StatusError
 		switch {
 		case c.HasTag(TagRaisesException):
 			cr.ExpectedError = true
 		case r.opts.AllowErrors:
-			r.rep.fail(i, res.Error, StatusError)
+			r.rep.fail(i, res.Error, api.StatusError)
 		default:
-			r.rep.fail(i, res.Error, StatusError)
+			r.rep.fail(i, res.Error, api.StatusError)
 			stop = true
 		}
-	case executor.StatusTimeout:
-		cr.Status = StatusTimeout
-		r.rep.fail(i, res.Error, StatusTimeout)
+	case api.StatusTimeout:
+		cr.Status = api.StatusTimeout
+		r.rep.fail(i, res.Error, api.StatusTimeout)
 		stop = true
 	default: // kernel_died; denied comes with an error, handled above
-		cr.Status = StatusKernelDied
-		r.rep.fail(i, res.Error, StatusKernelDied)
+		cr.Status = api.StatusKernelDied
+		r.rep.fail(i, res.Error, api.StatusKernelDied)
 		stop = true
 	}
 	return stop
@@ -279,7 +270,7 @@ func (o *RunOptions) progress(cr CellResult) {
 }
 
 // fail records the first failure of the run.
-func (r *Report) fail(cell int, info *executor.ErrorInfo, status Status) {
+func (r *Report) fail(cell int, info *executor.ErrorInfo, status api.Status) {
 	if r.FailedCell != nil {
 		return
 	}

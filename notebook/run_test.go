@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/notebook"
 	"github.com/stretchr/testify/require"
@@ -65,7 +66,7 @@ func TestRunParameters(t *testing.T) {
 	}
 	var progress []notebook.CellResult
 	rep := runNotebook(t, e, nb, notebook.RunOptions{Parameters: params, OnCell: func(c notebook.CellResult) { progress = append(progress, c) }})
-	require.Equal(t, notebook.StatusOK, rep.Status)
+	require.Equal(t, api.StatusOK, rep.Status)
 	require.Nil(t, rep.FailedCell)
 
 	require.Len(t, nb.Cells, 5)
@@ -80,7 +81,7 @@ func TestRunParameters(t *testing.T) {
 	require.Len(t, progress, 4, "one progress report per code cell")
 	for i, c := range progress {
 		require.Equal(t, i+1, c.Index)
-		require.Equal(t, notebook.StatusOK, c.Status)
+		require.Equal(t, api.StatusOK, c.Status)
 		require.Equal(t, i+1, c.ExecutionCount)
 	}
 	validate(t, encode(t, nb))
@@ -109,7 +110,7 @@ func TestRunStopsAtError(t *testing.T) {
 	nb := readFixture(t, "fail")
 	before := nb.Cells[2].Outputs
 	rep := runNotebook(t, e, nb, notebook.RunOptions{})
-	require.Equal(t, notebook.StatusError, rep.Status)
+	require.Equal(t, api.StatusError, rep.Status)
 	require.NotNil(t, rep.FailedCell)
 	require.Equal(t, 1, *rep.FailedCell)
 	require.Equal(t, "ValueError", rep.Error.Ename)
@@ -133,7 +134,7 @@ func TestRunStopsAtError(t *testing.T) {
 	// With AllowErrors the run goes on, and still reports the first failure.
 	nb = readFixture(t, "fail")
 	rep = runNotebook(t, e, nb, notebook.RunOptions{AllowErrors: true})
-	require.Equal(t, notebook.StatusError, rep.Status)
+	require.Equal(t, api.StatusError, rep.Status)
 	require.Equal(t, 1, *rep.FailedCell)
 	require.Len(t, rep.Cells, 3)
 	require.Equal(t, "never\n", streamText(nb.Cells[2], "stdout"))
@@ -146,9 +147,9 @@ func TestRunRaisesException(t *testing.T) {
 	e := newEnv(t)
 	nb := newNotebook(t, "x = 1", "#tag:raises-exception\nx = 2\n1/0", "#tag:raises-exception\nprint('no error here')", "print(x)")
 	rep := runNotebook(t, e, nb, notebook.RunOptions{})
-	require.Equal(t, notebook.StatusOK, rep.Status, "%+v", rep.Error)
+	require.Equal(t, api.StatusOK, rep.Status, "%+v", rep.Error)
 	require.True(t, rep.Cells[1].ExpectedError)
-	require.Equal(t, notebook.StatusError, rep.Cells[1].Status)
+	require.Equal(t, api.StatusError, rep.Cells[1].Status)
 	require.Equal(t, "ZeroDivisionError", rep.Cells[1].Error.Ename)
 	require.False(t, rep.Cells[2].ExpectedError)
 	require.Equal(t, "2\n", streamText(nb.Cells[3], "stdout"))
@@ -163,10 +164,10 @@ func TestRunCellTimeout(t *testing.T) {
 	start := time.Now()
 	rep := runNotebook(t, e, nb, notebook.RunOptions{CellTimeout: 2 * time.Second, AllowErrors: true})
 	require.Less(t, time.Since(start), 30*time.Second)
-	require.Equal(t, notebook.StatusTimeout, rep.Status)
+	require.Equal(t, api.StatusTimeout, rep.Status)
 	require.Equal(t, 1, *rep.FailedCell)
 	require.Equal(t, "Timeout", rep.Error.Ename)
-	require.Equal(t, notebook.StatusTimeout, rep.Cells[1].Status)
+	require.Equal(t, api.StatusTimeout, rep.Cells[1].Status)
 	require.Len(t, rep.Cells, 2, "a timeout stops the run even with AllowErrors")
 	require.Equal(t, "started\n", streamText(nb.Cells[1], "stdout"))
 	require.Nil(t, nb.Cells[2].ExecutionCount)
@@ -184,7 +185,7 @@ func TestRunInputsAndSession(t *testing.T) {
 		"total = sum(int(l) for l in open('inputs/numbers.csv'))\ntotal",
 		"import os\nprint(sorted(os.listdir('inputs')))\nopen('outputs/total.txt', 'w').write(str(total))")
 	rep := runNotebook(t, e, nb, notebook.RunOptions{SessionID: "nb-inputs", Inputs: []string{csv}})
-	require.Equal(t, notebook.StatusOK, rep.Status, "%+v", rep.Error)
+	require.Equal(t, api.StatusOK, rep.Status, "%+v", rep.Error)
 	require.Equal(t, "nb-inputs", rep.SessionID)
 	require.Equal(t, "6", plain(t, nb.Cells[0]))
 	require.Equal(t, "['numbers.csv']\n", streamText(nb.Cells[1], "stdout"))

@@ -96,6 +96,13 @@ type Caps struct {
 	StartTimeout time.Duration
 }
 
+// LimitCaps returns the caps a server's limits (what one session gets from its
+// flags, executor.Options.Limits) put on every template: no template may ask for
+// more memory, CPUs, processes or lifetime. The timeouts are left zero.
+func LimitCaps(l executor.Limits) Caps {
+	return Caps{Memory: l.Memory, CPUs: l.CPUs, Pids: l.Pids, MaxLifetime: l.MaxLifetime}
+}
+
 // MinPreloadTimeout is the shortest preload_timeout a template may set.
 const MinPreloadTimeout = time.Second
 

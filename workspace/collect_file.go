@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kernelbox/kernelbox/internal/filestamp"
 	"github.com/kernelbox/kernelbox/internal/procs"
 )
 
@@ -17,7 +18,7 @@ import (
 // be modified again within the file system's timestamp granularity without its
 // size or mtime changing, so the next Collect hashes it again instead of trusting
 // its stat (git's "racy clean" problem).
-const racyWindow = time.Second
+const racyWindow = filestamp.RacyWindow
 
 // betweenSlack allows for file timestamps lagging the clock by up to a timer tick:
 // a file modified less than this before the call's code started may be the call's.

@@ -15,9 +15,12 @@
 // handle closes and bounds how many closed sessions keep their files
 // (Options.MaxKeptSessions); budget.go holds the artifacts directory to
 // Options.MaxArtifactsTotalBytes and each session to its share of it.
-// sessionfiles.go is the files API's side (Session.Put in sessionfiles_put.go,
-// Get, List and Remove in sessionfiles_get.go): paths walked with openat
-// O_NOFOLLOW from the session's own handle; removeall.go deletes a tree the
+// sessionfiles.go is the files API's host side (Session.Put in
+// sessionfiles_put.go, Get, List and Remove in sessionfiles_get.go), on api's
+// types (api.PutOptions, api.DirListing), which kernelfs implements in a kernel
+// too: paths walked with openat O_NOFOLLOW from the session's own handle;
+// restage.go skips copying an input whose stamps (internal/filestamp) say it
+// has not changed; removeall.go deletes a tree the
 // kernel made with a bounded number of descriptors however deep it is, and
 // sweep.go removes the temporary files a killed kernelbox left in a session.
 // files.go holds the low-level file operations they share; private.go keeps

@@ -44,9 +44,6 @@ var (
 const (
 	// MaxPathBytes is PATH_MAX: the longest path the files API accepts.
 	MaxPathBytes = paths.MaxPathBytes
-
-	// DefaultMaxListEntries is how many entries List returns by default.
-	DefaultMaxListEntries = 10_000
 )
 
 // fileError is what the file operations return: the path, why, and the

@@ -117,50 +117,28 @@ func (s *Session) Remove(path string, recursive bool) error {
 	return err
 }
 
-// Entry is one entry of a session directory listing.
-type Entry struct {
-	// Name is the entry's name in its directory.
-	Name string `json:"name"`
-	// Type is "file", "dir", "symlink" or "other" (a FIFO, socket or device).
-	Type string `json:"type"`
-	// Size is the size in bytes (a symbolic link's is its target's length).
-	Size int64 `json:"size"`
-	// ModTime is the last modification time.
-	ModTime time.Time `json:"mtime"`
-}
-
-// Listing is what List returns.
-type Listing struct {
-	// Path is the directory listed, relative to the session directory ("" for it).
-	Path string `json:"path"`
-	// Entries are sorted by name.
-	Entries []Entry `json:"entries"`
-	// Truncated says the directory holds more entries than were listed.
-	Truncated bool `json:"truncated"`
-}
-
 // List lists the directory at path (relative to the session directory; "" is
-// the session directory itself): at most max entries (DefaultMaxListEntries
+// the session directory itself): at most max entries (api.DefaultMaxListEntries
 // when max <= 0), sorted by name, with Truncated set when there were more.
 // Kernelbox's temporary files and names that are not valid UTF-8 (which no
 // client could ask for by the name a listing gives) are left out. It fails with
 // ErrInvalidPath, ErrNotFound or ErrNotDirectory.
-func (s *Session) List(path string, max int) (Listing, error) {
+func (s *Session) List(path string, max int) (api.DirListing, error) {
 	const op = "list"
 	if err := CheckFilePath(path, true); err != nil {
-		return Listing{}, err
+		return api.DirListing{}, err
 	}
 	if path == "." {
 		path = ""
 	}
 	if max <= 0 {
-		max = DefaultMaxListEntries
+		max = api.DefaultMaxListEntries
 	}
 	var parts []string
 	if path != "" {
 		parts = strings.Split(path, "/")
 	}
-	l := Listing{Path: path, Entries: []Entry{}}
+	l := api.DirListing{Path: path, Entries: []api.FileEntry{}}
 	_, err := withDir(s, op, path, parts, false, func(dir int) (int64, error) {
 		fd, err := unix.FcntlInt(uintptr(dir), unix.F_DUPFD_CLOEXEC, 0)
 		if err != nil {
@@ -188,7 +166,7 @@ func (s *Session) List(path string, max int) (Listing, error) {
 				if unix.Fstatat(rfd, n, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
 					continue // gone meanwhile
 				}
-				l.Entries = append(l.Entries, Entry{
+				l.Entries = append(l.Entries, api.FileEntry{
 					Name:    n,
 					Type:    entryType(st.Mode),
 					Size:    st.Size,
@@ -203,7 +181,7 @@ func (s *Session) List(path string, max int) (Listing, error) {
 			}
 		}
 	})
-	slices.SortFunc(l.Entries, func(a, b Entry) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(l.Entries, func(a, b api.FileEntry) int { return cmp.Compare(a.Name, b.Name) })
 	return l, err
 }
 

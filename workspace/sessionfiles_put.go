@@ -13,16 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// PutOptions configures Session.Put. The zero value overwrites and uses the
-// Manager's MaxFileBytes.
-type PutOptions struct {
-	// NoOverwrite refuses (ErrFileExists) when something is at the path already.
-	NoOverwrite bool
-
-	// MaxBytes limits the file. Defaults to Options.MaxFileBytes.
-	MaxBytes int64
-}
-
 // MaxFileBytes returns Options.MaxFileBytes, the default limit of Put (and of
 // staged inputs), for files APIs that are not on the host (a remote kernel's).
 func (m *Manager) MaxFileBytes() int64 { return m.opts.MaxFileBytes }
@@ -41,7 +31,7 @@ func (m *Manager) MaxFileBytes() int64 { return m.opts.MaxFileBytes }
 // ErrQuota (ENOSPC or EDQUOT from the session's disk); then nothing is left behind.
 // An error from r (a client that went away) is returned as it is. ctx is checked
 // between writes.
-func (s *Session) Put(ctx context.Context, path string, r io.Reader, o PutOptions) (int64, error) {
+func (s *Session) Put(ctx context.Context, path string, r io.Reader, o api.PutOptions) (int64, error) {
 	const op = "put"
 	if err := CheckFilePath(path, false); err != nil {
 		return 0, err

@@ -35,7 +35,7 @@ func TestSessionFilesPutGetListRemove(t *testing.T) {
 	s := openSession(t, m, "s1")
 	ctx := context.Background()
 
-	n, err := s.Put(ctx, "data/deep/er/a.csv", strings.NewReader("x,y\n1,2\n"), PutOptions{})
+	n, err := s.Put(ctx, "data/deep/er/a.csv", strings.NewReader("x,y\n1,2\n"), api.PutOptions{})
 	require.NoError(t, err)
 	assert.EqualValues(t, 8, n)
 	assert.Equal(t, "x,y\n1,2\n", readFile(t, filepath.Join(s.Dir(), "data/deep/er/a.csv")))
@@ -47,12 +47,12 @@ func TestSessionFilesPutGetListRemove(t *testing.T) {
 	assert.Equal(t, os.FileMode(0o640), fi.Mode().Perm())
 
 	// Overwrite, then a no-overwrite upload that is refused and leaves the file.
-	_, err = s.Put(ctx, "data/deep/er/a.csv", strings.NewReader("new"), PutOptions{})
+	_, err = s.Put(ctx, "data/deep/er/a.csv", strings.NewReader("new"), api.PutOptions{})
 	require.NoError(t, err)
-	_, err = s.Put(ctx, "data/deep/er/a.csv", strings.NewReader("other"), PutOptions{NoOverwrite: true})
+	_, err = s.Put(ctx, "data/deep/er/a.csv", strings.NewReader("other"), api.PutOptions{NoOverwrite: true})
 	require.ErrorIs(t, err, ErrFileExists)
 	require.ErrorIs(t, err, api.ErrExists)
-	_, err = s.Put(ctx, "data/fresh.txt", strings.NewReader("fresh"), PutOptions{NoOverwrite: true})
+	_, err = s.Put(ctx, "data/fresh.txt", strings.NewReader("fresh"), api.PutOptions{NoOverwrite: true})
 	require.NoError(t, err)
 
 	f, err := s.Get("data/deep/er/a.csv")
@@ -69,7 +69,7 @@ func TestSessionFilesPutGetListRemove(t *testing.T) {
 	require.Len(t, l.Entries, 2)
 	assert.Equal(t, "deep", l.Entries[0].Name)
 	assert.Equal(t, "dir", l.Entries[0].Type)
-	assert.Equal(t, Entry{Name: "fresh.txt", Type: "file", Size: 5, ModTime: l.Entries[1].ModTime}, l.Entries[1])
+	assert.Equal(t, api.FileEntry{Name: "fresh.txt", Type: "file", Size: 5, ModTime: l.Entries[1].ModTime}, l.Entries[1])
 	assert.WithinDuration(t, time.Now(), l.Entries[1].ModTime, time.Minute)
 
 	root, err := s.List("", 0)
@@ -154,7 +154,7 @@ func TestSessionFilesRefused(t *testing.T) {
 				if c.get == ErrInvalidPath {
 					assert.ErrorIs(t, err, api.ErrInvalidPath)
 				}
-				_, err = s.Put(ctx, c.path, strings.NewReader("planted"), PutOptions{})
+				_, err = s.Put(ctx, c.path, strings.NewReader("planted"), api.PutOptions{})
 				if c.put == nil {
 					assert.NoError(t, err)
 				} else {
@@ -190,14 +190,14 @@ func TestSessionFilesRefused(t *testing.T) {
 func TestSessionFilesTooLargeLeavesNothing(t *testing.T) {
 	m := newManager(t, func(o *Options) { o.MaxFileBytes = 1000 })
 	s := openSession(t, m, "s1")
-	_, err := s.Put(context.Background(), "outputs/big", bytes.NewReader(make([]byte, 1001)), PutOptions{})
+	_, err := s.Put(context.Background(), "outputs/big", bytes.NewReader(make([]byte, 1001)), api.PutOptions{})
 	require.ErrorIs(t, err, ErrTooLarge)
 	require.ErrorIs(t, err, api.ErrTooLarge)
 	assert.NoFileExists(t, filepath.Join(s.Dir(), "outputs/big"))
 	assert.Empty(t, tempLeft(t, s.Dir()))
-	_, err = s.Put(context.Background(), "outputs/ok", bytes.NewReader(make([]byte, 1000)), PutOptions{})
+	_, err = s.Put(context.Background(), "outputs/ok", bytes.NewReader(make([]byte, 1000)), api.PutOptions{})
 	require.NoError(t, err)
-	_, err = s.Put(context.Background(), "outputs/small", bytes.NewReader(make([]byte, 11)), PutOptions{MaxBytes: 10})
+	_, err = s.Put(context.Background(), "outputs/small", bytes.NewReader(make([]byte, 11)), api.PutOptions{MaxBytes: 10})
 	require.ErrorIs(t, err, ErrTooLarge)
 }
 
@@ -211,7 +211,7 @@ func TestSessionFilesQuota(t *testing.T) {
 	if !requireDisks(t, m) {
 		t.Skip("no session disks without root: the quota is only checked after each call")
 	}
-	_, err := s.Put(context.Background(), "inputs/big", bytes.NewReader(make([]byte, 64<<20)), PutOptions{})
+	_, err := s.Put(context.Background(), "inputs/big", bytes.NewReader(make([]byte, 64<<20)), api.PutOptions{})
 	require.ErrorIs(t, err, ErrQuota)
 	require.ErrorIs(t, err, api.ErrQuota)
 	code, status := api.CodeOf(err)
@@ -220,7 +220,7 @@ func TestSessionFilesQuota(t *testing.T) {
 	assert.NoFileExists(t, filepath.Join(s.Dir(), "inputs/big"))
 	assert.Empty(t, tempLeft(t, s.Dir()))
 	require.NoError(t, syncFS(s.Dir()))
-	n, err := s.Put(context.Background(), "inputs/fits", bytes.NewReader(make([]byte, 16<<20)), PutOptions{})
+	n, err := s.Put(context.Background(), "inputs/fits", bytes.NewReader(make([]byte, 16<<20)), api.PutOptions{})
 	require.NoError(t, err)
 	assert.EqualValues(t, 16<<20, n)
 }
@@ -235,7 +235,7 @@ func TestSessionFilesTakeTheDirectorysOwner(t *testing.T) {
 	m := newManager(t, nil)
 	s := openSession(t, m, "s1")
 	require.NoError(t, os.Chown(filepath.Join(s.Dir(), "outputs"), 65534, 65534))
-	_, err := s.Put(context.Background(), "outputs/new/dir/f.txt", strings.NewReader("x"), PutOptions{})
+	_, err := s.Put(context.Background(), "outputs/new/dir/f.txt", strings.NewReader("x"), api.PutOptions{})
 	require.NoError(t, err)
 	for _, p := range []string{"outputs/new", "outputs/new/dir", "outputs/new/dir/f.txt"} {
 		fi, err := os.Lstat(filepath.Join(s.Dir(), p))
@@ -243,7 +243,7 @@ func TestSessionFilesTakeTheDirectorysOwner(t *testing.T) {
 		st := fi.Sys().(*syscall.Stat_t)
 		assert.Equal(t, [2]uint32{65534, 65534}, [2]uint32{st.Uid, st.Gid}, p)
 	}
-	_, err = s.Put(context.Background(), "mine.txt", strings.NewReader("x"), PutOptions{})
+	_, err = s.Put(context.Background(), "mine.txt", strings.NewReader("x"), api.PutOptions{})
 	require.NoError(t, err)
 	fi, err := os.Lstat(filepath.Join(s.Dir(), "mine.txt"))
 	require.NoError(t, err)

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kernelbox/kernelbox/api"
 )
 
 // putHelperEnv makes the test binary run helperPut instead of the tests.
@@ -34,7 +36,7 @@ func helperPut(root string) {
 	if err != nil {
 		os.Exit(3)
 	}
-	_, _ = s.Put(context.Background(), "outputs/up/big.bin", os.Stdin, PutOptions{})
+	_, _ = s.Put(context.Background(), "outputs/up/big.bin", os.Stdin, api.PutOptions{})
 	os.Exit(4) // not reached: the test kills it first
 }
 

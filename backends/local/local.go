@@ -67,6 +67,7 @@ type Backend struct {
 var (
 	_ executor.Backend       = (*Backend)(nil)
 	_ executor.HealthChecker = (*Backend)(nil)
+	_ executor.SpecExplainer = (*Backend)(nil)
 )
 
 // New returns a local backend. It checks for a usable Python and removes the runtime
@@ -91,6 +92,18 @@ func New(opts Options) (*Backend, error) {
 // to set an image, limits or an environment on (the executor sets a template's
 // environment by code).
 func (b *Backend) Applies() executor.SpecFields { return executor.SpecFields{Kernel: true} }
+
+// WhyNot says why this backend cannot apply a template's network allowlist or
+// secrets: a local kernel runs as a process of the host, as the host's user.
+func (b *Backend) WhyNot(field string) string {
+	switch field {
+	case "network":
+		return "a local kernel is not confined: it reaches whatever the host reaches, so no allowlist can hold"
+	case "secrets":
+		return "a local kernel runs as your user and could read kernelbox's memory and environment, where the secret is"
+	}
+	return ""
+}
 
 // Name returns "local".
 func (b *Backend) Name() string { return "local" }

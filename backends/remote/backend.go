@@ -43,6 +43,7 @@ var (
 	_ executor.Backend       = (*Backend)(nil)
 	_ executor.HealthChecker = (*Backend)(nil)
 	_ executor.SpecApplier   = (*Backend)(nil)
+	_ executor.SpecExplainer = (*Backend)(nil)
 )
 
 // New checks the gateways and returns a backend that places sessions on them.
@@ -183,6 +184,15 @@ func (b *Backend) SyncsFiles() bool { return true }
 // (ErrKernelUnavailable) before any call runs in it, since files move through
 // the kernel as Python code. Images and limits are the gateway's own.
 func (b *Backend) Applies() executor.SpecFields { return executor.SpecFields{Kernel: true} }
+
+// WhyNot says why this backend cannot apply a template's network allowlist: the
+// gateway's network is its operator's.
+func (b *Backend) WhyNot(field string) string {
+	if field == "network" {
+		return "kernelbox has no say over a gateway's network"
+	}
+	return ""
+}
 
 // Gateways returns a snapshot of every gateway, in configuration order.
 func (b *Backend) Gateways() []GatewayStatus {

@@ -146,6 +146,15 @@ type config struct {
 	log                       *slog.Logger
 }
 
+// Limits returns one session's image and service limits from o, defaults
+// applied and a negative (off) limit as 0: what `kernelbox serve --backend swarm`
+// shows and caps templates with (the container settings docker shares).
+func (o Options) Limits() executor.Limits {
+	return sandbox.Settings{
+		Image: o.Image, MaxLifetime: o.MaxLifetime, Memory: o.Memory, CPUs: o.CPUs, PidsLimit: o.PidsLimit,
+	}.Limits()
+}
+
 func (o Options) resolve() (config, error) {
 	c := config{
 		Spec: sandbox.Settings{

@@ -60,8 +60,9 @@ type backend struct {
 type backendFlags struct {
 	title    string
 	register func(c *backendConfig, fs *flag.FlagSet)
-	// doctor says `kernelbox doctor` takes the group too, to check what it names.
-	doctor bool
+	// doctor registers the flags of the group `kernelbox doctor` takes too, to
+	// check what they name (register itself, or a part of it); nil for none.
+	doctor func(c *backendConfig, fs *flag.FlagSet)
 }
 
 // backendConfig holds every backend's flags as one command line gave them; each
@@ -91,11 +92,12 @@ type backendConfig struct {
 
 // backends is the backend table, in the order -h, doctor and errors list them.
 func backends() []backend {
-	// Groups of flags; docker and swarm share one, and doctor takes two.
-	local := backendFlags{title: "Backend local", register: (*backendConfig).registerLocal, doctor: true}
-	container := backendFlags{title: "Backend docker (and swarm)", register: (*backendConfig).registerContainer, doctor: true} // docker.go
-	remote := backendFlags{title: "Backend remote", register: (*backendConfig).registerRemote}                                 // remote.go
-	swarm := backendFlags{title: "Backend swarm", register: (*backendConfig).registerSwarm}                                    // swarm.go
+	// Groups of flags; docker and swarm share one, and doctor takes three (of
+	// swarm's, only --swarm-host).
+	local := backendFlags{title: "Backend local", register: (*backendConfig).registerLocal, doctor: (*backendConfig).registerLocal}
+	container := backendFlags{title: "Backend docker (and swarm)", register: (*backendConfig).registerContainer, doctor: (*backendConfig).registerContainer} // docker.go
+	remote := backendFlags{title: "Backend remote", register: (*backendConfig).registerRemote}                                                               // remote.go
+	swarm := backendFlags{title: "Backend swarm", register: (*backendConfig).registerSwarm, doctor: (*backendConfig).registerSwarmHost}                      // swarm.go
 	return []backend{
 		{name: "none", about: "none", open: openNone},
 		{name: "local", about: "local (UNSANDBOXED)", flags: []backendFlags{local}, open: openLocal,

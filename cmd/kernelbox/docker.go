@@ -27,30 +27,24 @@ func openDocker(ctx context.Context, c *backendConfig, log *slog.Logger) (execut
 	if c.egressLimiter == nil {
 		c.egressLimiter = egressLimiter(log)
 	}
+	o := dockerOptions(c, log)
 	roots, err := upstreamRoots(c.egressUpstreamCA)
 	if err != nil {
 		return nil, err
 	}
-	return docker.New(ctx, docker.Options{Image: c.image, Memory: c.sessionMemory, Logger: log, StateFile: c.stateFile,
-		EgressTestHosts: c.egressTestHosts, EgressLimiter: c.egressLimiter, EgressUpstreamRoots: roots})
+	o.EgressLimiter, o.EgressUpstreamRoots = c.egressLimiter, roots
+	return docker.New(ctx, o)
+}
+
+// dockerOptions are the docker backend's options from the flags, with the memory
+// capacity planning settled on: what openDocker builds and dockerLimits shows.
+func dockerOptions(c *backendConfig, log *slog.Logger) docker.Options {
+	return docker.Options{Image: c.image, Memory: c.sessionMemory, Logger: log, StateFile: c.stateFile, EgressTestHosts: c.egressTestHosts}
 }
 
 // dockerLimits is what one docker session gets: its image and container limits.
 func dockerLimits(c *backendConfig) executor.Limits {
-	l := executor.Limits{
-		Kernel: "python3", Image: c.image, Memory: c.sessionMemory,
-		CPUs: docker.DefaultCPUs, Pids: docker.DefaultPidsLimit, MaxLifetime: docker.DefaultMaxLifetime,
-	}
-	if l.Image == "" {
-		l.Image = docker.DefaultImage
-	}
-	switch {
-	case l.Memory == 0:
-		l.Memory = docker.DefaultMemory
-	case l.Memory < 0:
-		l.Memory = 0 // --memory none
-	}
-	return l
+	return dockerOptions(c, nil).Limits()
 }
 
 // dockerPlan plans the docker sessions' memory from what the daemon reports.

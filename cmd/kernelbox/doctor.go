@@ -24,9 +24,8 @@ func doctorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.intro = "Usage: kernelbox doctor [flags]\n\nChecks what each backend needs on this machine, with the backends' flags as serve takes them."
 	var c backendConfig
 	maxSessions := fs.Int("max-sessions", 0, "session cap to check against the docker daemon's memory (as for serve)")
-	fs.StringVar(&c.swarm.host, "swarm-host", "", "also check a swarm manager's daemon for --backend swarm, e.g. unix:///var/run/docker.sock: nodes ready, each daemon with no-new-privileges and the image (runs a short probe job on every node)")
 	for _, g := range doctorFlags() {
-		fs.add(g.title, func(fs *flag.FlagSet) { g.register(&c, fs) })
+		fs.add(g.title, func(fs *flag.FlagSet) { g.doctor(&c, fs) })
 	}
 	if err := parse(fs, args); err != nil {
 		return err
@@ -59,12 +58,13 @@ func doctorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 // doctorFlags are the groups of backend flags the table marks for doctor: the
-// Python and the image it checks, and the memory it checks against the daemon's.
+// Python and the image it checks, the memory it checks against the daemon's, and
+// the swarm manager it checks when given one.
 func doctorFlags() []backendFlags {
 	var out []backendFlags
 	for _, b := range backends() {
 		for _, g := range b.flags {
-			if g.doctor && !slices.ContainsFunc(out, func(o backendFlags) bool { return o.title == g.title }) {
+			if g.doctor != nil && !slices.ContainsFunc(out, func(o backendFlags) bool { return o.title == g.title }) {
 				out = append(out, g)
 			}
 		}

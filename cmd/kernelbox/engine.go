@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"github.com/kernelbox/kernelbox/calls"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/runtimefile"
+	"github.com/kernelbox/kernelbox/internal/undo"
 	"github.com/kernelbox/kernelbox/mcpserver"
 	"github.com/kernelbox/kernelbox/metrics"
 	"github.com/kernelbox/kernelbox/permissions"
@@ -91,8 +93,9 @@ func (f *engineFlags) logger(w io.Writer) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lvl})), nil
 }
 
-// build wires the workspace, permission engine, backend and executor.
-func (f *engineFlags) build(ctx context.Context, log *slog.Logger, approver permissions.Approver) (*engine, error) {
+// build wires the workspace, permission engine, backend and executor. What it
+// opened is closed again when a later step fails (internal/undo).
+func (f *engineFlags) build(ctx context.Context, log *slog.Logger, approver permissions.Approver) (en *engine, err error) {
 	kind, err := lookupBackend(f.backend)
 	if err != nil {
 		return nil, err
@@ -100,34 +103,38 @@ func (f *engineFlags) build(ctx context.Context, log *slog.Logger, approver perm
 	if err := f.keep.prepare(f, kind, log); err != nil { // stop.go
 		return nil, err
 	}
+	var cleanup undo.List
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, cleanup.Run(buildUndoTimeout))
+		}
+	}()
 	ws, err := f.newWorkspace(log)
 	if err != nil {
 		return nil, err
 	}
+	cleanup.Add("close workspace", func(context.Context) error { return ws.Close() })
 	perm, err := f.permissions(ws, log, approver)
 	if err != nil {
-		ws.Close()
 		return nil, err
 	}
 	m := newMetrics()
 	perm.OnDecision = m.ObserveDecision
 	data, err := f.dataMounts()
 	if err != nil {
-		ws.Close()
 		return nil, err
 	}
 	f.planCapacity(ctx, kind, log) // capacity.go
 	limits, caps := f.serverLimits(kind)
 	tmpls, err := f.pool.loadTemplates(caps)
 	if err != nil {
-		ws.Close()
 		return nil, err
 	}
 	backend, err := kind.open(ctx, &f.backends, log)
 	if err != nil {
-		ws.Close()
 		return nil, err
 	}
+	cleanup.Add("close backend", backend.Close)
 	e, err := executor.New(executor.Options{
 		Backend:             backend,
 		Workspace:           ws,
@@ -152,14 +159,16 @@ func (f *engineFlags) build(ctx context.Context, log *slog.Logger, approver perm
 		OnClose:             f.keep.policy(),
 	})
 	if err != nil {
-		_ = backend.Close(context.Background())
-		ws.Close()
 		return nil, err
 	}
 	m.WatchSessions(e.Sessions)
 	m.WatchTemplates(e.TemplateInfos)
 	return &engine{exec: e, backend: backend, kind: kind, ws: ws, log: log, metrics: m, journal: f.keep.journal(), templates: tmpls}, nil
 }
+
+// buildUndoTimeout bounds the closing of what a failed build opened: a backend
+// that started containers removes them within it.
+const buildUndoTimeout = time.Minute
 
 // newWorkspace opens the workspace the flags describe.
 func (f *engineFlags) newWorkspace(log *slog.Logger) (*workspace.Manager, error) {

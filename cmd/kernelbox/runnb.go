@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/notebook"
 	"github.com/kernelbox/kernelbox/permissions"
@@ -71,7 +72,7 @@ func runNotebook(ctx context.Context, o *runOptions, stdout, stderr io.Writer) e
 		return exitCode{130, "interrupted; the notebook was written as far as it ran"}
 	case runErr != nil:
 		return exitCode{2, runErr.Error()}
-	case rep.Status != notebook.StatusOK:
+	case rep.Status != api.StatusOK:
 		return exitCode{1, ""}
 	}
 	return nil
@@ -185,7 +186,7 @@ func (p *progress) cell(c notebook.CellResult, total int) {
 	default:
 		line += fmt.Sprintf(" %.2fs", c.Duration.Seconds())
 	}
-	if c.Error != nil && c.Status != notebook.StatusOK {
+	if c.Error != nil && c.Status != api.StatusOK {
 		line += ": " + errorLine(c.Error)
 		if c.ExpectedError {
 			line += " (expected: raises-exception)"

@@ -79,15 +79,16 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	limited.register(en.metrics.Registry())
 	// One handler serves every route, /mcp, /metrics and the dashboard
 	// included, behind its one guard (httpapi's route table).
-	nbo := sv.notebooks
-	nbo.Token, nbo.Hosts, nbo.Reserve = sv.token, hosts, limited
-	nbo.Workspace, nbo.Logger, nbo.Calls = en.ws, log, en.calls
-	nbo.Tokens, nbo.Audit = st, al
-	nbo.MCP, nbo.Metrics, nbo.Dashboard = mcpHandler(en, log, st, al), en.metrics.Handler(), dashboardHandler(&sv.dashboard, log)
-	nbo.Gateway = jupyterapi.New(en.exec, jupyterapi.Options{Logger: log, AllowTyping: sv.gatewayTyping, Tokens: st, Audit: al}) // docs/jupyter-gateway.md
-	defer closeGateway(nbo.Gateway, log)
-	registerGatewayMetrics(en.metrics.Registry(), nbo.Gateway.Stats)
-	srv := newHTTPServer(httpapi.New(en.exec, nbo), sv.connIdle)
+	// The flags set the notebook limits (serve_flags.go); the rest is wiring.
+	apiOpts := sv.api
+	apiOpts.Token, apiOpts.Hosts, apiOpts.Reserve = sv.token, hosts, limited
+	apiOpts.Workspace, apiOpts.Logger, apiOpts.Calls = en.ws, log, en.calls
+	apiOpts.Tokens, apiOpts.Audit = st, al
+	apiOpts.MCP, apiOpts.Metrics, apiOpts.Dashboard = mcpHandler(en, log, st, al), en.metrics.Handler(), dashboardHandler(&sv.dashboard, log)
+	apiOpts.Gateway = jupyterapi.New(en.exec, jupyterapi.Options{Logger: log, AllowTyping: sv.gatewayTyping, Tokens: st, Audit: al}) // docs/jupyter-gateway.md
+	defer closeGateway(apiOpts.Gateway, log)
+	registerGatewayMetrics(en.metrics.Registry(), apiOpts.Gateway.Stats)
+	srv := newHTTPServer(httpapi.New(en.exec, apiOpts), sv.connIdle)
 	fmt.Fprintf(stdout, "kernelbox serving on %s (backend %s, workspace %s, artifacts %s)\n",
 		sv.listen, en.exec.Backend(), en.ws.Root(), en.ws.ArtifactsDir())
 	if network == "tcp" && !sv.dashboard.off {

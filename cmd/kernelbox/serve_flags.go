@@ -19,7 +19,7 @@ type serveFlags struct {
 	allowedHosts  hostList
 	connIdle      time.Duration
 	maxConns      int
-	notebooks     httpapi.Options // the notebook limits only
+	api           httpapi.Options // the HTTP API's options the flags set: the notebook limits
 	dashboard     dashboardFlags  // dashboard.go
 	onStop        string          // keep, hibernate, close; "" = the backend's default (stop.go)
 	gatewayTyping bool            // Jupyter clients may type into agents' sessions (jupyterapi.Options.AllowTyping)
@@ -33,7 +33,7 @@ func (s *serveFlags) register(fs *flag.FlagSet) {
 	fs.Var(&s.allowedHosts, "allowed-host", "Host name clients use to reach a non-loopback listener (repeatable or comma list); loopback names are always accepted on a loopback listener")
 	fs.DurationVar(&s.connIdle, "conn-idle-timeout", 60*time.Second, "close HTTP keep-alive connections idle this long between requests")
 	fs.IntVar(&s.maxConns, "max-conns", defaultMaxConns(), "most HTTP connections open at once (default from the file limit); the last 32 serve only requests with the token and /healthz, and past it new connections are closed at once")
-	nb := &s.notebooks
+	nb := &s.api
 	fs.Int64Var(&nb.MaxNotebookBytes, "max-notebook-bytes", httpapi.DefaultMaxNotebookBytes, "largest request to POST /v1/notebooks/run, in bytes; over it the answer is 413 too_large")
 	fs.IntVar(&nb.MaxNotebookCells, "max-notebook-cells", httpapi.DefaultMaxNotebookCells, "most cells in a notebook sent to POST /v1/notebooks/run; over it the answer is 413 too_large")
 	fs.IntVar(&nb.MaxNotebookRuns, "max-notebook-runs", httpapi.DefaultMaxNotebookRuns, "notebooks run at once through POST /v1/notebooks/run; past it the answer is 429 too_many_notebook_runs, at once")
@@ -59,7 +59,7 @@ func (s *serveFlags) check(fs *flagSet) error {
 			return exitCode{2, "--on-stop: " + err.Error()}
 		}
 	}
-	if s.notebooks.MaxNotebookBytes <= 0 || s.notebooks.MaxNotebookCells <= 0 || s.notebooks.MaxNotebookRuns <= 0 {
+	if s.api.MaxNotebookBytes <= 0 || s.api.MaxNotebookCells <= 0 || s.api.MaxNotebookRuns <= 0 {
 		return exitCode{2, "--max-notebook-bytes, --max-notebook-cells and --max-notebook-runs must be positive"}
 	}
 	return nil

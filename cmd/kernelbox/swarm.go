@@ -27,8 +27,8 @@ type swarmFlags struct {
 // registerSwarm adds the swarm backend's own flags; it reads --image and --memory
 // too (registerContainer).
 func (c *backendConfig) registerSwarm(fs *flag.FlagSet) {
+	c.registerSwarmHost(fs)
 	s := &c.swarm
-	fs.StringVar(&s.host, "swarm-host", "", "--backend swarm: a swarm manager's Docker daemon, e.g. unix:///var/run/docker.sock (default DOCKER_HOST, else the local socket)")
 	fs.StringVar(&s.self, "swarm-self", "", "--backend swarm: the container kernelbox runs in, attached to each session's overlay network (default: this hostname, Docker's short container id)")
 	fs.StringVar(&s.owner, "swarm-owner", "", "--backend swarm: this deployment's name in labels; at start, what another (dead) kernelbox of the same owner left is removed, except the sessions this workspace's state keeps (default kernelbox)")
 	fs.Var(&s.constraints, "swarm-constraint", "--backend swarm: placement constraint for session services, e.g. node.labels.kernels==yes (repeatable)")
@@ -38,13 +38,24 @@ func (c *backendConfig) registerSwarm(fs *flag.FlagSet) {
 	fs.Float64Var(&s.reserveCPUs, "swarm-reserve-cpus", 0, "--backend swarm: CPUs the scheduler reserves per session (default 0.05)")
 }
 
+// registerSwarmHost adds --swarm-host, which doctor takes too (the backend table).
+func (c *backendConfig) registerSwarmHost(fs *flag.FlagSet) {
+	fs.StringVar(&c.swarm.host, "swarm-host", "", "--backend swarm: a swarm manager's Docker daemon, e.g. unix:///var/run/docker.sock (default DOCKER_HOST, else the local socket); doctor checks it when given: nodes ready, each daemon with no-new-privileges and the image (a short probe job on every node)")
+}
+
 // openSwarm builds the swarm backend.
 func openSwarm(ctx context.Context, c *backendConfig, log *slog.Logger) (executor.Backend, error) {
-	s := &c.swarm
 	if c.egressLimiter == nil {
 		c.egressLimiter = egressLimiter(log)
 	}
-	return swarm.New(ctx, swarm.Options{
+	return swarm.New(ctx, swarmOptions(c, log))
+}
+
+// swarmOptions are the swarm backend's options from the flags: what openSwarm
+// builds and swarmLimits shows.
+func swarmOptions(c *backendConfig, log *slog.Logger) swarm.Options {
+	s := &c.swarm
+	return swarm.Options{
 		DockerHost:      s.host,
 		Self:            s.self,
 		Owner:           s.owner,
@@ -59,36 +70,13 @@ func openSwarm(ctx context.Context, c *backendConfig, log *slog.Logger) (executo
 		EgressTestHosts: c.egressTestHosts,
 		EgressLimiter:   c.egressLimiter,
 		Logger:          log,
-	})
+	}
 }
 
 // swarmLimits is what one swarm session gets from the flags: its image and
 // service limits.
 func swarmLimits(c *backendConfig) executor.Limits {
-	s := &c.swarm
-	l := executor.Limits{
-		Kernel: "python3", Image: c.image, Memory: int64(c.memory), CPUs: s.cpus, Pids: s.pids,
-		MaxLifetime: swarm.DefaultMaxLifetime,
-	}
-	if l.Image == "" {
-		l.Image = swarm.DefaultImage
-	}
-	if l.Memory == 0 {
-		l.Memory = swarm.DefaultMemory
-	}
-	if l.CPUs == 0 {
-		l.CPUs = swarm.DefaultCPUs
-	}
-	if l.Pids == 0 {
-		l.Pids = swarm.DefaultPidsLimit
-	}
-	for _, v := range []*int64{&l.Memory, &l.Pids} {
-		if *v < 0 {
-			*v = 0 // no limit
-		}
-	}
-	l.CPUs = max(l.CPUs, 0)
-	return l
+	return swarmOptions(c, nil).Limits()
 }
 
 // doctorSwarm checks a swarm manager's daemon, when doctor was given --swarm-host:

@@ -56,8 +56,9 @@ func (f *engineFlags) serverLimits(b backend) (executor.Limits, templates.Caps) 
 		return executor.Limits{Kernel: "python3"}, caps
 	}
 	l := b.limits(&f.backends)
-	caps.Memory, caps.CPUs, caps.Pids, caps.MaxLifetime = l.Memory, l.CPUs, l.Pids, l.MaxLifetime
-	return l, caps
+	lc := templates.LimitCaps(l)
+	lc.IdleTimeout = caps.IdleTimeout
+	return l, lc
 }
 
 // loadTemplates reads --templates, if given.

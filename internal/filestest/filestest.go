@@ -413,7 +413,7 @@ print(sorted(os.path.join(d, n) for d, _, fs in os.walk(".") for n in fs if n no
 }
 
 // ListBounds: a listing holds at most the entries asked for (max), and never
-// more than workspace.DefaultMaxListEntries whatever max asks, with truncated
+// more than api.DefaultMaxListEntries whatever max asks, with truncated
 // set, even of a directory the kernel filled with more empty files than that.
 func ListBounds(t *testing.T, s *Server, session string) {
 	const limit = 10_000

@@ -143,7 +143,10 @@ func (e *Error) Shown() string {
 }
 
 // CheckSessionID returns an *Error (ErrInvalidSessionID) unless id follows
-// api.SessionIDPattern. Ids are validated, never rewritten.
+// api.SessionIDPattern. Ids are validated, never rewritten. The rule has two
+// names, one rule: api.ValidSessionID where a yes or no is enough (the front
+// ends, the executor), CheckSessionID where the refusal is an error of this
+// package's table (the workspace).
 func CheckSessionID(id string) error {
 	if !api.ValidSessionID(id) {
 		return &Error{Kind: SessionID, Value: id, Problem: NotSessionID}

@@ -130,10 +130,8 @@ const (
 )
 
 // DockerCaps are the caps `kernelbox serve --backend docker` puts on templates with
-// the given memory limit (0: the backend's default).
+// the given memory limit (0: the backend's default): the docker options' limits,
+// as serve derives them.
 func DockerCaps(memory int64) templates.Caps {
-	if memory == 0 {
-		memory = docker.DefaultMemory
-	}
-	return templates.Caps{Memory: memory, CPUs: docker.DefaultCPUs, Pids: docker.DefaultPidsLimit, MaxLifetime: docker.DefaultMaxLifetime}
+	return templates.LimitCaps(docker.Options{Memory: memory}.Limits())
 }

@@ -109,6 +109,17 @@ func (s Settings) Spec() Spec {
 	return sp
 }
 
+// Limits returns what one session gets from the settings, with defaults applied:
+// its image and container limits, as a server shows them (executor.Options.Limits)
+// and caps templates with. A limit that is off is 0.
+func (s Settings) Limits() executor.Limits {
+	sp := s.Spec()
+	return executor.Limits{
+		Kernel: "python3", Image: sp.Image, Memory: sp.Memory, CPUs: float64(sp.NanoCPUs) / 1e9,
+		Pids: sp.Pids, MaxLifetime: sp.MaxLifetime,
+	}
+}
+
 // Limit maps a limit's zero value to def and a negative one to 0 (no limit).
 func Limit(v, def int64) int64 {
 	switch {

@@ -11,6 +11,10 @@ import (
 	"github.com/kernelbox/kernelbox/workspace"
 )
 
+// A call's files, before and after its code runs: its inputs staged into the
+// session's inputs/ (stage), then its artifacts collected from outputs/ and from
+// its displays' rich data (collect), within the session's disk quota.
+
 // stage copies the call's inputs into the session's inputs/ and returns their names
 // and a note for each.
 func (s *session) stage(inputs []workspace.Input) (names, notes []string, err error) {
