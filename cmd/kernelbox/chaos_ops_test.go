@@ -7,7 +7,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/client"
@@ -414,100 +413,4 @@ func (r *chaosRun) forked(src *chaosSession, id string, rr *api.ResumeResult, er
 		n.tells = append(n.tells, *t)
 	}
 	r.add(n)
-}
-
-// chaosBg is an operation left running for a kill point.
-type chaosBg struct {
-	done  chan struct{}
-	after func() // takes its answer into the model, on the test's goroutine, once done
-}
-
-// goBg runs op off the test's goroutine, bounded by chaosCallBound.
-func goBg(op func(ctx context.Context)) chan struct{} {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		ctx, cancel := context.WithTimeout(context.Background(), chaosCallBound)
-		defer cancel()
-		op(ctx)
-	}()
-	return done
-}
-
-// bgCall leaves a call on s running.
-func (r *chaosRun) bgCall(s *chaosSession, op string, p chaosPending) *chaosBg {
-	var (
-		res  *api.Result
-		call int
-		err  error
-	)
-	c, id, tmpl := r.c, s.id, s.template
-	done := goBg(func(ctx context.Context) { res, call, err = runCall(ctx, c, id, tmpl, p.code) })
-	return &chaosBg{done: done, after: func() {
-		if err != nil {
-			s.uncertain = true
-			r.count(s.id, op+" (in flight at the stop)", soakErr(err))
-			return
-		}
-		r.absorb(s, op+" (answered before the stop)", p, res, call, nil)
-	}}
-}
-
-// bgResume leaves a resume of s running.
-func (r *chaosRun) bgResume(s *chaosSession) *chaosBg {
-	var (
-		rr  *api.ResumeResult
-		err error
-	)
-	c, id := r.c, s.id
-	done := goBg(func(ctx context.Context) { rr, err = c.Resume(ctx, id) })
-	return &chaosBg{done: done, after: func() {
-		if err != nil {
-			s.uncertain = true
-			r.count(s.id, "resume (in flight at the stop)", soakErr(err))
-			return
-		}
-		r.absorbResume(s, rr, nil)
-	}}
-}
-
-// bgFork leaves a fork of s into id running.
-func (r *chaosRun) bgFork(s *chaosSession, id string) *chaosBg {
-	var (
-		rr  *api.ResumeResult
-		err error
-	)
-	c, src := r.c, s.id
-	done := goBg(func(ctx context.Context) { rr, err = c.Fork(ctx, src, id) })
-	return &chaosBg{done: done, after: func() { r.forked(s, id, rr, err, "fork (in flight at the stop)") }}
-}
-
-// bgHibernate leaves a hibernate of s running.
-func (r *chaosRun) bgHibernate(s *chaosSession) *chaosBg {
-	var (
-		info *api.SessionInfo
-		err  error
-	)
-	c, id := r.c, s.id
-	done := goBg(func(ctx context.Context) { info, err = c.Hibernate(ctx, id) })
-	return &chaosBg{done: done, after: func() {
-		r.count(s.id, "hibernate (in flight at the stop)", soakErr(err))
-		if err != nil {
-			s.uncertain = true
-			return
-		}
-		s.hibernated = info.State == api.StateHibernated
-	}}
-}
-
-// waitBg waits for the operations left running, now that serve is gone.
-func (r *chaosRun) waitBg(bgs []*chaosBg) {
-	for _, b := range bgs {
-		select {
-		case <-b.done:
-			b.after()
-		case <-time.After(chaosCallBound + 30*time.Second):
-			r.violate("-", "an operation in flight at the stop never ended")
-		}
-	}
 }

@@ -5,11 +5,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kernelbox/kernelbox/api"
 )
 
 // The restart-chaos test's kill points (chaos_test.go): what is in flight when
@@ -29,6 +33,20 @@ var chaosPoints = []string{
 	"idle",               // nothing
 }
 
+// chaosPointList is chaosPoints, or the ones KERNELBOX_CHAOS_POINTS names
+// (comma-separated), to replay one kind.
+func chaosPointList(t *testing.T) []string {
+	v := os.Getenv("KERNELBOX_CHAOS_POINTS")
+	if v == "" {
+		return slices.Clone(chaosPoints)
+	}
+	list := strings.Split(v, ",")
+	for _, p := range list {
+		require.Contains(t, chaosPoints, p, "KERNELBOX_CHAOS_POINTS")
+	}
+	return list
+}
+
 // chaosSlowSecs is how long m_slow's restore sleeps.
 const chaosSlowSecs = 2.5
 
@@ -37,7 +55,7 @@ const chaosSlowSecs = 2.5
 // flight answered into the model.
 func (r *chaosRun) killPoint(stop chaosStop) {
 	if len(r.pointOrder) == 0 {
-		r.pointOrder = append([]string(nil), chaosPoints...)
+		r.pointOrder = chaosPointList(r.t)
 		r.rng.Shuffle(len(r.pointOrder), func(i, j int) { r.pointOrder[i], r.pointOrder[j] = r.pointOrder[j], r.pointOrder[i] })
 	}
 	kind := r.pointOrder[(r.round-1)%len(r.pointOrder)]
@@ -204,7 +222,7 @@ func (r *chaosRun) pointWarm() ([]*chaosBg, string) {
 	}
 	t0 := time.Now()
 	ready := false
-	for !ready && time.Since(t0) < 90*time.Second {
+	for !ready && time.Since(t0) < chaosCallBound {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		ts, err := r.c.Templates(ctx)
 		cancel()
@@ -276,4 +294,100 @@ func (r *chaosRun) keepLog() {
 func chaosTail(log string, n int) string {
 	lines := strings.Split(strings.TrimRight(log, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// chaosBg is an operation left running for a kill point.
+type chaosBg struct {
+	done  chan struct{}
+	after func() // takes its answer into the model, on the test's goroutine, once done
+}
+
+// goBg runs op off the test's goroutine, bounded by chaosCallBound.
+func goBg(op func(ctx context.Context)) chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ctx, cancel := context.WithTimeout(context.Background(), chaosCallBound)
+		defer cancel()
+		op(ctx)
+	}()
+	return done
+}
+
+// bgCall leaves a call on s running.
+func (r *chaosRun) bgCall(s *chaosSession, op string, p chaosPending) *chaosBg {
+	var (
+		res  *api.Result
+		call int
+		err  error
+	)
+	c, id, tmpl := r.c, s.id, s.template
+	done := goBg(func(ctx context.Context) { res, call, err = runCall(ctx, c, id, tmpl, p.code) })
+	return &chaosBg{done: done, after: func() {
+		if err != nil {
+			s.uncertain = true
+			r.count(s.id, op+" (in flight at the stop)", soakErr(err))
+			return
+		}
+		r.absorb(s, op+" (answered before the stop)", p, res, call, nil)
+	}}
+}
+
+// bgResume leaves a resume of s running.
+func (r *chaosRun) bgResume(s *chaosSession) *chaosBg {
+	var (
+		rr  *api.ResumeResult
+		err error
+	)
+	c, id := r.c, s.id
+	done := goBg(func(ctx context.Context) { rr, err = c.Resume(ctx, id) })
+	return &chaosBg{done: done, after: func() {
+		if err != nil {
+			s.uncertain = true
+			r.count(s.id, "resume (in flight at the stop)", soakErr(err))
+			return
+		}
+		r.absorbResume(s, rr, nil)
+	}}
+}
+
+// bgFork leaves a fork of s into id running.
+func (r *chaosRun) bgFork(s *chaosSession, id string) *chaosBg {
+	var (
+		rr  *api.ResumeResult
+		err error
+	)
+	c, src := r.c, s.id
+	done := goBg(func(ctx context.Context) { rr, err = c.Fork(ctx, src, id) })
+	return &chaosBg{done: done, after: func() { r.forked(s, id, rr, err, "fork (in flight at the stop)") }}
+}
+
+// bgHibernate leaves a hibernate of s running.
+func (r *chaosRun) bgHibernate(s *chaosSession) *chaosBg {
+	var (
+		info *api.SessionInfo
+		err  error
+	)
+	c, id := r.c, s.id
+	done := goBg(func(ctx context.Context) { info, err = c.Hibernate(ctx, id) })
+	return &chaosBg{done: done, after: func() {
+		r.count(s.id, "hibernate (in flight at the stop)", soakErr(err))
+		if err != nil {
+			s.uncertain = true
+			return
+		}
+		s.hibernated = info.State == api.StateHibernated
+	}}
+}
+
+// waitBg waits for the operations left running, now that serve is gone.
+func (r *chaosRun) waitBg(bgs []*chaosBg) {
+	for _, b := range bgs {
+		select {
+		case <-b.done:
+			b.after()
+		case <-time.After(chaosCallBound + 30*time.Second):
+			r.violate("-", "an operation in flight at the stop never ended")
+		}
+	}
 }
