@@ -367,7 +367,12 @@ func (r *chaosRun) newID(prefix string) string {
 	return fmt.Sprintf("%s%d", prefix, r.ids)
 }
 
+// opFork forks s into a new session; one time in two s is hibernated first (a
+// fork of a hibernated session copies its snapshot, and s stays hibernated).
 func (r *chaosRun) opFork(s *chaosSession) {
+	if !s.hibernated && r.rng.IntN(2) == 0 {
+		r.opHibernate(s)
+	}
 	id := r.newID("fk")
 	ctx, cancel := context.WithTimeout(context.Background(), chaosCallBound)
 	defer cancel()

@@ -415,7 +415,30 @@ func (r *chaosRun) finish() {
 				o, left, chaosLoops(r.wsRoot)))
 		}
 	}
+	r.leftDirs()
 	r.summary()
+}
+
+// leftDirs checks the workspace's sessions directory once every session is
+// closed and serve stopped: a warm kernel's directory left by a SIGKILLed serve
+// (.warm-*, issue 46 item 11) is a breach; anything else is logged.
+func (r *chaosRun) leftDirs() {
+	entries, err := os.ReadDir(filepath.Join(r.ws, "sessions"))
+	if err != nil {
+		r.logf("the sessions directory: %v", err)
+		return
+	}
+	var names, warm []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+		if strings.HasPrefix(e.Name(), ".warm-") {
+			warm = append(warm, e.Name())
+		}
+	}
+	r.logf("left in WORKSPACE/sessions after the final close: %v", names)
+	if len(warm) > 0 {
+		r.violate("-", fmt.Sprintf("%d warm kernel directories left after every session was closed and serve stopped: %v", len(warm), warm))
+	}
 }
 
 // chaosLoops lists the loop devices bound to files under root, and their files.
