@@ -345,12 +345,13 @@ func (r *chaosRun) opResume(s *chaosSession) {
 }
 
 // newID draws the id of a new session (a fork's, or one that takes a warm
-// kernel), closing one the run made first when there are too many.
-func (r *chaosRun) newID(prefix string) string {
+// kernel), closing one the run made (but keep, the fork's source) first when
+// there are too many.
+func (r *chaosRun) newID(prefix, keep string) string {
 	if len(r.order) >= chaosMaxSessions {
 		var made []string
 		for _, id := range r.order {
-			if !strings.HasPrefix(id, "ck") && !strings.HasPrefix(id, "pl") {
+			if id != keep && !strings.HasPrefix(id, "ck") && !strings.HasPrefix(id, "pl") {
 				made = append(made, id)
 			}
 		}
@@ -373,7 +374,7 @@ func (r *chaosRun) opFork(s *chaosSession) {
 	if !s.hibernated && r.rng.IntN(2) == 0 {
 		r.opHibernate(s)
 	}
-	id := r.newID("fk")
+	id := r.newID("fk", s.id)
 	ctx, cancel := context.WithTimeout(context.Background(), chaosCallBound)
 	defer cancel()
 	rr, err := r.c.Fork(ctx, s.id, id)

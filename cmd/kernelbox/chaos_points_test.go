@@ -128,7 +128,7 @@ func (r *chaosRun) pointRestore(variant string) ([]*chaosBg, string) {
 		r.opCall(s, "kernel kill", "import os\nos.kill(os.getpid(), 9)")
 		bg = r.bgCall(s, "call restoring", r.callCode(s, true, ""))
 	case "fork":
-		target = r.newID("fk")
+		target = r.newID("fk", s.id)
 		bg = r.bgFork(s, target)
 	}
 	took, seen := waitFile(filepath.Join(r.sessionDir(target), marker), chaosCallBound)
@@ -202,7 +202,7 @@ func (r *chaosRun) pointBig(kind string) ([]*chaosBg, string) {
 	var bg *chaosBg
 	what := s.id
 	if kind == "fork" {
-		id := r.newID("fk")
+		id := r.newID("fk", s.id)
 		bg = r.bgFork(s, id)
 		what += " into " + id
 	} else {
@@ -236,7 +236,7 @@ func (r *chaosRun) pointWarm() ([]*chaosBg, string) {
 	if !ready {
 		r.violate("-", fmt.Sprintf("template %s's warm pool (--warm 1) had no kernel ready for %s", name, time.Since(t0).Round(time.Second)))
 	}
-	s := newChaosSession(r.newID("nw"), tmpl)
+	s := newChaosSession(r.newID("nw", ""), tmpl)
 	s.uncertain = true
 	r.add(s)
 	bg := r.bgCall(s, "first call", r.callCode(s, true, ""))

@@ -41,7 +41,7 @@ import (
 //
 // KERNELBOX_CHAOS_SEED replays a run (the log names its seed),
 // KERNELBOX_CHAOS_ROUNDS runs that many rounds per backend, and
-// KERNELBOX_CHAOS_DURATION (default 100s) bounds the rounds otherwise (at least
+// KERNELBOX_CHAOS_DURATION (default 75s) bounds the rounds otherwise (at least
 // chaosMinRounds run, so that every kind of stop comes once);
 // KERNELBOX_CHAOS_POINTS (comma-separated names of chaosPoints) keeps to some
 // kill points, and KERNELBOX_CHAOS_LOGDIR keeps every serve's log there.
@@ -83,7 +83,7 @@ func chaosSeed(t *testing.T) uint64 {
 
 // chaosLimits reads KERNELBOX_CHAOS_ROUNDS (0: unset) and KERNELBOX_CHAOS_DURATION.
 func chaosLimits(t *testing.T) (rounds int, dur time.Duration) {
-	dur = 100 * time.Second
+	dur = 75 * time.Second
 	if v := os.Getenv("KERNELBOX_CHAOS_ROUNDS"); v != "" {
 		n, err := strconv.Atoi(v)
 		require.NoError(t, err, "KERNELBOX_CHAOS_ROUNDS")
