@@ -142,7 +142,8 @@ type chaosRun struct {
 func newChaosRun(t *testing.T, backend string, args []string, seed, stream uint64) *chaosRun {
 	ws, data := testDirs(t)
 	tmpl := filepath.Join(t.TempDir(), "templates.json")
-	require.NoError(t, os.WriteFile(tmpl, []byte(`{"templates": [{"name": "ckpt", "checkpoint": "after_call"}]}`), 0o600))
+	// --warm sizes only the default template's pool: ckpt asks for its own.
+	require.NoError(t, os.WriteFile(tmpl, []byte(`{"templates": [{"name": "ckpt", "checkpoint": "after_call", "warm": 1}]}`), 0o600))
 	r := &chaosRun{t: t, backend: backend, ws: ws, seed: seed, t0: time.Now(), rng: rand.New(rand.NewPCG(seed, stream)),
 		ss: map[string]*chaosSession{}, lastStop: "none (first start)",
 		n: chaosCounts{stops: map[string]int{}, points: map[string]int{}, ops: map[string]int{}}}
