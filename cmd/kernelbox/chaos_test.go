@@ -397,7 +397,7 @@ func (r *chaosRun) finish() {
 	for _, id := range r.order {
 		// Not found: a session whose every call failed (a kernel start past its
 		// bound on a loaded machine) was never made.
-		if err := r.c.CloseSession(ctx, id); err != nil && !errors.Is(err, api.ErrNoSession) {
+		if err := r.c.CloseSession(ctx, id); err != nil && !errors.Is(err, api.ErrNotFound) {
 			r.violate(id, "the final close failed: "+err.Error())
 		}
 	}
