@@ -12,9 +12,12 @@ package executor
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -51,7 +54,10 @@ func (e *Executor) adopt() error {
 	whole := readWhole(e.opts.StateDir)
 	for _, r := range recs {
 		if api.ValidSessionID(r.ID) {
-			r.Whole = max(r.Whole, whole[r.ID])
+			if l, ok := whole[r.ID]; ok { // newer than the state file's record
+				r.Whole = max(r.Whole, l.Whole)
+				r.ExecutionCount = l.Count
+			}
 			byID[r.ID] = r
 		}
 	}
@@ -288,6 +294,7 @@ func (s *session) takeBack(k *kernel) {
 		fail(err.Error())
 		return
 	}
+	s.checkRestarted(ctx, k)
 	s.everAlive = true // the directory is this kernel's: not "from an earlier kernel"
 	if err := s.openWorkspace(); err != nil {
 		fail(err.Error())
@@ -325,4 +332,64 @@ func (k *kernel) stopOldCall(ctx context.Context, s *session) error {
 		}
 	}
 	return nil
+}
+
+// checkRestarted finds out whether the adopted kernel k is the interpreter the
+// session's calls ran in: one that died between calls while kernelbox was down was
+// restarted by its server under the same id, and answers as alive, empty. Its
+// next execution count tells (counts only grow in one interpreter): not past the
+// last reply's, the session's state is told lost, and a checkpoint (if any) is
+// restored before the next call. Bounded; a kernel that does not answer is left
+// to the call (which finds it as before).
+func (s *session) checkRestarted(ctx context.Context, k *kernel) {
+	s.mu.Lock()
+	last := s.state.ExecutionCount
+	s.mu.Unlock()
+	if last <= 0 {
+		return
+	}
+	k.count = last // the backstop of checkCount too
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	next, err := nextExecutionCount(cctx, k.conn)
+	if err != nil || next > last {
+		return
+	}
+	s.markLost(fmt.Sprintf("kernelbox restarted and found the session's kernel restarted by its server meanwhile (it died while kernelbox was not running: its execution count went from %d back to %d)%s",
+		last, next-1, stateGone))
+	if s.ckpt.last != nil {
+		s.ckpt.restore = true
+	}
+	k.count = 0
+}
+
+// nextExecutionCount asks the kernel, silently, for the execution count its next
+// stored call will get.
+func nextExecutionCount(ctx context.Context, conn *jupyter.Conn) (int, error) {
+	const key = "kernelbox_count"
+	ex, err := conn.Execute(ctx, jupyter.ExecuteRequest{Code: "pass", Silent: true,
+		UserExpressions: map[string]string{key: "get_ipython().execution_count"}})
+	if err != nil {
+		return 0, err
+	}
+	defer ex.Close()
+	for {
+		if _, err := ex.Next(ctx); err == io.EOF {
+			break
+		} else if err != nil {
+			return 0, err
+		}
+	}
+	reply, err := ex.Reply()
+	if err != nil {
+		return 0, err
+	}
+	var v struct {
+		Status string            `json:"status"`
+		Data   map[string]string `json:"data"`
+	}
+	if err := json.Unmarshal(reply.UserExpressions[key], &v); err != nil || v.Status != "ok" {
+		return 0, fmt.Errorf("the kernel did not say its execution count")
+	}
+	return strconv.Atoi(v.Data["text/plain"])
 }

@@ -1,15 +1,21 @@
 package executor
 
-// The whole-call journal (issue 46 item 4): a session that checkpoints after each
-// call has its result delivered before the checkpoint is written, so a kernelbox
-// killed in between must still know, at its next start, that the call was
-// acknowledged: else it would restore the checkpoint before it as if it were
-// current. Before each such result is delivered, one line {"id","whole"} is
-// appended to WORKSPACE/state/whole.log (no fsync: it outlives a killed process,
-// which is what it is for; ~40 bytes and a write(2) per call). The state file
-// carries each session's latest value too (keptSession.Whole); the journal is
-// merged into it at the next start and emptied once the merged state is on disk,
-// and compacted the same way when it passes maxWholeLog.
+// The calls journal (issue 46): what a restarted kernelbox must know of the calls
+// answered since the state file was last written.
+//   - A session that checkpoints after each call has its result delivered before
+//     the checkpoint is written, so a kernelbox killed in between must still know
+//     that the call was acknowledged: else it would restore the checkpoint before
+//     it as if it were current ("whole": item 4).
+//   - A kept kernel that died between calls and was restarted by its server while
+//     kernelbox was down looks alive at adoption; its execution count, lower than
+//     the last reply's, gives it away ("count": the chaos test's finding).
+// Before each result is delivered, one line {"id","whole","count"} is appended to
+// WORKSPACE/state/whole.log (no fsync: it outlives a killed process, which is
+// what it is for; ~50 bytes and a write(2) per call). The state file carries each
+// session's values too (keptSession.Whole, ExecutionCount); a session's last line
+// in the journal is merged into its record at the next start, and the journal
+// emptied once the merged state is on disk; it is compacted the same way when it
+// passes maxWholeLog.
 
 import (
 	"bufio"
@@ -32,33 +38,49 @@ const maxWholeLog = 1 << 20
 // wholeLine is one line of the journal.
 type wholeLine struct {
 	ID    string `json:"id"`
-	Whole int    `json:"whole"`
+	Whole int    `json:"whole,omitempty"`
+	Count int    `json:"count,omitempty"`
 }
 
 // noteWhole runs on the worker after a call's result is made and before it is
-// delivered: when the session checkpoints and the call left the namespace whole
-// (ok, or an error its code raised; not a death), it records the call as the last
-// whole one, in memory and in the journal.
+// delivered: it journals the kernel's execution count and, when the session
+// checkpoints and the call left the namespace whole (ok, or an error its code
+// raised; not a death), records the call as the last whole one.
 func (s *session) noteWhole(r *Result) {
-	if s.tmpl.Checkpoint != CheckpointAfterCall || r == nil || s.ckpt.disabled != "" || s.ckpt.lostInCall {
+	if r == nil {
 		return
 	}
 	s.mu.Lock()
-	call := s.state.Calls // counted for this call already (touch)
-	s.whole = call
+	call, count, whole := s.state.Calls, s.state.ExecutionCount, s.whole // counted for this call already (touch)
 	s.mu.Unlock()
-	s.ckpt.lastWhole = call
-	s.e.appendWhole(s.id, call)
+	if s.tmpl.Checkpoint == CheckpointAfterCall && s.ckpt.disabled == "" && !s.ckpt.lostInCall {
+		whole = call
+		s.mu.Lock()
+		s.whole = call
+		s.mu.Unlock()
+		s.ckpt.lastWhole = call
+	}
+	s.e.appendWhole(wholeLine{ID: s.id, Whole: whole, Count: count})
+}
+
+// noteReset journals that the session's kernel restarted on request: its counts
+// begin again, which a later adoption must not take for a death.
+func (s *session) noteReset() {
+	s.mu.Lock()
+	s.state.ExecutionCount = 0
+	whole := s.whole
+	s.mu.Unlock()
+	s.e.appendWhole(wholeLine{ID: s.id, Whole: whole})
 }
 
 // appendWhole appends one line to the journal, folding it into the state file
 // when it has grown past maxWholeLog.
-func (e *Executor) appendWhole(id string, call int) {
+func (e *Executor) appendWhole(l wholeLine) {
 	k := e.keep
 	if k == nil {
 		return
 	}
-	line, _ := json.Marshal(wholeLine{ID: id, Whole: call})
+	line, _ := json.Marshal(l)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.whole == nil {
@@ -84,20 +106,20 @@ func (e *Executor) appendWhole(id string, call int) {
 	}
 }
 
-// readWhole returns the journal's latest value per session (a line cut short by
+// readWhole returns each session's last line in the journal (a line cut short by
 // a kill is skipped), or nil.
-func readWhole(dir string) map[string]int {
+func readWhole(dir string) map[string]wholeLine {
 	f, err := os.OpenFile(filepath.Join(dir, wholeLogName), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil
 	}
 	defer f.Close()
-	out := map[string]int{}
+	out := map[string]wholeLine{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		var l wholeLine
-		if json.Unmarshal(sc.Bytes(), &l) == nil && api.ValidSessionID(l.ID) && l.Whole > out[l.ID] {
-			out[l.ID] = l.Whole
+		if json.Unmarshal(sc.Bytes(), &l) == nil && api.ValidSessionID(l.ID) {
+			out[l.ID] = l
 		}
 	}
 	return out
