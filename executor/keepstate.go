@@ -268,17 +268,22 @@ func (e *Executor) prepareStop(ctx context.Context, list []*session) (detach boo
 	return policy == StopKeep
 }
 
-// settleCheckpoints waits, bounded by ctx, for the checkpoints being written when
-// the stop came (each runs on its session's worker before the next job): the
-// stop then keeps the checkpoint of the last call each session answered.
+// settleCheckpoints waits for the checkpoints being written when the stop came
+// (each runs on its session's worker once its call's result is out), so that the
+// stop keeps the checkpoint of the last call each session answered. It waits for
+// nothing else (a running call ends with the stop) and at most half of what ctx
+// leaves, the rest being the sessions' close.
 func (e *Executor) settleCheckpoints(ctx context.Context, list []*session) {
-	var wg sync.WaitGroup
+	bound := e.opts.CheckpointTimeout
+	if d, ok := ctx.Deadline(); ok {
+		bound = min(bound, time.Until(d)/2)
+	}
+	deadline := time.Now().Add(bound)
 	for _, s := range list {
-		if s.tmpl.Checkpoint == CheckpointAfterCall && !s.asleep.Load() {
-			wg.Go(func() { _ = s.runFunc(ctx, "stop", func(*session, *job) error { return nil }) })
+		for s.op.Load() == &opCheckpoint && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	wg.Wait()
 }
 
 // keptAtStop returns the records a stop with policy StopKeep or StopClose keeps:

@@ -162,13 +162,15 @@ func (s *session) run() {
 				s.noteReset()
 			case err == nil:
 				s.noteWhole(r) // before the result is delivered
+				// Marked before the result is out: a stop that follows the
+				// answer at once waits for its checkpoint (settleCheckpoints).
+				s.op.Store(&opCheckpoint)
 			}
 			j.finish(r, err)
 			if err == nil && j.kind != jobReset {
-				s.op.Store(&opCheckpoint)
 				s.afterCall(r)
-				s.op.Store(nil)
 			}
+			s.op.Store(nil)
 		}
 	}
 }
