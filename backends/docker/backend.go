@@ -36,6 +36,9 @@ type Backend struct {
 	owner    owner  // this process, for the owner labels
 	sockRoot string // private 0700 directory holding the socket directories
 
+	runtimes   []string // the OCI runtimes the daemon knew at New (runtime.go)
+	defRuntime string   // the daemon's default runtime
+
 	// stopCtx is cancelled by Close to abort Opens in flight. It is a lifetime
 	// signal, not a request context: storing it is the simplest way to tie each
 	// Open's context to the backend's end with context.AfterFunc.
@@ -88,6 +91,13 @@ func newBackend(ctx context.Context, cfg config, api dockerAPI) (*Backend, error
 	if _, err := api.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
 		return nil, fmt.Errorf("docker daemon unreachable: %w", err)
 	}
+	runtimes, defRuntime, err := daemonRuntimes(ctx, api)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkRuntime(cfg.runtime, runtimes); err != nil {
+		return nil, err
+	}
 	if ok, err := imageExists(ctx, api, cfg.Image); err != nil {
 		return nil, err
 	} else if !ok {
@@ -114,6 +124,8 @@ func newBackend(ctx context.Context, cfg config, api dockerAPI) (*Backend, error
 		stopCtx:    stopCtx,
 		stop:       stop,
 		placements: make(map[string]*Placement),
+		runtimes:   runtimes,
+		defRuntime: defRuntime,
 	}
 	b.kept, b.keptSkipped, b.keptErr = readKept(cfg.stateFile, cfg.socketRoot, own)
 	if errors.Is(b.keptErr, ErrStateInUse) {
@@ -136,7 +148,8 @@ func newBackend(ctx context.Context, cfg config, api dockerAPI) (*Backend, error
 		cfg.log.Warn("reaping orphaned containers failed", "err", err)
 	}
 	cfg.log.Info("docker backend ready", "image", cfg.Image, "instance", b.instance, "reaped", n,
-		"user", fmt.Sprintf("%d:%d", cfg.UID, cfg.GID), "memory", cfg.Memory, "network", cfg.network)
+		"user", fmt.Sprintf("%d:%d", cfg.UID, cfg.GID), "memory", cfg.Memory, "network", cfg.network,
+		"runtime", or(cfg.runtime, defRuntime), "transport", transportFor(cfg.transport, cfg.runtime, defRuntime))
 	return b, nil
 }
 

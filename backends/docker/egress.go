@@ -81,6 +81,9 @@ func (b *Backend) startEgress(ctx context.Context, l *launch, p *Placement) erro
 	if rules == nil {
 		return nil
 	}
+	if p.relay != nil { // the relay forwards (relayopen.go)
+		return b.startEgressRelay(l, p)
+	}
 	root := "/proc/" + strconv.Itoa(p.pid) + "/root"
 	ln, err := net.Listen("unix", root+egressSocket)
 	if err != nil {

@@ -37,6 +37,9 @@ type Placement struct {
 	pid      int                 // its first process's id on the host; 0 until ready
 	watched  procwatch.Holder    // the kernel's process, once watched (kernelwatch.go)
 	egress   *sessionproxy.Proxy // its egress proxy; nil without a network allowlist
+	relay    *relayHost          // its relay's socket (relay.go); nil with the pinned transport
+
+	relayLost atomic.Bool // the relay went while the container ran (watchRelay)
 
 	closeMu sync.Mutex // held for the whole of close
 	closed  bool       // guarded by closeMu
@@ -115,6 +118,7 @@ func (p *Placement) close(ctx context.Context) error {
 		return err
 	}
 	p.egress.Close()
+	p.relay.close()
 	if p.sock != nil {
 		// Closed only once the container is gone: the descriptor keeps the
 		// container's /tmp tmpfs alive, and a late dial of a reused descriptor
@@ -167,6 +171,9 @@ func (p *Placement) Diagnose(ctx context.Context) string {
 	if st.Running {
 		if oom {
 			return "kernel was OOM-killed" + p.limitNote()
+		}
+		if p.relayLost.Load() {
+			return "the relay to the container's server was killed or exited in the container; the session gets a new container"
 		}
 		return ""
 	}

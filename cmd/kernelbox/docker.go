@@ -5,6 +5,7 @@ import (
 	"flag"
 	"log/slog"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,13 +18,14 @@ import (
 // each session's memory.
 func (c *backendConfig) registerContainer(fs *flag.FlagSet) {
 	fs.StringVar(&c.image, "image", "", "kernel image for --backend docker (default kernelbox/kernel:latest)")
+	fs.StringVar(&c.runtime, "runtime", "", "OCI runtime of --backend docker's containers, e.g. runsc for gVisor (register it with scripts/setup.sh --gvisor; docs/security.md). Default: the daemon's default runtime. Not for swarm: a service cannot choose one")
 	fs.Var(&c.memory, "memory", "per-session memory limit for --backend docker, e.g. 2g or 512m, none for no limit; swap is limited to the same (default 2 GiB, or the whole budget when less)")
 	fs.Var(&c.egressTestHosts, "egress-test-hosts", "FOR TESTS ONLY: NAME=ADDR[,ADDR...] (repeatable): the egress proxy resolves these names to these addresses and no other name at all, for a test internet the tests make (docs/network.md)")
 }
 
 // openDocker builds the docker backend with the memory capacity planning settled on.
 func openDocker(ctx context.Context, c *backendConfig, log *slog.Logger) (executor.Backend, error) {
-	return docker.New(ctx, docker.Options{Image: c.image, Memory: c.sessionMemory, Logger: log, StateFile: c.stateFile, EgressTestHosts: c.egressTestHosts})
+	return docker.New(ctx, docker.Options{Image: c.image, Runtime: c.runtime, Memory: c.sessionMemory, Logger: log, StateFile: c.stateFile, EgressTestHosts: c.egressTestHosts})
 }
 
 // dockerLimits is what one docker session gets: its image and container limits.
@@ -89,10 +91,37 @@ func doctorDocker(ctx context.Context, c *backendConfig, maxSessions int, report
 	default:
 		report(true, "kernel image", image, "")
 	}
+	doctorRuntime(ctx, c.runtime, report)
 	plan, err := dockerCapacity(ctx, c.memory, maxSessions)
 	if err != nil {
 		report(false, "docker capacity", err.Error(), "")
 	} else {
 		report(!plan.Overcommitted(), "docker capacity", plan.String(), plan.Warning("--memory", "--max-sessions"))
+	}
+}
+
+// doctorRuntime reports the daemon's runtimes: the one --runtime names must be
+// among them, and gVisor's is told either way, with how to register it.
+func doctorRuntime(ctx context.Context, runtime string, report reportFunc) {
+	names, def, err := docker.Runtimes(ctx, "")
+	if err != nil {
+		report(false, "container runtime", err.Error(), "")
+		return
+	}
+	known := strings.Join(names, ", ") + " (default " + def + ")"
+	register := "scripts/setup.sh --gvisor  (installs Debian's runsc, registers it in /etc/docker/daemon.json, reloads dockerd)"
+	switch {
+	case runtime != "" && !slices.Contains(names, runtime):
+		fix := "register it with the Docker daemon, or choose one of " + strings.Join(names, ", ")
+		if runtime == docker.RuntimeGVisor {
+			fix = register
+		}
+		report(false, "container runtime", "--runtime "+runtime+" is not registered with the Docker daemon; it knows "+known, fix)
+	case runtime != "":
+		report(true, "container runtime", runtime+" (the daemon knows "+known+")", "")
+	case slices.Contains(names, docker.RuntimeGVisor):
+		report(true, "container runtime", def+"; gVisor (runsc) is registered: --runtime runsc puts sessions behind a second wall", "")
+	default:
+		report(true, "container runtime", def+"; gVisor (runsc) is not registered", "for a second wall around sessions: "+register+", then --runtime runsc")
 	}
 }

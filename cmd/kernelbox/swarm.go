@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -41,6 +42,9 @@ func (c *backendConfig) registerSwarm(fs *flag.FlagSet) {
 // openSwarm builds the swarm backend.
 func openSwarm(ctx context.Context, c *backendConfig, log *slog.Logger) (executor.Backend, error) {
 	s := &c.swarm
+	if c.runtime != "" {
+		return nil, fmt.Errorf("--runtime %s: a Docker Swarm service cannot choose its OCI runtime; set default-runtime in each node's /etc/docker/daemon.json instead (docs/security.md, \"Two walls\")", c.runtime)
+	}
 	return swarm.New(ctx, swarm.Options{
 		DockerHost:      s.host,
 		Self:            s.self,
