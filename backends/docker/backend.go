@@ -174,7 +174,7 @@ func (b *Backend) Applies() executor.SpecFields {
 	// A network allowlist needs the container on --network none: its egress is
 	// then only the proxy's socket (egress.go). On a Docker network it could
 	// bypass the proxy.
-	return executor.SpecFields{Kernel: true, Image: true, Memory: true, CPUs: true, Pids: true, MaxLifetime: true, Env: true,
+	return executor.SpecFields{Kernel: true, Image: true, Memory: true, CPUs: true, Pids: true, MaxLifetime: true, Env: true, Runtime: true,
 		Network: b.cfg.network == DefaultNetwork}
 }
 

@@ -280,5 +280,8 @@ func kernelUser(user string, euid, egid int) (uid, gid int, chown bool, err erro
 // (sandbox.Spec.WithTemplate).
 func (c config) withTemplate(t executor.Template) config {
 	c.Spec = c.WithTemplate(t)
+	if t.Runtime != "" {
+		c.runtime = t.Runtime
+	}
 	return c
 }
