@@ -31,6 +31,9 @@ type Real struct {
 	// EgressTestHosts is the docker egress proxy's name resolution for a test
 	// internet (docker.Options.EgressTestHosts).
 	EgressTestHosts map[string][]netip.Addr
+	// Runtime is the docker containers' OCI runtime ("runsc": gVisor, which
+	// testenv.Runsc requires). Defaults to the daemon's.
+	Runtime string
 }
 
 // Marked is a local backend whose kernels carry a marker of their own in their
@@ -81,7 +84,10 @@ func LocalWith(t testing.TB, r Real) *Marked {
 // testenv.Image does when the image is missing); the executor it is given closes it.
 func DockerWith(t testing.TB, r Real) executor.Backend {
 	t.Helper()
-	o := docker.Options{Memory: r.Memory, PidsLimit: r.PidsLimit, Image: docker.DefaultImage, EgressTestHosts: r.EgressTestHosts}
+	o := docker.Options{Memory: r.Memory, PidsLimit: r.PidsLimit, Image: docker.DefaultImage, EgressTestHosts: r.EgressTestHosts, Runtime: r.Runtime}
+	if r.Runtime == docker.RuntimeGVisor {
+		testenv.Runsc(t)
+	}
 	if r.R {
 		o.Image = docker.RImage
 	}

@@ -1,0 +1,94 @@
+package executor_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/internal/testexec"
+)
+
+// The docker backend's sessions under gVisor (runtime runsc, reached through the
+// relay): the same features as under runc. They need runsc registered
+// (scripts/setup.sh --gvisor); KERNELBOX_REQUIRE_RUNSC=1 (CI) fails them without.
+
+// newRunscEnv is newDockerEnv under gVisor.
+func newRunscEnv(t testing.TB, r testexec.Real, mod func(*executor.Options)) *env {
+	t.Helper()
+	r.Runtime = "runsc"
+	return newDockerEnv(t, r, mod)
+}
+
+// killRelay is code that kills the session's relay from inside the kernel, as a
+// prompt-injected model could (the relay runs as the kernel's user).
+const killRelay = `import os, signal
+for d in os.listdir("/proc"):
+    if d.isdigit():
+        try:
+            cmd = open("/proc/%s/cmdline" % d, "rb").read()
+        except OSError:
+            continue
+        if b"relay.sock" in cmd and int(d) != os.getpid():
+            os.kill(int(d), signal.SIGKILL)
+`
+
+// TestRunscSessions: state, inputs and artifacts, a timeout (an interrupt), a
+// kernel's death, the container killed from outside and the relay killed from
+// inside, each told and followed by a working call.
+func TestRunscSessions(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
+	e := newRunscEnv(t, testexec.Real{}, func(o *executor.Options) { o.InterruptGrace = 2 * time.Second })
+	start := time.Now()
+	r := e.run(t, "g1", "x = 41")
+	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	t.Logf("runsc cold start to first result: %s", time.Since(start).Round(time.Millisecond))
+	require.Equal(t, "42", e.run(t, "g1", "x + 1").Result)
+	require.Equal(t, "'4.4.0'", e.run(t, "g1", "import os; os.uname().release").Result)
+
+	csv := filepath.Join(e.Data, "g.csv")
+	require.NoError(t, os.WriteFile(csv, []byte("a,b\n1,2\n3,4\n"), 0o644))
+	r, err := e.Execute(context.Background(), executor.Request{SessionID: "g1", Inputs: []string{csv},
+		Code: "import csv\nrows = list(csv.DictReader(open('inputs/g.csv')))\nopen('outputs/copy.csv', 'w').write('b\\n' + str(sum(int(r['b']) for r in rows)))\nlen(rows)"})
+	require.NoError(t, err)
+	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, "2", r.Result)
+	require.Len(t, r.Artifacts, 1)
+	b, err := os.ReadFile(filepath.Join(e.WS.Root(), "sessions", "g1", "outputs", "copy.csv"))
+	require.NoError(t, err)
+	require.Equal(t, "b\n6", string(b))
+
+	start = time.Now()
+	r, err = e.Execute(context.Background(), executor.Request{SessionID: "g1", Code: "while True: pass", Timeout: 2 * time.Second})
+	require.NoError(t, err)
+	require.Equal(t, executor.StatusTimeout, r.Status)
+	require.False(t, r.StateLost)
+	require.Less(t, time.Since(start), 6*time.Second)
+	require.Equal(t, "41", e.run(t, "g1", "x").Result)
+
+	r = e.run(t, "g1", "import os; os._exit(1)")
+	require.Equal(t, executor.StatusKernelDied, r.Status)
+	r = e.run(t, "g1", "y = 1")
+	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.True(t, r.StateLost)
+
+	// The relay killed by the kernel: told, and the session's next call runs in
+	// a new container, with the state lost as after a death.
+	r = e.run(t, "g1", killRelay)
+	t.Logf("relay killed: status %s, error %+v", r.Status, r.Error)
+	require.Equal(t, executor.StatusKernelDied, r.Status, "%+v", r.Error)
+	require.Contains(t, r.Error.Evalue, "relay")
+	r = e.run(t, "g1", "'y' in dir()")
+	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, "False", r.Result)
+	require.True(t, r.StateLost)
+}
+
+func TestRunscHibernateResume(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
+	hibernateResume(t, newDillDockerEnvWith(t, testexec.Real{Runtime: "runsc"}, nil), "ghib")
+}
