@@ -2,15 +2,19 @@ package executor_test
 
 import (
 	"context"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/internal/testenv"
 	"github.com/kernelbox/kernelbox/internal/testexec"
+	"github.com/kernelbox/kernelbox/internal/testnet"
 )
 
 // The docker backend's sessions under gVisor (runtime runsc, reached through the
@@ -91,4 +95,48 @@ func TestRunscSessions(t *testing.T) {
 func TestRunscHibernateResume(t *testing.T) {
 	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	hibernateResume(t, newDillDockerEnvWith(t, testexec.Real{Runtime: "runsc"}, nil), "ghib")
+}
+
+// TestRunscEgress: a template's allowlist under gVisor, the template's own
+// runtime on a backend whose default is runc. The relay forwards the
+// kernel's proxy port to the proxy's socket in the state directory (no socket in
+// the sandbox is reachable from the host): an allowed fetch works, a denied one is
+// refused by the proxy with its rule, and a direct connection finds no route.
+func TestRunscEgress(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
+	testnet.Require(t)
+	testenv.Runsc(t)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "data.csv"), []byte("city,n\nOslo,3\n"), 0o644))
+	web := testnet.New(t, "gweb", dir)
+	priv := testnet.New(t, "gpriv", dir)
+	port := strconv.Itoa(web.Port)
+	ts := loadTemplates(t, `{"templates": [{"name": "fetch", "runtime": "runsc",
+	  "network": {"allow": ["files.test:`+port+`"], "cidrs": ["`+web.Prefix.String()+`"]}}]}`, dockerCaps)
+	e := newDockerEnv(t, testexec.Real{EgressTestHosts: map[string][]netip.Addr{
+		"files.test": {web.Addr}, "private.test": {priv.Addr},
+	}}, func(o *executor.Options) {
+		o.Templates = ts
+		o.StartTimeout = 3 * time.Minute
+	})
+	exec := func(code string) *executor.Result {
+		t.Helper()
+		r, err := e.Execute(context.Background(), executor.Request{SessionID: "gnet", Template: "fetch", Code: code})
+		require.NoError(t, err)
+		return r
+	}
+	r := exec("import urllib.request, urllib.error, time, os\nprint(os.uname().release)\nprint(urllib.request.urlopen('http://files.test:" + port + "/data.csv', timeout=30).read().decode(), end='')")
+	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, "4.4.0\ncity,n\nOslo,3\n", r.Stdout, "the template's runtime: gVisor")
+	require.True(t, hasNote(r.Notes, "network: allow files.test:"+port+" via "+web.Addr.String()), "%q", r.Notes)
+	refused(t, exec, "private.test", port, "default deny")
+	r = exec(`import socket
+s = socket.socket(); s.settimeout(5)
+try:
+    s.connect(("` + web.Addr.String() + `", ` + port + `)); print("connected")
+except OSError as e:
+    print(type(e).__name__, e.errno)`)
+	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	// gVisor's netstack says EHOSTUNREACH where Linux says ENETUNREACH.
+	require.Contains(t, []string{"OSError 101\n", "OSError 113\n"}, r.Stdout, "no route from the sandbox")
 }
