@@ -140,3 +140,26 @@ except OSError as e:
 	// gVisor's netstack says EHOSTUNREACH where Linux says ENETUNREACH.
 	require.Contains(t, []string{"OSError 101\n", "OSError 113\n"}, r.Stdout, "no route from the sandbox")
 }
+
+// TestRunscWarmTemplate: a template with a preload and a warm pool under runsc
+// (its own runtime, on a runc backend): the warm container's kernel has run the
+// preload, a session takes it at once, and the next kernel of the pool is made
+// the same way.
+func TestRunscWarmTemplate(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
+	testenv.Runsc(t)
+	ts := loadTemplates(t, `{"templates": [{"name": "gwarm", "runtime": "runsc", "warm": 1,
+	  "preload": "import json, os\nW = os.uname().release"}]}`, dockerCaps)
+	e := newDockerEnv(t, testexec.Real{}, func(o *executor.Options) {
+		o.Templates = ts
+		o.StartTimeout = 3 * time.Minute
+	})
+	waitWarm(t, e, "gwarm", 1)
+	t0 := time.Now()
+	r, err := e.Execute(context.Background(), executor.Request{SessionID: "gw1", Template: "gwarm", Code: "W"})
+	require.NoError(t, err)
+	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	t.Logf("runsc warm first result: %s", time.Since(t0).Round(time.Millisecond))
+	require.Equal(t, "'4.4.0'", r.Result, "the preload ran under gVisor")
+	waitWarm(t, e, "gwarm", 1)
+}
