@@ -163,3 +163,18 @@ func TestRunscWarmTemplate(t *testing.T) {
 	require.Equal(t, "'4.4.0'", r.Result, "the preload ran under gVisor")
 	waitWarm(t, e, "gwarm", 1)
 }
+
+// TestRunscOOM: a kernel that allocates past its container's memory limit under
+// gVisor gets kernel_died with the OOM cause, and the next call works.
+func TestRunscOOM(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
+	e := newRunscEnv(t, testexec.Real{Memory: 512 << 20}, nil)
+	e.run(t, "goom", "x = 1")
+	r := e.run(t, "goom", "b = bytearray(4 << 30)\nb[::4096] = b'x' * len(b[::4096])")
+	t.Logf("OOM under runsc: %s %+v", r.Status, r.Error)
+	require.Equal(t, executor.StatusKernelDied, r.Status, "%+v", r.Error)
+	require.Contains(t, r.Error.Evalue, "OOM")
+	r = e.run(t, "goom", "1 + 1")
+	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.True(t, r.StateLost)
+}
