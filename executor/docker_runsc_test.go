@@ -178,3 +178,10 @@ func TestRunscOOM(t *testing.T) {
 	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
 	require.True(t, r.StateLost)
 }
+
+// TestRunscHibernateTimes measures hibernate and resume of 10 and 100 MB under
+// runsc beside TestDockerHibernateTimes (README, "gVisor").
+func TestRunscHibernateTimes(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
+	hibernateTimes(t, newDillDockerEnvWith(t, testexec.Real{Runtime: "runsc"}, nil), "gtime")
+}

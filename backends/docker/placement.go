@@ -69,10 +69,12 @@ var (
 	_ executor.Adopter       = (*Placement)(nil)
 )
 
-// Server returns the container's Jupyter server: its unix socket and its token. The
-// socket's path is /proc/self/fd/N, the descriptor that pins the server's socket
-// (see pinServerSocket): it reaches the server from this process only, and only
-// until Close. The session directory is the server's root, so KernelPath is "".
+// Server returns the container's Jupyter server: how to reach it and its token.
+// With the pinned transport its socket's path is /proc/self/fd/N, the descriptor
+// that pins the server's socket (see pinServerSocket): it reaches the server from
+// this process only, and only until Close. With the relay (gVisor, relay.go) its
+// Dial hands out the relay's connections instead, and Socket is empty. The
+// session directory is the server's root, so KernelPath is "".
 func (p *Placement) Server() executor.Server { return p.server }
 
 // ContainerID returns the id of the session's container.

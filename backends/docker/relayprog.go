@@ -76,7 +76,9 @@ async def dial(path, kind):
             # kernelbox restarting: its socket comes back (adoption).
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
+TASKS = set()
 async def pooled():
+    pause = 0.05
     while True:
         hr, hw = await dial(HOST, b"P")
         try:
@@ -84,9 +86,15 @@ async def pooled():
         except OSError:
             first = b""
         if not first:
+            # Closed unused: kernelbox restarting, or refusing (its bound).
             hw.close()
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 1.0)
             continue
-        asyncio.ensure_future(serve(hr, hw, first))
+        pause = 0.05
+        task = asyncio.ensure_future(serve(hr, hw, first))
+        TASKS.add(task)
+        task.add_done_callback(TASKS.discard)
 async def serve(hr, hw, first):
     try:
         sr, sw = await asyncio.open_unix_connection(SERVER)
