@@ -82,7 +82,8 @@ print(len(cmds)); print("\n".join(cmds))`)
 }
 
 // TestRunscUnknownRuntime: a runtime the daemon does not know fails New with
-// ErrNoRuntime, naming the known ones; never a silent fallback to runc.
+// ErrNoRuntime, naming the known ones, and a template's fails its session's
+// Open; never a silent fallback to runc.
 func TestRunscUnknownRuntime(t *testing.T) {
 	t.Parallel()
 	requireDocker(t)
@@ -91,5 +92,14 @@ func TestRunscUnknownRuntime(t *testing.T) {
 	_, err := New(ctx, Options{Runtime: "no-such-runtime", SocketRoot: t.TempDir()})
 	if !errors.Is(err, ErrNoRuntime) || !strings.Contains(err.Error(), "no-such-runtime") || !strings.Contains(err.Error(), "runc") {
 		t.Fatalf("New with an unknown runtime: %v", err)
+	}
+	// A template's runtime: its session fails to open, before any container.
+	b, api := newTestBackend(t, Options{})
+	_, err = b.Open(ctx, executor.SessionSpec{ID: "bad-runtime", Dir: sessionDir(t), Template: executor.Template{Runtime: "no-such-runtime"}})
+	if !errors.Is(err, ErrNoRuntime) || !strings.Contains(err.Error(), "no-such-runtime") {
+		t.Fatalf("Open with a template's unknown runtime: %v", err)
+	}
+	if n := countContainers(t, api, LabelInstance+"="+b.instance); n != 0 {
+		t.Errorf("%d containers made for a session whose runtime is unknown", n)
 	}
 }
