@@ -36,8 +36,7 @@ type Backend struct {
 	owner    owner  // this process, for the owner labels
 	sockRoot string // private 0700 directory holding the socket directories
 
-	runtimes   []string // the OCI runtimes the daemon knew at New (runtime.go)
-	defRuntime string   // the daemon's default runtime
+	runtimes RuntimeSet // the OCI runtimes the daemon knew at New, or later (runtime.go); mu guards it
 
 	// stopCtx is cancelled by Close to abort Opens in flight. It is a lifetime
 	// signal, not a request context: storing it is the simplest way to tie each
@@ -91,7 +90,7 @@ func newBackend(ctx context.Context, cfg config, api dockerAPI) (*Backend, error
 	if _, err := api.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
 		return nil, fmt.Errorf("docker daemon unreachable: %w", err)
 	}
-	runtimes, defRuntime, err := daemonRuntimes(ctx, api)
+	runtimes, err := daemonRuntimes(ctx, api)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +124,6 @@ func newBackend(ctx context.Context, cfg config, api dockerAPI) (*Backend, error
 		stop:       stop,
 		placements: make(map[string]*Placement),
 		runtimes:   runtimes,
-		defRuntime: defRuntime,
 	}
 	b.kept, b.keptSkipped, b.keptErr = readKept(cfg.stateFile, cfg.socketRoot, own)
 	if errors.Is(b.keptErr, ErrStateInUse) {
@@ -149,7 +147,7 @@ func newBackend(ctx context.Context, cfg config, api dockerAPI) (*Backend, error
 	}
 	cfg.log.Info("docker backend ready", "image", cfg.Image, "instance", b.instance, "reaped", n,
 		"user", fmt.Sprintf("%d:%d", cfg.UID, cfg.GID), "memory", cfg.Memory, "network", cfg.network,
-		"runtime", or(cfg.runtime, defRuntime), "transport", transportFor(cfg.transport, cfg.runtime, defRuntime))
+		"runtime", or(cfg.runtime, runtimes.Default), "transport", transportFor(cfg.transport, cfg.runtime, runtimes.Default))
 	return b, nil
 }
 

@@ -33,7 +33,7 @@ type fakeAPI struct {
 func (f *fakeAPI) Info(context.Context, client.InfoOptions) (client.SystemInfoResult, error) {
 	rts := map[string]system.RuntimeWithStatus{}
 	for _, n := range append([]string{"runc"}, f.runtimes...) {
-		rts[n] = system.RuntimeWithStatus{}
+		rts[n] = system.RuntimeWithStatus{Runtime: system.Runtime{Path: n}}
 	}
 	return client.SystemInfoResult{Info: system.Info{Runtimes: rts, DefaultRuntime: "runc"}}, nil
 }

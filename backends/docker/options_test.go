@@ -1,6 +1,9 @@
 package docker
 
 import (
+	"context"
+	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -125,5 +128,31 @@ func TestTransportFor(t *testing.T) {
 		if got := transportFor(tt.configured, tt.runtime, tt.def); got != tt.want {
 			t.Errorf("transportFor(%q, %q, %q) = %q, want %q", tt.configured, tt.runtime, tt.def, got, tt.want)
 		}
+	}
+}
+
+// TestGVisorRegistration: gVisor registered without the host-uds flag cannot
+// reach the relay; New says so (ErrNoRuntime) instead of timing out at the first
+// session, and the flag in either spelling passes.
+func TestGVisorRegistration(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"--fsgofer-host-uds"}, {"--platform=systrap", "--host-uds=open"}, {"-fsgofer-host-uds=true"}} {
+		if why := gvisorProblem("/usr/bin/runsc", args); why != "" {
+			t.Errorf("%q: %s", args, why)
+		}
+	}
+	if gvisorProblem("/usr/bin/runsc", []string{"--network=none"}) == "" || gvisorProblem("/usr/bin/runc", nil) != "" {
+		t.Error("the host-uds check")
+	}
+	if WarnNetwork([]string{"--network=none"}) != "" || WarnNetwork(nil) == "" {
+		t.Error("the network warning")
+	}
+	c, err := Options{SocketRoot: t.TempDir(), Runtime: RuntimeGVisor}.resolve(os.Geteuid(), os.Getegid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = newBackend(context.Background(), c, &fakeAPI{runtimes: []string{"runsc"}, images: map[string]bool{DefaultImage: true}})
+	if !errors.Is(err, ErrNoRuntime) || !strings.Contains(err.Error(), "host-uds") {
+		t.Errorf("New with runsc registered without host-uds: %v", err)
 	}
 }

@@ -25,25 +25,22 @@ import (
 // those known at New (registered since), and returns the session's transport.
 func (b *Backend) sessionRuntime(ctx context.Context, l *launch) (string, error) {
 	if err := checkRuntime(l.cfg.runtime, b.knownRuntimes()); err != nil {
-		names, def, qerr := daemonRuntimes(ctx, b.api)
+		rs, qerr := daemonRuntimes(ctx, b.api)
 		if qerr != nil {
 			return "", errors.Join(err, qerr)
 		}
-		if err := checkRuntime(l.cfg.runtime, names); err != nil {
+		if err := checkRuntime(l.cfg.runtime, rs); err != nil {
 			return "", err
 		}
 		b.mu.Lock()
-		b.runtimes, b.defRuntime = names, def
+		b.runtimes = rs
 		b.mu.Unlock()
 	}
-	b.mu.Lock()
-	def := b.defRuntime
-	b.mu.Unlock()
-	return transportFor(b.cfg.transport, l.cfg.runtime, def), nil
+	return transportFor(b.cfg.transport, l.cfg.runtime, b.knownRuntimes().Default), nil
 }
 
 // knownRuntimes returns the daemon's runtimes as last asked.
-func (b *Backend) knownRuntimes() []string {
+func (b *Backend) knownRuntimes() RuntimeSet {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.runtimes

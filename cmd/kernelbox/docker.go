@@ -101,27 +101,42 @@ func doctorDocker(ctx context.Context, c *backendConfig, maxSessions int, report
 }
 
 // doctorRuntime reports the daemon's runtimes: the one --runtime names must be
-// among them, and gVisor's is told either way, with how to register it.
+// among them and able to run sessions, and gVisor's is told either way, with how
+// to register it and what is amiss with its arguments.
 func doctorRuntime(ctx context.Context, runtime string, report reportFunc) {
-	names, def, err := docker.Runtimes(ctx, "")
+	rs, err := docker.HostRuntimes(ctx, "")
 	if err != nil {
 		report(false, "container runtime", err.Error(), "")
 		return
 	}
-	known := strings.Join(names, ", ") + " (default " + def + ")"
+	known := strings.Join(rs.Names, ", ") + " (default " + rs.Default + ")"
 	register := "scripts/setup.sh --gvisor  (installs Debian's runsc, registers it in /etc/docker/daemon.json, reloads dockerd)"
+	gv := docker.RuntimeGVisor
 	switch {
-	case runtime != "" && !slices.Contains(names, runtime):
-		fix := "register it with the Docker daemon, or choose one of " + strings.Join(names, ", ")
-		if runtime == docker.RuntimeGVisor {
+	case runtime != "" && !slices.Contains(rs.Names, runtime):
+		fix := "register it with the Docker daemon, or choose one of " + strings.Join(rs.Names, ", ")
+		if runtime == gv {
 			fix = register
 		}
 		report(false, "container runtime", "--runtime "+runtime+" is not registered with the Docker daemon; it knows "+known, fix)
+		return
+	case runtime != "" && rs.Problems[runtime] != "":
+		report(false, "container runtime", runtime+" is "+rs.Problems[runtime], register)
+		return
 	case runtime != "":
 		report(true, "container runtime", runtime+" (the daemon knows "+known+")", "")
-	case slices.Contains(names, docker.RuntimeGVisor):
-		report(true, "container runtime", def+"; gVisor (runsc) is registered: --runtime runsc puts sessions behind a second wall", "")
+	case !slices.Contains(rs.Names, gv):
+		report(true, "container runtime", rs.Default+"; gVisor (runsc) is not registered", "for a second wall around sessions: "+register+", then --runtime runsc")
+		return
+	case rs.Problems[gv] != "":
+		report(false, "container runtime", rs.Default+"; gVisor (runsc) is "+rs.Problems[gv], register)
+		return
 	default:
-		report(true, "container runtime", def+"; gVisor (runsc) is not registered", "for a second wall around sessions: "+register+", then --runtime runsc")
+		report(true, "container runtime", rs.Default+"; gVisor (runsc) is registered: --runtime runsc puts sessions behind a second wall", "")
+	}
+	if slices.Contains(rs.Names, gv) && (runtime == "" || runtime == gv) {
+		if w := docker.WarnNetwork(rs.Args[gv]); w != "" {
+			report(false, "gvisor network", w, register)
+		}
 	}
 }
