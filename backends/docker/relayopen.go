@@ -12,7 +12,6 @@ import (
 
 	"github.com/moby/moby/client"
 
-	"github.com/kernelbox/kernelbox/backends/internal/sessionproxy"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/dockerapi"
 )
@@ -167,39 +166,28 @@ func (p *Placement) findOOMCounter(log interface{ Info(string, ...any) }) {
 	}
 }
 
-// listenEgressRelay listens for the session's egress proxy in its state
-// directory, where the relay's forwarder connects (the relay's egress socket):
-// under gVisor no socket in the container is reachable from the host.
-func (b *Backend) listenEgressRelay(l *launch, p *Placement) (net.Listener, error) {
-	path := filepath.Join(p.sockDir, egressSocketName)
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+// egressListen listens for the session's egress proxy: on the container's own
+// /tmp through its root (the pinned transport), or, with the relay, in its state
+// directory, where the relay's forwarder connects (no socket in a gVisor sandbox is
+// reachable from the host, and no host path outside its mounts from the sandbox).
+// The state directory is kernelbox's (0700, or 0755 under a 0700 root), mounted
+// into this container only, so the socket's mode 0666 (startEgress) opens it to
+// this container's kernel alone.
+func (b *Backend) egressListen(p *Placement, root string) (net.Listener, error) {
+	path := egressPath(p, root)
+	ln, err := net.Listen("unix", path)
 	if err != nil {
-		return nil, fmt.Errorf("egress: listen: %w", err)
-	}
-	ln.SetUnlinkOnClose(false)
-	if err := handSocket(path, b.cfg.chown, b.cfg.UID, b.cfg.GID); err != nil {
-		_ = ln.Close()
-		return nil, fmt.Errorf("egress: %w", err)
+		return nil, fmt.Errorf("egress: listen for the container: %w", err)
 	}
 	return ln, nil
 }
 
-// startEgressRelay starts the session's egress proxy on its socket in the state
-// directory; the relay forwards the kernel's proxy port to it (relayprog.go).
-func (b *Backend) startEgressRelay(l *launch, p *Placement) error {
-	ln, err := b.listenEgressRelay(l, p)
-	if err != nil {
-		return err
+// egressPath is where the session's egress proxy listens (egressListen).
+func egressPath(p *Placement, root string) string {
+	if p.relay != nil {
+		return filepath.Join(p.sockDir, egressSocketName)
 	}
-	e, err := sessionproxy.Start(ln, sessionproxy.Options{
-		Rules: l.spec.Template.Network, Session: l.spec.ID, TestHosts: b.cfg.egressTestHosts, Logger: l.log,
-	})
-	if err != nil {
-		return err
-	}
-	p.egress = e
-	l.undo.Add("stop egress proxy", func(context.Context) error { e.Close(); return nil })
-	return nil
+	return root + egressSocket
 }
 
 // reattachRelay takes back a kept container reached through its relay: it
