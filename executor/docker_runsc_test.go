@@ -185,3 +185,12 @@ func TestRunscHibernateTimes(t *testing.T) {
 	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	hibernateTimes(t, newDillDockerEnvWith(t, testexec.Real{Runtime: "runsc"}, nil), "gtime")
 }
+
+// TestRunscR: an R session (IRkernel, the kernel-r image) under gVisor, with the
+// same checks as on runc (rSession: state, an R error, plots as artifacts, a
+// staged CSV).
+func TestRunscR(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
+	testenv.Image(t, testexec.RImage)
+	rSession(t, newEnvOn(t, testexec.DockerWith(t, testexec.Real{R: true, Runtime: "runsc"}), func(o *executor.Options) { o.Kernel = "ir" }))
+}
