@@ -92,11 +92,6 @@ func TestRunscSessions(t *testing.T) {
 	require.True(t, r.StateLost)
 }
 
-func TestRunscHibernateResume(t *testing.T) {
-	t.Parallel() // which real-kernel tests may be parallel: main_test.go
-	hibernateResume(t, newDillDockerEnvWith(t, testexec.Real{Runtime: "runsc"}, nil), "ghib")
-}
-
 // TestRunscEgress: a template's allowlist under gVisor, the template's own
 // runtime on a backend whose default is runc. The relay forwards the
 // kernel's proxy port to the proxy's socket in the state directory (no socket in
@@ -164,23 +159,10 @@ func TestRunscWarmTemplate(t *testing.T) {
 	waitWarm(t, e, "gwarm", 1)
 }
 
-// TestRunscOOM: a kernel that allocates past its container's memory limit under
-// gVisor gets kernel_died with the OOM cause, and the next call works.
-func TestRunscOOM(t *testing.T) {
-	t.Parallel() // which real-kernel tests may be parallel: main_test.go
-	e := newRunscEnv(t, testexec.Real{Memory: 512 << 20}, nil)
-	e.run(t, "goom", "x = 1")
-	r := e.run(t, "goom", "b = bytearray(4 << 30)\nb[::4096] = b'x' * len(b[::4096])")
-	t.Logf("OOM under runsc: %s %+v", r.Status, r.Error)
-	require.Equal(t, executor.StatusKernelDied, r.Status, "%+v", r.Error)
-	require.Contains(t, r.Error.Evalue, "OOM")
-	r = e.run(t, "goom", "1 + 1")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
-	require.True(t, r.StateLost)
-}
-
-// TestRunscHibernateTimes measures hibernate and resume of 10 and 100 MB under
-// runsc beside TestDockerHibernateTimes (README, "gVisor").
+// TestRunscHibernateTimes: hibernate and resume of 10 and 100 MB under runsc,
+// every value back (the snapshot written and read through gVisor's gofer),
+// measured beside TestDockerHibernateTimes (README, "gVisor"). What a snapshot
+// holds is runtime-independent and tested on runc (TestDockerHibernateResume).
 func TestRunscHibernateTimes(t *testing.T) {
 	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	hibernateTimes(t, newDillDockerEnvWith(t, testexec.Real{Runtime: "runsc"}, nil), "gtime")
@@ -193,4 +175,24 @@ func TestRunscR(t *testing.T) {
 	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	testenv.Image(t, testexec.RImage)
 	rSession(t, newEnvOn(t, testexec.DockerWith(t, testexec.Real{R: true, Runtime: "runsc"}), func(o *executor.Options) { o.Kernel = "ir" }))
+}
+
+// TestRunscCheckpointAfterOOM: under gVisor an OOM kill takes the whole sandbox;
+// it is told as an OOM kill, and the session comes back in a new container with
+// its last checkpoint's namespace (written by the kernel through the gofer,
+// restored in the new sandbox).
+func TestRunscCheckpointAfterOOM(t *testing.T) {
+	t.Parallel() // which real-kernel tests may be parallel: main_test.go
+	e := newDillDockerEnvWith(t, testexec.Real{Memory: 256 << 20, Runtime: "runsc"}, func(o *executor.Options) {
+		o.Checkpoint = executor.CheckpointAfterCall
+	})
+	const id = "gck-oom"
+	r := e.run(t, id, "import numpy as np\narr = np.arange(1000)\nx = 41")
+	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	r = e.run(t, id, "b = bytearray(400 << 20)\nb[::4096] = b'x' * len(b[::4096])")
+	require.Equal(t, executor.StatusKernelDied, r.Status, "%+v", r.Error)
+	require.Contains(t, r.Error.Evalue, "OOM")
+	r = e.run(t, id, "print(x + 1, int(arr.sum()), 'b' in dir())")
+	requireRestored(t, r, 1)
+	require.Equal(t, "42 499500 False\n", r.Stdout)
 }
