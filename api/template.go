@@ -38,6 +38,10 @@ type TemplateInfo struct {
 	KernelNames []string `json:"kernel_names,omitempty"`
 	// Image is the container image (docker), or "".
 	Image string `json:"image,omitempty"`
+	// Runtime is the OCI runtime its containers run under (docker), for example
+	// "runsc" for gVisor; "" is the server's own (its --runtime, else the daemon's
+	// default).
+	Runtime string `json:"runtime,omitempty"`
 	// MemoryBytes, CPUs and Pids are the container limits (docker).
 	MemoryBytes int64   `json:"memory_bytes,omitempty"`
 	CPUs        float64 `json:"cpus,omitempty"`

@@ -183,6 +183,7 @@ func TestTemplateFieldBackendCannotApply(t *testing.T) {
 		{executor.Template{Name: "img", Image: "other:latest"}, "image"},
 		{executor.Template{Name: "r", Kernel: "ir"}, "kernel"},
 		{executor.Template{Name: "c", CPUs: 1}, "cpus"},
+		{executor.Template{Name: "g", Runtime: "runsc"}, "runtime"},
 	} {
 		_, err := executor.New(executor.Options{Backend: newFakeBackend(t), Workspace: ws, Templates: []executor.Template{tt.tmpl}})
 		require.ErrorContains(t, err, `template "`+tt.tmpl.Name+`": field `+tt.field+`: the fake backend cannot apply it`)

@@ -42,6 +42,9 @@ type Template struct {
 	KernelNames []string
 	// Image is the container image (docker).
 	Image string
+	// Runtime is the OCI runtime of the session's container (docker), for
+	// example "runsc" for gVisor. "" means the backend's own.
+	Runtime string
 	// Memory is the memory limit in bytes (docker), CPUs the CPU limit in CPUs'
 	// worth of time (docker), Pids the process and thread limit (docker).
 	Memory int64
@@ -101,7 +104,7 @@ type Template struct {
 // SpecApplier). The executor applies Preload and, for Python and R kernels, Env
 // by code; Warm, IdleTimeout and Data it applies for every backend.
 type SpecFields struct {
-	Kernel, Image, Memory, CPUs, Pids, MaxLifetime, Env, Network bool
+	Kernel, Image, Memory, CPUs, Pids, MaxLifetime, Env, Network, Runtime bool
 	// Secrets: the backend's proxy adds a template's secrets (Network.Secrets)
 	// and its kernels trust the interception CA.
 	Secrets bool
@@ -237,6 +240,7 @@ func checkApplies(o *Options, t *Template) error {
 	return errors.Join(
 		refuse("kernel", t.Kernel != "" && t.Kernel != "python3", applies.Kernel),
 		refuse("image", t.Image != "", applies.Image),
+		refuse("runtime", t.Runtime != "", applies.Runtime),
 		refuse("memory", t.Memory != 0, applies.Memory),
 		refuse("cpus", t.CPUs != 0, applies.CPUs),
 		refuse("pids", t.Pids != 0, applies.Pids),
@@ -421,7 +425,7 @@ func (e *Executor) TemplateInfos() []api.TemplateInfo {
 		}
 		info := api.TemplateInfo{
 			Name: t.Name, Description: t.Description, Kernel: kernel, KernelNames: t.KernelNames,
-			Image: or(t.Image, l.Image), MemoryBytes: t.Memory, CPUs: t.CPUs, Pids: t.Pids,
+			Image: or(t.Image, l.Image), Runtime: t.Runtime, MemoryBytes: t.Memory, CPUs: t.CPUs, Pids: t.Pids,
 			Preload: strings.TrimSpace(t.Preload) != "", PreloadBytes: len(t.Preload),
 			Warm: t.Warm, WarmReady: e.WarmReadyOf(t.Name), Sessions: live[t.Name],
 			MaxLifetimeSeconds: t.MaxLifetime.Seconds(),

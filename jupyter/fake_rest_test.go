@@ -1,7 +1,9 @@
 package jupyter_test
 
 import (
+	"context"
 	"errors"
+	"net"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -192,4 +194,28 @@ func TestUnixSocket(t *testing.T) {
 			require.NoError(t, err)
 		})
 	}
+}
+
+// TestEndpointDial reaches the fake through Endpoint.Dial alone (the docker
+// backend's relay): REST and WebSocket connections are the Dial's, counted.
+func TestEndpointDial(t *testing.T) {
+	t.Parallel()
+	srv := jupytertest.New(t, &jupytertest.Options{Socket: true, Token: "t"})
+	sock := srv.SocketEndpoint().Socket
+	var dials atomic.Int32
+	ep := jupyter.Endpoint{Token: "t", Dial: func(ctx context.Context) (net.Conn, error) {
+		dials.Add(1)
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}}
+	c := newClient(t, ep)
+	ctx := testCtx(t)
+	_, err := c.Version(ctx)
+	require.NoError(t, err)
+	k, err := c.StartKernel(ctx, jupyter.StartOptions{})
+	require.NoError(t, err)
+	conn := connect(t, c, k.ID, nil)
+	_, err = conn.Run(ctx, "through Dial", nil)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, dials.Load(), int32(2), "REST and the WebSocket dial through Dial")
 }

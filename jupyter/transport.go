@@ -16,6 +16,13 @@ import (
 // replies by ~40 ms.
 func (ep Endpoint) dialer() func(ctx context.Context, network, addr string) (net.Conn, error) {
 	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	if dial := ep.Dial; dial != nil {
+		return func(ctx context.Context, _, _ string) (net.Conn, error) {
+			ctx, cancel := context.WithTimeout(ctx, d.Timeout)
+			defer cancel()
+			return dial(ctx)
+		}
+	}
 	if ep.Socket != "" {
 		sock := ep.Socket
 		return func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -39,7 +46,7 @@ func (ep Endpoint) dialer() func(ctx context.Context, network, addr string) (net
 func (ep Endpoint) baseURL() (*url.URL, error) {
 	raw := ep.URL
 	if raw == "" {
-		if ep.Socket == "" {
+		if ep.Socket == "" && ep.Dial == nil {
 			return nil, fmt.Errorf("endpoint has neither a URL nor a socket")
 		}
 		raw = "http://localhost"

@@ -1,7 +1,21 @@
 #!/usr/bin/env bash
 # Installs what kernelbox's local backend, tests and demo need from Debian's packages.
 # Idempotent: does nothing when every package is already installed.
+#
+# --gvisor also installs Debian's gVisor (runsc) and registers it with the local Docker
+# daemon as the runtime "runsc" (scripts/gvisor.sh): the docker backend's --runtime runsc.
 set -euo pipefail
+
+gvisor=0
+for a in "$@"; do
+  case "$a" in
+    --gvisor) gvisor=1 ;;
+    *) echo "setup: unknown argument $a (known: --gvisor)" >&2; exit 2 ;;
+  esac
+done
+if [ "$gvisor" = 1 ]; then
+  "$(dirname "$0")/gvisor.sh"
+fi
 
 pkgs=(
   python3-jupyter-server python3-ipykernel python3-jupyter-client

@@ -118,6 +118,7 @@ type entry struct {
 	Kernel      string            `json:"kernel"`
 	KernelNames []string          `json:"kernel_names"`
 	Image       string            `json:"image"`
+	Runtime     string            `json:"runtime"`
 	Memory      string            `json:"memory"`
 	CPUs        float64           `json:"cpus"`
 	Pids        int64             `json:"pids"`
@@ -261,7 +262,7 @@ func strict(b []byte, v any) error {
 // template checks an entry and converts it.
 func (e entry) template(baseDir string, caps Caps) (executor.Template, error) {
 	t := executor.Template{
-		Name: e.Name, Description: e.Description, Kernel: e.Kernel, KernelNames: e.KernelNames, Image: e.Image,
+		Name: e.Name, Description: e.Description, Kernel: e.Kernel, KernelNames: e.KernelNames, Image: e.Image, Runtime: e.Runtime,
 		CPUs: e.CPUs, Pids: e.Pids, Env: e.Env, Preload: string(e.Preload), Warm: e.Warm,
 	}
 	switch {
@@ -275,6 +276,8 @@ func (e entry) template(baseDir string, caps Caps) (executor.Template, error) {
 		return t, fmt.Errorf("kernel %q: not a kernelspec name (%s)", clip(e.Kernel), api.TemplateNameRule)
 	case strings.ContainsAny(e.Image, " \t\n\x00"):
 		return t, fmt.Errorf("image %q: not an image reference", clip(e.Image))
+	case e.Runtime != "" && !validRuntime(e.Runtime):
+		return t, fmt.Errorf("runtime %q: not a runtime name (letters, digits, '.', '_', '-'; at most 64)", clip(e.Runtime))
 	case len(e.Preload) > MaxPreloadBytes:
 		return t, fmt.Errorf("preload: %d bytes; the limit is %d", len(e.Preload), MaxPreloadBytes)
 	case strings.IndexByte(string(e.Preload), 0) >= 0:
@@ -439,4 +442,19 @@ func network(raw json.RawMessage) (*egress.Rules, error) {
 		return nil, fmt.Errorf("network: %w", err)
 	}
 	return r, nil
+}
+
+// validRuntime reports whether s has the shape of an OCI runtime's name as the
+// Docker daemon registers them ("runsc", "io.containerd.runc.v2"). Whether the
+// daemon knows it is checked by the backend, at its first session.
+func validRuntime(s string) bool {
+	if len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
 }

@@ -71,6 +71,7 @@ func TestParseRefuses(t *testing.T) {
 		{"reserved env", `{"templates": [{"name": "a", "env": {"HOME": "/"}}]}`, []string{`"a"`, `env "HOME"`, "kernelbox sets"}},
 		{"reserved env prefix", `{"templates": [{"name": "a", "env": {"JUPYTER_PATH": "/"}}]}`, []string{`env "JUPYTER_PATH"`}},
 		{"bad memory", `{"templates": [{"name": "a", "memory": "lots"}]}`, []string{`memory "lots"`}},
+		{"bad runtime", `{"templates": [{"name": "a", "runtime": "runsc --debug"}]}`, []string{`runtime "runsc --debug"`, "not a runtime name"}},
 		{"bad duration", `{"templates": [{"name": "a", "idle_timeout": "soon"}]}`, []string{`idle_timeout "soon"`}},
 		{"bad checkpoint", `{"templates": [{"name": "a", "checkpoint": "always"}]}`, []string{`"a"`, `checkpoint: "always" is not a setting`}},
 		{"preload timeout at the start timeout", `{"templates": [{"name": "slow", "preload_timeout": "2m"}]}`, []string{`"slow"`, "preload_timeout", "2m0s", "shorter than the server's start timeout of 2m0s"}},

@@ -37,6 +37,8 @@ type Backend struct {
 	owner    owner  // this process, for the owner labels
 	sockRoot string // private 0700 directory holding the socket directories
 
+	runtimes RuntimeSet // the OCI runtimes the daemon knew at New, or later (runtime.go); mu guards it
+
 	// stopCtx is cancelled by Close to abort Opens in flight. It is a lifetime
 	// signal, not a request context: storing it is the simplest way to tie each
 	// Open's context to the backend's end with context.AfterFunc.
@@ -94,6 +96,13 @@ func newBackend(ctx context.Context, cfg config, api dockerAPI) (*Backend, error
 	if _, err := api.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
 		return nil, fmt.Errorf("docker daemon unreachable: %w", err)
 	}
+	runtimes, err := daemonRuntimes(ctx, api)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkRuntime(cfg.runtime, runtimes); err != nil {
+		return nil, err
+	}
 	if ok, err := imageExists(ctx, api, cfg.Image); err != nil {
 		return nil, err
 	} else if !ok {
@@ -121,6 +130,7 @@ func newBackend(ctx context.Context, cfg config, api dockerAPI) (*Backend, error
 		stop:       stop,
 		placements: make(map[string]*Placement),
 		budgets:    sessionproxy.NewBudgets(sessionproxy.BudgetsFile(cfg.stateFile), cfg.log),
+		runtimes:   runtimes,
 	}
 	b.kept, b.keptSkipped, b.keptErr = readKept(cfg.stateFile, cfg.socketRoot, own)
 	if errors.Is(b.keptErr, ErrStateInUse) {
@@ -143,7 +153,8 @@ func newBackend(ctx context.Context, cfg config, api dockerAPI) (*Backend, error
 		cfg.log.Warn("reaping orphaned containers failed", "err", err)
 	}
 	cfg.log.Info("docker backend ready", "image", cfg.Image, "instance", b.instance, "reaped", n,
-		"user", fmt.Sprintf("%d:%d", cfg.UID, cfg.GID), "memory", cfg.Memory, "network", cfg.network)
+		"user", fmt.Sprintf("%d:%d", cfg.UID, cfg.GID), "memory", cfg.Memory, "network", cfg.network,
+		"runtime", or(cfg.runtime, runtimes.Default), "transport", transportFor(cfg.transport, cfg.runtime, runtimes.Default))
 	return b, nil
 }
 
@@ -168,7 +179,7 @@ func (b *Backend) Applies() executor.SpecFields {
 	// A network allowlist needs the container on --network none: its egress is
 	// then only the proxy's socket (egress.go). On a Docker network it could
 	// bypass the proxy.
-	return executor.SpecFields{Kernel: true, Image: true, Memory: true, CPUs: true, Pids: true, MaxLifetime: true, Env: true,
+	return executor.SpecFields{Kernel: true, Image: true, Memory: true, CPUs: true, Pids: true, MaxLifetime: true, Env: true, Runtime: true,
 		Network: b.cfg.network == DefaultNetwork, Secrets: b.cfg.network == DefaultNetwork}
 }
 

@@ -20,8 +20,12 @@
 // Debian packages without a registry.
 //
 // The Docker daemon must run on the same machine as kernelbox: session directories and
-// each server's state directory are bind-mounted by host path, and kernelbox reaches
-// the server's socket through /proc/<pid>/root of the container's main process.
+// each server's state directory are bind-mounted by host path, and under runc
+// kernelbox reaches the server's socket through /proc/<pid>/root of the container's
+// main process. Under another runtime (gVisor's runsc, [Options.Runtime], runtime.go)
+// a relay in the container connects out to a socket in the state directory instead
+// (relayprog.go is the relay, relay.go kernelbox's side, relayopen.go the steps of
+// Open and of adoption that use it).
 //
 // Nothing a kernel writes outside /workspace reaches the host: the state directory
 // (launcher, kernelspec, token) is mounted read-only at /run/kernelbox, data mounts

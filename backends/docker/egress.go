@@ -83,16 +83,16 @@ func (b *Backend) startEgress(ctx context.Context, l *launch, p *Placement) erro
 		return nil
 	}
 	root := "/proc/" + strconv.Itoa(p.pid) + "/root"
-	ln, err := net.Listen("unix", root+egressSocket)
+	ln, err := b.egressListen(p, root) // in the container, or beside the relay's socket
 	if err != nil {
-		return fmt.Errorf("egress: listen in the container: %w", err)
+		return err
 	}
 	// Never unlink by path on close: by then the pid may name another process,
 	// even another session's container. The socket goes with the container's tmpfs.
 	ln.(*net.UnixListener).SetUnlinkOnClose(false)
 	// The kernel's user connects; the socket is on the container's tmpfs, where
 	// nothing outside this container can reach it.
-	if err := os.Chmod(root+egressSocket, 0o666); err != nil {
+	if err := os.Chmod(egressPath(p, root), 0o666); err != nil {
 		ln.Close()
 		return fmt.Errorf("egress: %w", err)
 	}
@@ -113,6 +113,9 @@ func (b *Backend) startEgress(ctx context.Context, l *launch, p *Placement) erro
 	}
 	p.egress = e
 	l.undo.Add("stop egress proxy", func(context.Context) error { e.Close(); return nil })
+	if p.relay != nil {
+		return nil // the relay forwards the kernel's proxy port (relayprog.go)
+	}
 	if err := b.startForwarder(ctx, p.id); err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/system"
 	"github.com/moby/moby/client"
 
 	"github.com/kernelbox/kernelbox/executor"
@@ -26,6 +27,15 @@ type fakeAPI struct {
 	listed    []container.Summary
 	removed   []string
 	closed    bool
+	runtimes  []string // Info's runtimes; nil: runc only
+}
+
+func (f *fakeAPI) Info(context.Context, client.InfoOptions) (client.SystemInfoResult, error) {
+	rts := map[string]system.RuntimeWithStatus{}
+	for _, n := range append([]string{"runc"}, f.runtimes...) {
+		rts[n] = system.RuntimeWithStatus{Runtime: system.Runtime{Path: n}}
+	}
+	return client.SystemInfoResult{Info: system.Info{Runtimes: rts, DefaultRuntime: "runc"}}, nil
 }
 
 func (f *fakeAPI) Ping(context.Context, client.PingOptions) (client.PingResult, error) {

@@ -69,6 +69,9 @@ type keptContainer struct {
 	// container, so the container cannot be taken back (its kernel's only way
 	// out went with that process).
 	Egress bool `json:"egress,omitempty"`
+	// Relay: the server is reached through the relay in the container (relay.go),
+	// which connects to the next process's socket in SockDir by itself.
+	Relay bool `json:"relay,omitempty"`
 }
 
 var (
@@ -138,7 +141,7 @@ func (p *Placement) record() (keptContainer, bool) {
 		ID: p.id, Key: p.key, Name: name, Session: session, SockDir: p.sockDir,
 		Token: p.server.Endpoint.Token, Kernel: p.server.KernelName, Started: p.started,
 		Memory: p.memory, MemTmpl: p.memTmpl, Lifetime: p.lifetime,
-		SockDev: p.sockDev, SockIno: p.sockIno, Egress: p.egress != nil,
+		SockDev: p.sockDev, SockIno: p.sockIno, Egress: p.egress != nil, Relay: p.relay != nil,
 	}, true
 }
 

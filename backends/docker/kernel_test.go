@@ -41,7 +41,7 @@ func restCall(t testing.TB, srv executor.Server, method, path string, body, out 
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "token "+srv.Endpoint.Token)
-	hc := socketHTTPClient(srv.Endpoint.Socket)
+	hc := &http.Client{Transport: &http.Transport{DialContext: serverDialer(srv), DisableKeepAlives: true}}
 	defer hc.CloseIdleConnections()
 	resp, err := hc.Do(req)
 	if err != nil {
@@ -80,13 +80,22 @@ type kernel struct {
 }
 
 // dialKernel opens the kernel's channels websocket over the placement's socket.
+// serverDialer dials srv's server the way the jupyter client does: through its
+// Dial (the relay) or its socket.
+func serverDialer(srv executor.Server) func(ctx context.Context, _, _ string) (net.Conn, error) {
+	return func(ctx context.Context, _, _ string) (net.Conn, error) {
+		if srv.Endpoint.Dial != nil {
+			return srv.Endpoint.Dial(ctx)
+		}
+		var nd net.Dialer
+		return nd.DialContext(ctx, "unix", srv.Endpoint.Socket)
+	}
+}
+
 func dialKernel(t testing.TB, srv executor.Server, id string) *kernel {
 	t.Helper()
 	d := websocket.Dialer{
-		NetDialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var nd net.Dialer
-			return nd.DialContext(ctx, "unix", srv.Endpoint.Socket)
-		},
+		NetDialContext:   serverDialer(srv),
 		HandshakeTimeout: 60 * time.Second, // a loaded host restarting an OOM-killed kernel is slow
 	}
 	session := uuid.NewString()

@@ -87,9 +87,18 @@ func (b *Backend) open(ctx context.Context, spec executor.SessionSpec) (_ *Place
 	if err := b.prepareDirs(l); err != nil {
 		return nil, err
 	}
+	transport, err := b.sessionRuntime(ctx, l)
+	if err != nil {
+		return nil, err
+	}
 	p, err := b.createContainer(ctx, l)
 	if err != nil {
 		return nil, err
+	}
+	if transport == TransportRelay {
+		if err := b.listenForRelay(l, p); err != nil {
+			return nil, err
+		}
 	}
 	if err := b.startContainer(ctx, l, p); err != nil {
 		return nil, err
@@ -220,6 +229,9 @@ func (b *Backend) startContainer(ctx context.Context, l *launch, p *Placement) e
 // awaitReady waits until the container's server answers on its socket, which it
 // pins (see pinServerSocket), then finds the container's OOM-kill counter.
 func (b *Backend) awaitReady(ctx context.Context, l *launch, p *Placement) error {
+	if p.relay != nil {
+		return b.awaitRelay(ctx, l, p)
+	}
 	pid, sock, err := b.waitReady(ctx, p.id, l.token)
 	if err != nil {
 		if ctx.Err() != nil && !errors.Is(err, errExited) {
@@ -233,12 +245,6 @@ func (b *Backend) awaitReady(ctx context.Context, l *launch, p *Placement) error
 	p.server.Endpoint.Socket = fdPath(sock)
 	p.ready.Store(true) // after server: Health reads it only once ready
 	p.watchExit()
-	if f, err := oomCounterFile(pid, p.id); err != nil {
-		l.log.Info("OOM kills will be counted from docker events", "reason", err)
-	} else if n, err := readOOMKills(f); err == nil {
-		p.mu.Lock()
-		p.oomFile, p.oomSeen = f, n
-		p.mu.Unlock()
-	}
+	p.findOOMCounter(l.log)
 	return nil
 }

@@ -99,9 +99,19 @@ type Options struct {
 	// reaps zombies and forwards signals. Defaults to false.
 	NoInit bool
 
-	// Runtime is the OCI runtime, for example "runsc" for gVisor. Defaults to the
-	// daemon's default runtime.
+	// Runtime is the OCI runtime, for example "runsc" for gVisor (docs/security.md,
+	// "Two walls"). Defaults to the daemon's default runtime. New fails with an
+	// error wrapping [ErrNoRuntime] when the daemon does not list it: a session never
+	// silently runs under another runtime.
 	Runtime string
+
+	// Transport is how kernelbox reaches each container's server: [TransportPinned]
+	// (the server's socket on the container's /tmp, through /proc/<pid>/root; runc
+	// only) or [TransportRelay] (a relay in the container connects out to a socket
+	// in its state directory; every runtime, and the only way under gVisor).
+	// Defaults to pinned for the runc family (runc, crun) and relay for any other
+	// runtime, the session's own (a template's) included.
+	Transport string
 
 	// Python is the interpreter inside the image that can import jupyter_server.
 	// Defaults to "python3".
@@ -157,6 +167,7 @@ type config struct {
 	chown        bool // kernelbox is root and must hand directories to uid:gid
 	network      string
 	runtime      string
+	transport    string // "" (by runtime), TransportPinned or TransportRelay
 	socketRoot   string
 	stateFile    string
 
@@ -212,6 +223,7 @@ func (o Options) resolve(euid, egid int) (config, error) {
 		readyTimeout: o.ReadyTimeout,
 		network:      o.Network,
 		runtime:      o.Runtime,
+		transport:    o.Transport,
 		socketRoot:   o.SocketRoot,
 		stateFile:    o.StateFile,
 
@@ -248,6 +260,14 @@ func (o Options) resolve(euid, egid int) (config, error) {
 			return config{}, fmt.Errorf("env entry %q is not KEY=VALUE", e)
 		}
 	}
+	switch c.transport {
+	case "", TransportPinned, TransportRelay:
+	default:
+		return config{}, fmt.Errorf("transport %q: use %q or %q", c.transport, TransportPinned, TransportRelay)
+	}
+	if strings.ContainsAny(c.runtime, " \t\n\x00/") {
+		return config{}, fmt.Errorf("runtime %q is not a runtime name", c.runtime)
+	}
 	if !filepath.IsAbs(c.socketRoot) {
 		return config{}, fmt.Errorf("socket root %q is not an absolute path", c.socketRoot)
 	}
@@ -278,5 +298,8 @@ func kernelUser(user string, euid, egid int) (uid, gid int, chown bool, err erro
 // (sandbox.Spec.WithTemplate).
 func (c config) withTemplate(t executor.Template) config {
 	c.Spec = c.WithTemplate(t)
+	if t.Runtime != "" {
+		c.runtime = t.Runtime
+	}
 	return c
 }

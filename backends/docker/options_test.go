@@ -1,6 +1,9 @@
 package docker
 
 import (
+	"context"
+	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -68,6 +71,8 @@ func TestResolveRejects(t *testing.T) {
 		{"other user without root", Options{User: "2000:2000"}, 1000, "cannot hand"},
 		{"bad env", Options{Env: []string{"NOVALUE"}}, 0, "KEY=VALUE"},
 		{"relative socket root", Options{SocketRoot: "tmp"}, 0, "absolute"},
+		{"unknown transport", Options{Transport: "tcp"}, 0, `transport "tcp"`},
+		{"runtime with arguments", Options{Runtime: "runsc --debug"}, 0, "not a runtime name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -102,5 +107,52 @@ func TestKernelUser(t *testing.T) {
 				t.Errorf("kernelUser = %d, %d, %v, %v; want %d, %d, %v", uid, gid, chown, err, tt.uid, tt.gid, tt.chown)
 			}
 		})
+	}
+}
+
+// TestTransportFor: the pinned socket for the runc family, the relay for any
+// other runtime (the session's own included), and Options.Transport over both.
+func TestTransportFor(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ configured, runtime, def, want string }{
+		{"", "", "runc", TransportPinned},
+		{"", "", "", TransportPinned},
+		{"", "runc", "runsc", TransportPinned},
+		{"", "crun", "runc", TransportPinned},
+		{"", "runsc", "runc", TransportRelay},
+		{"", "", "runsc", TransportRelay},
+		{"", "kata-runtime", "runc", TransportRelay},
+		{TransportRelay, "runc", "runc", TransportRelay},
+		{TransportPinned, "runsc", "runc", TransportPinned},
+	} {
+		if got := transportFor(tt.configured, tt.runtime, tt.def); got != tt.want {
+			t.Errorf("transportFor(%q, %q, %q) = %q, want %q", tt.configured, tt.runtime, tt.def, got, tt.want)
+		}
+	}
+}
+
+// TestGVisorRegistration: gVisor registered without the host-uds flag cannot
+// reach the relay; New says so (ErrNoRuntime) instead of timing out at the first
+// session, and the flag in either spelling passes.
+func TestGVisorRegistration(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"--fsgofer-host-uds"}, {"--platform=systrap", "--host-uds=open"}, {"-fsgofer-host-uds=true"}} {
+		if why := gvisorProblem("/usr/bin/runsc", args); why != "" {
+			t.Errorf("%q: %s", args, why)
+		}
+	}
+	if gvisorProblem("/usr/bin/runsc", []string{"--network=none"}) == "" || gvisorProblem("/usr/bin/runc", nil) != "" {
+		t.Error("the host-uds check")
+	}
+	if WarnNetwork([]string{"--network=none"}) != "" || WarnNetwork(nil) == "" {
+		t.Error("the network warning")
+	}
+	c, err := Options{SocketRoot: t.TempDir(), Runtime: RuntimeGVisor}.resolve(os.Geteuid(), os.Getegid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = newBackend(context.Background(), c, &fakeAPI{runtimes: []string{"runsc"}, images: map[string]bool{DefaultImage: true}})
+	if !errors.Is(err, ErrNoRuntime) || !strings.Contains(err.Error(), "host-uds") {
+		t.Errorf("New with runsc registered without host-uds: %v", err)
 	}
 }

@@ -37,6 +37,9 @@ type Placement struct {
 	pid      int                 // its first process's id on the host; 0 until ready
 	watched  procwatch.Holder    // the kernel's process, once watched (kernelwatch.go)
 	egress   *sessionproxy.Proxy // its egress proxy; nil without a network allowlist
+	relay    *relayHost          // its relay's socket (relay.go); nil with the pinned transport
+
+	relayLost atomic.Bool // the relay went while the container ran (watchRelay)
 
 	closeMu sync.Mutex // held for the whole of close
 	closed  bool       // guarded by closeMu
@@ -66,10 +69,12 @@ var (
 	_ executor.Adopter       = (*Placement)(nil)
 )
 
-// Server returns the container's Jupyter server: its unix socket and its token. The
-// socket's path is /proc/self/fd/N, the descriptor that pins the server's socket
-// (see pinServerSocket): it reaches the server from this process only, and only
-// until Close. The session directory is the server's root, so KernelPath is "".
+// Server returns the container's Jupyter server: how to reach it and its token.
+// With the pinned transport its socket's path is /proc/self/fd/N, the descriptor
+// that pins the server's socket (see pinServerSocket): it reaches the server from
+// this process only, and only until Close. With the relay (gVisor, relay.go) its
+// Dial hands out the relay's connections instead, and Socket is empty. The
+// session directory is the server's root, so KernelPath is "".
 func (p *Placement) Server() executor.Server { return p.server }
 
 // ContainerID returns the id of the session's container.
@@ -115,6 +120,7 @@ func (p *Placement) close(ctx context.Context) error {
 		return err
 	}
 	p.egress.Close()
+	p.relay.close()
 	if p.sock != nil {
 		// Closed only once the container is gone: the descriptor keeps the
 		// container's /tmp tmpfs alive, and a late dial of a reused descriptor
@@ -167,6 +173,9 @@ func (p *Placement) Diagnose(ctx context.Context) string {
 	if st.Running {
 		if oom {
 			return "kernel was OOM-killed" + p.limitNote()
+		}
+		if p.relayLost.Load() {
+			return "the relay to the container's server was killed or exited in the container; the session gets a new container"
 		}
 		return ""
 	}

@@ -87,6 +87,9 @@ func (b *Backend) reattachOne(ctx context.Context, k keptContainer) executor.Rea
 		}
 		return fail(fmt.Sprintf("its container %s stopped while kernelbox was not running (exit code %d, OOM-killed %t)", k.Name, code, oom))
 	}
+	if k.Relay {
+		return b.reattachRelay(ctx, k, c.State.Pid, fail)
+	}
 	sock, err := pinServerSocket(c.State.Pid)
 	if err != nil {
 		return fail("its server's socket is gone: " + err.Error())
@@ -102,7 +105,7 @@ func (b *Backend) reattachOne(ctx context.Context, k keptContainer) executor.Rea
 		_ = sock.Close()
 		return fail("its server does not answer: " + err.Error())
 	}
-	p := b.keptPlacement(k, c.State.Pid, sock)
+	p := b.keptPlacement(k, c.State.Pid, sock, nil)
 	log.Info("container adopted", "name", k.Name)
 	r.Placement = p
 	return r
@@ -110,15 +113,19 @@ func (b *Backend) reattachOne(ctx context.Context, k keptContainer) executor.Rea
 
 // keptPlacement makes the Placement of a kept container whose server answered on
 // sock.
-func (b *Backend) keptPlacement(k keptContainer, pid int, sock *os.File) *Placement {
+func (b *Backend) keptPlacement(k keptContainer, pid int, sock *os.File, relay *relayHost) *Placement {
 	p := &Placement{
 		b: b, id: k.ID, key: k.Key, name: k.Name, session: k.Session, sockDir: k.SockDir, started: k.Started,
 		lost: make(chan struct{}), memory: k.Memory, memTmpl: k.MemTmpl, lifetime: k.Lifetime,
-		sock: sock, sockDev: k.SockDev, sockIno: k.SockIno, pid: pid,
+		sock: sock, sockDev: k.SockDev, sockIno: k.SockIno, pid: pid, relay: relay,
 		server: executor.Server{
-			Endpoint:   jupyter.Endpoint{URL: "http://localhost", Token: k.Token, Socket: fdPath(sock)},
+			Endpoint:   jupyter.Endpoint{URL: "http://localhost", Token: k.Token, Socket: sockPath(sock)},
 			KernelName: k.Kernel,
 		},
+	}
+	if relay != nil {
+		p.server.Endpoint.Dial = relay.dial
+		p.watchRelay()
 	}
 	p.ready.Store(true)
 	if f, err := oomCounterFile(pid, p.id); err == nil {
@@ -177,6 +184,8 @@ func (p *Placement) release() {
 	if p.sock != nil {
 		_ = p.sock.Close()
 	}
+	// The relay in the container reconnects to the next process's socket.
+	p.relay.close()
 	p.closed = true
 }
 

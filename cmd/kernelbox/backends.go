@@ -68,9 +68,12 @@ type backendFlags struct {
 // backendConfig holds every backend's flags as one command line gave them; each
 // row reads its own.
 type backendConfig struct {
-	python string   // local
-	image  string   // docker and swarm; "" is the backend's default image
-	memory sizeFlag // docker and swarm, as given; 0 = derive (docker) or the default
+	python string // local
+	image  string // docker and swarm; "" is the backend's default image
+	// runtime is the docker sessions' OCI runtime (--runtime), "" the daemon's
+	// default; swarm refuses one (a service cannot choose its runtime).
+	runtime string
+	memory  sizeFlag // docker and swarm, as given; 0 = derive (docker) or the default
 	// egressTestHosts is the egress proxy's name map for tests (docker and swarm);
 	// nil for servers.
 	egressTestHosts hostsFlag

@@ -98,7 +98,7 @@ func TestCapacityPlanOnlyWhereTheTableSays(t *testing.T) {
 }
 
 // TestDoctorFollowsTable: doctor runs the rows' checks in the table's order (the
-// local backend's Python, then docker's engine, image and capacity), swarm's only
+// local backend's Python, then docker's engine, image, runtime and capacity), swarm's only
 // when --swarm-host is given, then the image build's.
 func TestDoctorFollowsTable(t *testing.T) {
 	py := testenv.Jupyter(t)
@@ -113,7 +113,7 @@ func TestDoctorFollowsTable(t *testing.T) {
 			what = append(what, strings.TrimSpace(line[7:29]))
 		}
 	}
-	want := []string{"python + jupyter", "docker engine", "kernel image", "docker capacity", "debootstrap"}
+	want := []string{"python + jupyter", "docker engine", "kernel image", "container runtime", "docker capacity", "debootstrap"}
 	if len(what) == 3 { // no Docker daemon: its check stops at the engine
 		want = []string{"python + jupyter", "docker engine", "debootstrap"}
 	}

@@ -24,7 +24,7 @@ import (
 
 func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("bench", stderr)
-	names := fs.String("backends", "local", "comma-separated backends to measure: "+strings.Join(benchBackends(), ", "))
+	names := fs.String("backends", "local", "comma-separated backends to measure: "+strings.Join(benchBackends(), ", ")+"; docker@RUNTIME runs docker's containers under an OCI runtime, e.g. docker@runsc (gVisor)")
 	short := fs.Bool("short", false, "a few iterations only (for CI; numbers are indicative)")
 	density := fs.Bool("density", false, "also measure memory at 1, 10 and 50 idle sessions")
 	python := fs.String("python", "", "Python with jupyter_client (default: KERNELBOX_PYTHON, /usr/bin/python3, python3)")
@@ -84,15 +84,16 @@ func benchBackends() []string {
 // backend table, each built with its defaults and python.
 func benchTable(names []string, python string) ([]bench.Backend, error) {
 	var out []bench.Backend
-	for _, name := range names {
+	for _, label := range names {
+		name, runtime, _ := strings.Cut(label, "@")
 		b, err := lookupBackend(name)
-		if err != nil || !b.bench {
-			return nil, fmt.Errorf("--backends: %q: the benchmark measures %s", name, strings.Join(benchBackends(), ", "))
+		if err != nil || !b.bench || (runtime != "" && !b.containers) {
+			return nil, fmt.Errorf("--backends: %q: the benchmark measures %s (docker@RUNTIME for an OCI runtime)", label, strings.Join(benchBackends(), ", "))
 		}
 		out = append(out, bench.Backend{
-			Name: b.name,
+			Name: label,
 			Open: func(ctx context.Context, log *slog.Logger) (executor.Backend, error) {
-				return b.open(ctx, &backendConfig{python: python}, log)
+				return b.open(ctx, &backendConfig{python: python, runtime: runtime}, log)
 			},
 			Containers: b.containers,
 		})

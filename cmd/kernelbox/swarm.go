@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -45,6 +46,9 @@ func (c *backendConfig) registerSwarmHost(fs *flag.FlagSet) {
 
 // openSwarm builds the swarm backend.
 func openSwarm(ctx context.Context, c *backendConfig, log *slog.Logger) (executor.Backend, error) {
+	if c.runtime != "" {
+		return nil, fmt.Errorf("--runtime %s: a Docker Swarm service cannot choose its OCI runtime; set default-runtime in each node's /etc/docker/daemon.json instead (docs/security.md, \"Two walls\")", c.runtime)
+	}
 	if c.egressLimiter == nil {
 		c.egressLimiter = egressLimiter(log)
 	}

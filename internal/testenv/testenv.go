@@ -122,3 +122,17 @@ func Swarm(t testing.TB, why string) {
 
 // SwarmRequired reports whether KERNELBOX_REQUIRE_SWARM=1 is set.
 func SwarmRequired() bool { return os.Getenv("KERNELBOX_REQUIRE_SWARM") == "1" }
+
+// Runsc skips or fails t (KERNELBOX_REQUIRE_RUNSC=1, which CI sets) unless the Docker
+// engine is reachable and lists gVisor's runtime "runsc" (scripts/setup.sh --gvisor
+// registers it).
+func Runsc(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "docker", "info", "--format", "{{json .Runtimes}}").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), `"runsc"`) {
+		// An engine that does not answer fails too: a runsc test needs it.
+		missing(t, "KERNELBOX_REQUIRE_RUNSC", "the Docker engine is unreachable or does not list the runtime runsc (register it: scripts/setup.sh --gvisor): "+strings.TrimSpace(string(out)))
+	}
+}

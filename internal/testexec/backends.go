@@ -38,6 +38,9 @@ type Real struct {
 	EgressUpstreamRoots *x509.CertPool
 	// Logger is the docker backend's logger. Defaults to discarding.
 	Logger *slog.Logger
+	// Runtime is the docker containers' OCI runtime ("runsc": gVisor, which
+	// testenv.Runsc requires). Defaults to the daemon's.
+	Runtime string
 }
 
 // Marked is a local backend whose kernels carry a marker of their own in their
@@ -89,7 +92,10 @@ func LocalWith(t testing.TB, r Real) *Marked {
 func DockerWith(t testing.TB, r Real) executor.Backend {
 	t.Helper()
 	o := docker.Options{Memory: r.Memory, PidsLimit: r.PidsLimit, Image: docker.DefaultImage, EgressTestHosts: r.EgressTestHosts,
-		EgressUpstreamRoots: r.EgressUpstreamRoots, Logger: r.Logger}
+		EgressUpstreamRoots: r.EgressUpstreamRoots, Logger: r.Logger, Runtime: r.Runtime}
+	if r.Runtime == docker.RuntimeGVisor {
+		testenv.Runsc(t)
+	}
 	if r.R {
 		o.Image = docker.RImage
 	}
