@@ -57,6 +57,21 @@ class ScopedTokenTest(kbserve.TimedTest):
         with self.assertRaises(kernelbox.NotFound):
             self.admin.revoke_token(a.token_id)
 
+    def test_deepagents_scoped_sandbox(self):
+        from kernelbox.deepagents import KernelboxSandboxClient
+        sc = KernelboxSandboxClient(S.url, "py-admin-token")
+        mine = sc.create(scoped=True)
+        other = sc.create(scoped=True)
+        self.assertNotEqual(mine.client.token_id, other.client.token_id)
+        self.assertEqual(mine.execute("echo hi").output.strip(), "hi")
+        self.assertEqual({s.id for s in mine.client.sessions()}, {mine.id}, "its key sees its own sandbox only")
+        with self.assertRaises(kernelbox.NotFound):
+            mine.client.execute(other.id, "1")
+        key = mine.client.token_id
+        sc.delete(sandbox_id=mine.id)
+        self.assertNotIn(key, {t["id"] for t in self.admin.tokens()}, "delete revokes the sandbox's key")
+        sc.delete(sandbox_id=other.id)
+
     def test_rate_limited(self):
         t = self.admin.create_token("py-rated", ["py-r"], rate_per_minute=1)
         c = kernelbox.Client(S.url, t["token"])

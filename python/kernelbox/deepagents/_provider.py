@@ -33,13 +33,25 @@ class KernelboxSandboxClient:
         self.client = Client(url, token)
         self.template = template
         self.options = sandbox_options
+        self._keys: dict = {}  # session id -> the scoped token's id, for delete
 
-    def create(self, **kwargs: Any) -> KernelboxSandbox:
-        """Create a new sandbox (a new session) and return it."""
+    def create(self, *, scoped: bool = False, **kwargs: Any) -> KernelboxSandbox:
+        """Create a new sandbox (a new session) and return it.
+
+        With ``scoped=True`` (the client's token must be the admin token) the sandbox
+        talks to kernelbox with a scoped token of its own, for its session alone: what
+        a coordinator hands a sub-agent, so that a prompt-injected agent can reach no
+        other agent's sandbox. ``delete`` revokes that token.
+        """
         opts = dict(self.options)
         opts.update(kwargs)
         opts.setdefault("template", self.template)
-        return KernelboxSandbox(client=self.client, **opts)
+        if not scoped:
+            return KernelboxSandbox(client=self.client, **opts)
+        sid = opts.pop("session_id", None) or "da-" + secrets.token_hex(8)
+        own = self.client.scoped(sid, name="deepagents-" + sid, template=opts.get("template"))
+        self._keys[sid] = own.token_id
+        return KernelboxSandbox(client=own, session_id=sid, **opts)
 
     def get(self, *, sandbox_id: str, **kwargs: Any) -> KernelboxSandbox:
         """Return the sandbox of an existing session; SandboxNotFoundError when there is none."""
@@ -58,10 +70,16 @@ class KernelboxSandboxClient:
             self.client.close_session(sandbox_id)
         except NotFound:
             pass
+        key = self._keys.pop(sandbox_id, None)
+        if key:
+            try:
+                self.client.revoke_token(key)
+            except NotFound:
+                pass
 
-    async def acreate(self, **kwargs: Any) -> KernelboxSandbox:
+    async def acreate(self, *, scoped: bool = False, **kwargs: Any) -> KernelboxSandbox:
         """Async version of create."""
-        return await asyncio.to_thread(self.create, **kwargs)
+        return await asyncio.to_thread(lambda: self.create(scoped=scoped, **kwargs))
 
     async def aget(self, *, sandbox_id: str, **kwargs: Any) -> KernelboxSandbox:
         """Async version of get."""
