@@ -144,6 +144,16 @@ func TestAdoptNamesSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Close()
+	// The connection's line is written by its own goroutine, which Close does
+	// not wait for: wait for it (it failed in a CI rehearsal without this).
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		mu.Lock()
+		done := strings.Contains(logs.String(), "session=s1")
+		mu.Unlock()
+		if done {
+			break
+		}
+	}
 	p.Close()
 	mu.Lock()
 	defer mu.Unlock()
