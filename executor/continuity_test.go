@@ -325,3 +325,24 @@ func TestLocalStopKeepsHibernatedAndCheckpoints(t *testing.T) {
 		require.NoError(t, e.Close())
 	}
 }
+
+// Bad bounds are refused at New with the flag named, never replaced in silence.
+func TestDurableBoundsRefused(t *testing.T) {
+	t.Parallel()
+	ws, err := workspace.New(workspace.Options{Root: filepath.Join(t.TempDir(), "ws")})
+	require.NoError(t, err)
+	t.Cleanup(func() { ws.Close() })
+	for _, tc := range []struct {
+		mod  func(*executor.Options)
+		flag string
+	}{
+		{func(o *executor.Options) { o.MaxHibernated = -1 }, "--max-hibernated"},
+		{func(o *executor.Options) { o.SnapshotTimeout = -time.Second }, "--snapshot-timeout"},
+		{func(o *executor.Options) { o.RestoreTimeout = -time.Second }, "RestoreTimeout"},
+	} {
+		o := executor.Options{Workspace: ws}
+		tc.mod(&o)
+		_, err := executor.New(o)
+		require.ErrorContains(t, err, tc.flag)
+	}
+}

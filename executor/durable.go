@@ -71,6 +71,21 @@ func (e *Executor) Resume(ctx context.Context, id string) (api.ResumeResult, err
 	return res, err
 }
 
+// checkDurableBounds refuses negative durable-session bounds (a negative
+// MaxHibernated would refuse every hibernate; a negative timeout ends each save
+// at once), naming the flag that sets each.
+func checkDurableBounds(o *Options) error {
+	switch {
+	case o.MaxHibernated < 0:
+		return fmt.Errorf("executor: Options.MaxHibernated (--max-hibernated) is %d; want 1 or more (0 is the default, 1,000)", o.MaxHibernated)
+	case o.SnapshotTimeout < 0:
+		return fmt.Errorf("executor: Options.SnapshotTimeout (--snapshot-timeout) is %s; want a positive duration (0 is the default, 2m)", o.SnapshotTimeout)
+	case o.RestoreTimeout < 0:
+		return fmt.Errorf("executor: Options.RestoreTimeout is %s; want a positive duration (0 is the default, 10m)", o.RestoreTimeout)
+	}
+	return nil
+}
+
 // hibernatedCount is the number of hibernated sessions.
 func (e *Executor) hibernatedCount() int {
 	e.mu.Lock()

@@ -53,6 +53,9 @@ type Executor struct {
 // New returns an executor. It starts no kernel until the first call (or, with
 // Options.Warm, the warm pool in the background).
 func New(opts Options) (*Executor, error) {
+	if err := checkDurableBounds(&opts); err != nil { // before the defaults replace them
+		return nil, err
+	}
 	opts.setDefaults()
 	if opts.Workspace == nil {
 		return nil, errors.New("executor: Options.Workspace is required")
