@@ -90,10 +90,14 @@ type keptSession struct {
 type keeper struct {
 	path   string
 	dirty  chan struct{}
-	mu     sync.Mutex // held while writing; guards frozen, whole and wholeBytes
+	mu     sync.Mutex // held while writing; guards frozen
 	frozen bool       // Close wrote the last list
 
-	whole      *os.File // the whole-call journal (wholelog.go), opened at first use
+	// jmu guards the calls journal (wholelog.go), opened at first use. It is
+	// not mu: a call's answer waits for its journal line, never for a state
+	// file being written and fsynced. Taken before mu (compaction), never after.
+	jmu        sync.Mutex
+	whole      *os.File
 	wholeBytes int64
 }
 

@@ -81,8 +81,8 @@ func (e *Executor) appendWhole(l wholeLine) {
 		return
 	}
 	line, _ := json.Marshal(l)
-	k.mu.Lock()
-	defer k.mu.Unlock()
+	k.jmu.Lock()
+	defer k.jmu.Unlock()
 	if k.whole == nil {
 		f, err := os.OpenFile(filepath.Join(e.opts.StateDir, wholeLogName), os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW, 0o600)
 		if err != nil {
@@ -96,13 +96,18 @@ func (e *Executor) appendWhole(l wholeLine) {
 		e.log.Error("writing the whole-call journal", "err", err)
 	}
 	k.wholeBytes += int64(n)
-	if k.wholeBytes > maxWholeLog && !k.frozen {
+	if k.wholeBytes > maxWholeLog {
 		// Everything the journal says is in the sessions' records now (each
-		// session's whole is set before its line is written).
-		e.writeStateLocked(e.liveRecords())
-		if err := k.whole.Truncate(0); err == nil {
-			k.wholeBytes = 0
+		// session's values are set before its line is written; no line is
+		// appended meanwhile, jmu is held).
+		k.mu.Lock()
+		if !k.frozen {
+			e.writeStateLocked(e.liveRecords())
+			if err := k.whole.Truncate(0); err == nil {
+				k.wholeBytes = 0
+			}
 		}
+		k.mu.Unlock()
 	}
 }
 
