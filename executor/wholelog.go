@@ -21,6 +21,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -120,7 +121,8 @@ func readWhole(dir string) map[string]wholeLine {
 	}
 	defer f.Close()
 	out := map[string]wholeLine{}
-	sc := bufio.NewScanner(f)
+	// Bounded: the journal is compacted past maxWholeLog, so more is damage.
+	sc := bufio.NewScanner(io.LimitReader(f, 4*maxWholeLog))
 	for sc.Scan() {
 		var l wholeLine
 		if json.Unmarshal(sc.Bytes(), &l) == nil && api.ValidSessionID(l.ID) {
