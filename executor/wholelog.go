@@ -51,15 +51,15 @@ func (s *session) noteWhole(r *Result) {
 	if r == nil {
 		return
 	}
+	wholeNow := s.tmpl.Checkpoint == CheckpointAfterCall && s.ckpt.disabled == "" && !s.ckpt.lostInCall
 	s.mu.Lock()
-	call, count, whole := s.state.Calls, s.state.ExecutionCount, s.whole // counted for this call already (touch)
+	if wholeNow {
+		s.whole = s.state.Calls // counted for this call already (touch)
+	}
+	whole, count := s.whole, s.state.ExecutionCount
 	s.mu.Unlock()
-	if s.tmpl.Checkpoint == CheckpointAfterCall && s.ckpt.disabled == "" && !s.ckpt.lostInCall {
-		whole = call
-		s.mu.Lock()
-		s.whole = call
-		s.mu.Unlock()
-		s.ckpt.lastWhole = call
+	if wholeNow {
+		s.ckpt.lastWhole = whole
 	}
 	s.e.appendWhole(wholeLine{ID: s.id, Whole: whole, Count: count})
 }
