@@ -200,3 +200,8 @@ type SecretInfo struct {
 	// AllowPlainHTTP says the credential also goes over plain HTTP.
 	AllowPlainHTTP bool `json:"allow_plain_http,omitempty"`
 }
+
+// OwnKernelName is the kernelspec kernelbox installs on the servers it starts, behind the
+// names "" and "python3": an implementation detail, never listed to a client as a kernel
+// it could choose.
+const OwnKernelName = "kernelbox-python3"

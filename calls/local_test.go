@@ -11,7 +11,7 @@ import (
 
 	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/calls"
-	"github.com/kernelbox/kernelbox/internal/testexec"
+	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
 )
 
 // TestLocalBackend runs calls on real Jupyter: the log holds every stream

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kernelbox/kernelbox/internal/leakcheck"
+	"github.com/kernelbox/kernelbox/internal/testkit/leakcheck"
 )
 
 func TestMain(m *testing.M) { leakcheck.Main(m, 5*time.Second) }

@@ -18,7 +18,7 @@ import (
 	"github.com/kernelbox/kernelbox/client"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/httpapi"
-	"github.com/kernelbox/kernelbox/internal/testexec"
+	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
 )
 
 // newServer serves a local-backend executor over httptest with a token and returns a

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kernelbox/kernelbox/internal/testnet"
+	"github.com/kernelbox/kernelbox/internal/testkit/testnet"
 )
 
 // TestInterceptNetns measures what adding a secret costs, on a test internet: a

@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kernelbox/kernelbox/internal/testnet"
+	"github.com/kernelbox/kernelbox/internal/testkit/testnet"
 )
 
 // testSecret is the value the tests' rules add; a test that finds it anywhere

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kernelbox/kernelbox/internal/testnet"
+	"github.com/kernelbox/kernelbox/internal/testkit/testnet"
 )
 
 // TestProxyOverheadNetns measures what the proxy adds between the test's network

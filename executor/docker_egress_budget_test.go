@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kernelbox/kernelbox/executor"
-	"github.com/kernelbox/kernelbox/internal/testexec"
-	"github.com/kernelbox/kernelbox/internal/testnet"
+	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
+	"github.com/kernelbox/kernelbox/internal/testkit/testnet"
 )
 
 // TestDockerEgressBudgetOverLife is issue 47 item 4: a session's max_bytes is

@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kernelbox/kernelbox/executor"
-	"github.com/kernelbox/kernelbox/internal/testexec"
-	"github.com/kernelbox/kernelbox/internal/testnet"
+	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
+	"github.com/kernelbox/kernelbox/internal/testkit/testnet"
 )
 
 // A docker session whose template allows one name of a test internet (hosts in

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kernelbox/kernelbox/executor"
-	"github.com/kernelbox/kernelbox/internal/testnet"
+	"github.com/kernelbox/kernelbox/internal/testkit/testnet"
 )
 
 // wheelName is the test package's wheel, served by a test host as a package

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kernelbox/kernelbox/executor"
-	"github.com/kernelbox/kernelbox/internal/testexec"
+	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
 )
 
 // A preload that allocates past its template's memory limit fails the start with

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kernelbox/kernelbox/executor"
-	"github.com/kernelbox/kernelbox/internal/testexec"
+	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
 )
 
 // plantCode leaves behind, in a docker session, everything a restart in place would

@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kernelbox/kernelbox/executor"
-	"github.com/kernelbox/kernelbox/internal/testenv"
-	"github.com/kernelbox/kernelbox/internal/testexec"
-	"github.com/kernelbox/kernelbox/internal/testnet"
+	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
+	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
+	"github.com/kernelbox/kernelbox/internal/testkit/testnet"
 )
 
 // The docker backend's sessions under gVisor (runtime runsc, reached through the

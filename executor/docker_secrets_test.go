@@ -18,8 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kernelbox/kernelbox/executor"
-	"github.com/kernelbox/kernelbox/internal/testexec"
-	"github.com/kernelbox/kernelbox/internal/testnet"
+	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
+	"github.com/kernelbox/kernelbox/internal/testkit/testnet"
 )
 
 // dockerSecret is the credential of TestDockerSecrets' rule; it must appear

@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kernelbox/kernelbox/executor"
-	"github.com/kernelbox/kernelbox/internal/testenv"
-	"github.com/kernelbox/kernelbox/internal/testexec"
+	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
+	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
 )
 
 // A hibernated session's resume takes a warm kernel of its template when the pool

@@ -12,8 +12,8 @@ import (
 
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/serverflags"
-	"github.com/kernelbox/kernelbox/internal/testenv"
-	"github.com/kernelbox/kernelbox/internal/testexec"
+	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
+	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
 	"github.com/stretchr/testify/require"
 )
 

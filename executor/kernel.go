@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kernelbox/kernelbox/internal/serverflags"
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/jupyter"
 )
 
@@ -103,7 +103,7 @@ func (e *Executor) explainKernel(ctx context.Context, spec SessionSpec, err erro
 	}
 	var have []string
 	for n := range ks.KernelSpecs {
-		if n != serverflags.KernelName {
+		if n != api.OwnKernelName {
 			have = append(have, n)
 		}
 	}

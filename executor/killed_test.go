@@ -17,7 +17,7 @@ import (
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/procwatch"
 	"github.com/kernelbox/kernelbox/internal/serverflags"
-	"github.com/kernelbox/kernelbox/internal/testexec"
+	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
 )
 
 // A kernel killed in the moment after a call returned, before its server noticed

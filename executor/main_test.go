@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kernelbox/kernelbox/internal/leakcheck"
+	"github.com/kernelbox/kernelbox/internal/testkit/leakcheck"
 )
 
 // TestMain fails the package if goroutines outlive its tests.

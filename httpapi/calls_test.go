@@ -18,7 +18,7 @@ import (
 	"github.com/kernelbox/kernelbox/calls"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/httpapi"
-	"github.com/kernelbox/kernelbox/internal/testexec"
+	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
 )
 
 // callServer serves a local-backend executor with a registry built from co.

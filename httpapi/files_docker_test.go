@@ -3,8 +3,8 @@ package httpapi_test
 import (
 	"testing"
 
-	"github.com/kernelbox/kernelbox/internal/filestest"
-	"github.com/kernelbox/kernelbox/internal/testexec"
+	"github.com/kernelbox/kernelbox/internal/testkit/filestest"
+	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
 )
 
 // TestDockerFiles: the files API on docker sessions (the host session

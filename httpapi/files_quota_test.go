@@ -11,8 +11,8 @@ import (
 
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/httpapi"
-	"github.com/kernelbox/kernelbox/internal/filestest"
-	"github.com/kernelbox/kernelbox/internal/testexec"
+	"github.com/kernelbox/kernelbox/internal/testkit/filestest"
+	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
 	"github.com/kernelbox/kernelbox/permissions"
 	"github.com/kernelbox/kernelbox/workspace"
 )

@@ -12,7 +12,7 @@ import (
 
 	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/calls"
-	"github.com/kernelbox/kernelbox/internal/filestest"
+	"github.com/kernelbox/kernelbox/internal/testkit/filestest"
 )
 
 // raw sends a request whose path is sent exactly as given (not cleaned, not

@@ -17,7 +17,7 @@ import (
 	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/calls"
 	"github.com/kernelbox/kernelbox/httpapi"
-	"github.com/kernelbox/kernelbox/internal/testexec"
+	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
 )
 
 // signalReader yields size bytes of 'x', closing at once it has yielded after.

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/kernelbox/kernelbox/internal/jupyterproc"
-	"github.com/kernelbox/kernelbox/internal/testenv"
+	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
 	"github.com/kernelbox/kernelbox/jupyter"
 	"github.com/stretchr/testify/require"
 )

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kernelbox/kernelbox/internal/leakcheck"
+	"github.com/kernelbox/kernelbox/internal/testkit/leakcheck"
 )
 
 // TestMain fails the run when goroutines outlive the tests: every goroutine a tool

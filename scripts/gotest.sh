@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The Go half of `make test`: every package's tests with -race, one package at a time
-# (-p 1), their events through internal/testlog (ok/FAIL lines, failed tests' output,
+# (-p 1), their events through internal/testkit/testlog (ok/FAIL lines, failed tests' output,
 # the slowest tests). KERNELBOX_TEST_PKGS (default ./...) chooses the packages.
 #
 # One package at a time because two at once did not pay on the 2-core CI machine: each
@@ -16,10 +16,10 @@ GO=${GO:-go}
 # default 1000), for goroutines still running to report their races: 40 packages,
 # 40 s of make test (measured: every package with no test to run took 1.02 s). A race
 # found while a test ran is reported then; the heavy packages' TestMains also fail
-# on goroutines left running (internal/leakcheck). 100 ms is kept for a report still
+# on goroutines left running (internal/testkit/leakcheck). 100 ms is kept for a report still
 # being written at exit. A GORACE of the caller's wins.
 export GORACE=${GORACE:-atexit_sleep_ms=100}
 
-$GO build -o bin/testlog ./internal/testlog
+$GO build -o bin/testlog ./internal/testkit/testlog
 # shellcheck disable=SC2086 # KERNELBOX_TEST_PKGS is a list of package patterns
 $GO test -race -count=1 -p 1 -timeout 60m -json ${KERNELBOX_TEST_PKGS:-./...} | bin/testlog -slowest 30

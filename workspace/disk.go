@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/kernelbox/kernelbox/internal/diskimage"
+	"github.com/kernelbox/kernelbox/workspace/internal/diskimage"
 )
 
 // disks gives sessions the disks that enforce Options.DiskQuota: the images

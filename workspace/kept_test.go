@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kernelbox/kernelbox/internal/diskimage"
+	"github.com/kernelbox/kernelbox/workspace/internal/diskimage"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

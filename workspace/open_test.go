@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kernelbox/kernelbox/internal/swaptest"
+	"github.com/kernelbox/kernelbox/internal/testkit/swaptest"
 	"github.com/stretchr/testify/require"
 )
 

@@ -19,7 +19,7 @@ import (
 
 	"github.com/moby/moby/client"
 
-	"github.com/kernelbox/kernelbox/internal/dockerapi"
+	"github.com/kernelbox/kernelbox/backends/internal/dockerapi"
 )
 
 // containerName is the name of a container with key serving session, or of a warm

@@ -15,10 +15,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/moby/moby/client"
 
+	"github.com/kernelbox/kernelbox/backends/internal/dockerapi"
 	"github.com/kernelbox/kernelbox/backends/internal/keptfile"
 	"github.com/kernelbox/kernelbox/backends/internal/sessionproxy"
 	"github.com/kernelbox/kernelbox/executor"
-	"github.com/kernelbox/kernelbox/internal/dockerapi"
 )
 
 // teardownTimeout bounds Close and Placement.Close, which run under their own

@@ -11,10 +11,10 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/kernelbox/kernelbox/backends/internal/dockerapi"
 	"github.com/kernelbox/kernelbox/backends/internal/sessionproxy"
 	"github.com/kernelbox/kernelbox/egress"
 	"github.com/kernelbox/kernelbox/executor"
-	"github.com/kernelbox/kernelbox/internal/dockerapi"
 )
 
 // A template's network allowlist (executor.Template.Network) keeps the container on

@@ -10,7 +10,7 @@ import (
 
 	"github.com/moby/moby/client"
 
-	"github.com/kernelbox/kernelbox/internal/dockerapi"
+	"github.com/kernelbox/kernelbox/backends/internal/dockerapi"
 )
 
 // requireDocker returns a client for the test's Docker daemon. It skips the test when

@@ -6,7 +6,7 @@ import (
 
 	"github.com/moby/moby/client"
 
-	"github.com/kernelbox/kernelbox/internal/dockerapi"
+	"github.com/kernelbox/kernelbox/backends/internal/dockerapi"
 )
 
 // DaemonMemory returns the memory, in bytes, of the machine the Docker daemon at

@@ -28,7 +28,7 @@ import (
 
 	"github.com/moby/moby/client"
 
-	"github.com/kernelbox/kernelbox/internal/dockerapi"
+	"github.com/kernelbox/kernelbox/backends/internal/dockerapi"
 )
 
 // cgroupRoot is where the host's cgroup file systems are mounted.

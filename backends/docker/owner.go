@@ -14,8 +14,8 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
+	"github.com/kernelbox/kernelbox/backends/internal/dockerapi"
 	"github.com/kernelbox/kernelbox/backends/internal/sandbox"
-	"github.com/kernelbox/kernelbox/internal/dockerapi"
 )
 
 // Labels set on every container the backend creates (see sandbox.Labels).

@@ -13,9 +13,9 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/kernelbox/kernelbox/backends/internal/dockerapi"
 	"github.com/kernelbox/kernelbox/backends/internal/sessionproxy"
 	"github.com/kernelbox/kernelbox/executor"
-	"github.com/kernelbox/kernelbox/internal/dockerapi"
 	"github.com/kernelbox/kernelbox/internal/procwatch"
 	"github.com/kernelbox/kernelbox/internal/serverflags"
 )

@@ -12,8 +12,8 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/kernelbox/kernelbox/backends/internal/dockerapi"
 	"github.com/kernelbox/kernelbox/executor"
-	"github.com/kernelbox/kernelbox/internal/dockerapi"
 )
 
 // The relay transport's steps of Open (open.go), adoption (reattach.go) and egress

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/kernelbox/kernelbox/executor"
-	"github.com/kernelbox/kernelbox/internal/testenv"
+	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
 )
 
 // The docker backend under gVisor (runtime runsc). These tests need the runtime

@@ -10,7 +10,7 @@ import (
 
 	"github.com/moby/moby/client"
 
-	"github.com/kernelbox/kernelbox/internal/dockerapi"
+	"github.com/kernelbox/kernelbox/backends/internal/dockerapi"
 )
 
 // How kernelbox reaches a container's server ([Options.Transport]).

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/kernelbox/kernelbox/executor"
-	"github.com/kernelbox/kernelbox/internal/testexec"
+	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
 	"github.com/stretchr/testify/require"
 )
 

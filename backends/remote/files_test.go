@@ -17,7 +17,7 @@ import (
 	"github.com/kernelbox/kernelbox/backends/remote"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/httpapi"
-	"github.com/kernelbox/kernelbox/internal/filestest"
+	"github.com/kernelbox/kernelbox/internal/testkit/filestest"
 	"github.com/kernelbox/kernelbox/permissions"
 	"github.com/kernelbox/kernelbox/workspace"
 )

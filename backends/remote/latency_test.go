@@ -10,7 +10,7 @@ import (
 
 	"github.com/kernelbox/kernelbox/backends/local"
 	"github.com/kernelbox/kernelbox/backends/remote"
-	"github.com/kernelbox/kernelbox/internal/testenv"
+	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
 )
 
 // TestTrivialCellLatency measures a trivial cell through the executor on the local

@@ -23,7 +23,7 @@ import (
 
 	"github.com/kernelbox/kernelbox/api"
 	kbclient "github.com/kernelbox/kernelbox/client"
-	"github.com/kernelbox/kernelbox/internal/testenv"
+	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
 )
 
 func run(t *testing.T, session, code string, inputs ...string) *api.Result {

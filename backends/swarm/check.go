@@ -8,7 +8,7 @@ import (
 	"github.com/moby/moby/api/types/swarm"
 	"github.com/moby/moby/client"
 
-	"github.com/kernelbox/kernelbox/internal/dockerapi"
+	"github.com/kernelbox/kernelbox/backends/internal/dockerapi"
 )
 
 // Check reports whether a swarm can run this backend's sessions, without starting

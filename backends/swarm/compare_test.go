@@ -14,7 +14,7 @@ import (
 
 	"github.com/kernelbox/kernelbox/api"
 	kbclient "github.com/kernelbox/kernelbox/client"
-	"github.com/kernelbox/kernelbox/internal/testenv"
+	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
 )
 
 // TestBesideDocker measures the swarm backend beside the docker backend in the

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kernelbox/kernelbox/internal/filestest"
+	"github.com/kernelbox/kernelbox/internal/testkit/filestest"
 )
 
 // labFiles is kernelbox in the lab as the files kit sees it: its API on the

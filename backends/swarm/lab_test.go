@@ -19,7 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	kbclient "github.com/kernelbox/kernelbox/client"
-	"github.com/kernelbox/kernelbox/internal/testenv"
+	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
 )
 
 // The swarm suite runs against a three-node lab of its own (scripts/swarmlab),

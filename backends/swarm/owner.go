@@ -9,8 +9,8 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/kernelbox/kernelbox/backends/internal/dockerapi"
 	"github.com/kernelbox/kernelbox/backends/internal/sandbox"
-	"github.com/kernelbox/kernelbox/internal/dockerapi"
 )
 
 // Labels on every service, task container, network, secret and config the backend

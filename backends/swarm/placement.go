@@ -10,11 +10,11 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/kernelbox/kernelbox/backends/internal/dockerapi"
 	"github.com/kernelbox/kernelbox/backends/internal/kernelfiles"
 	"github.com/kernelbox/kernelbox/backends/internal/sessionproxy"
 	"github.com/kernelbox/kernelbox/egress"
 	"github.com/kernelbox/kernelbox/executor"
-	"github.com/kernelbox/kernelbox/internal/dockerapi"
 )
 
 // Placement is one session's service. Its kernel does not see the host's session

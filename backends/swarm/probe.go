@@ -10,8 +10,8 @@ import (
 	"github.com/moby/moby/api/types/swarm"
 	"github.com/moby/moby/client"
 
+	"github.com/kernelbox/kernelbox/backends/internal/dockerapi"
 	"github.com/kernelbox/kernelbox/backends/internal/sandbox"
-	"github.com/kernelbox/kernelbox/internal/dockerapi"
 )
 
 // Engine 20.10 neither honours NoNewPrivileges in a service spec nor lists

@@ -13,11 +13,11 @@ import (
 	"github.com/moby/moby/api/types/swarm"
 	"github.com/moby/moby/client"
 
+	"github.com/kernelbox/kernelbox/backends/internal/dockerapi"
 	"github.com/kernelbox/kernelbox/backends/internal/keptfile"
 	"github.com/kernelbox/kernelbox/backends/internal/kernelfiles"
 	"github.com/kernelbox/kernelbox/backends/internal/sandbox"
 	"github.com/kernelbox/kernelbox/executor"
-	"github.com/kernelbox/kernelbox/internal/dockerapi"
 	"github.com/kernelbox/kernelbox/jupyter"
 	"github.com/kernelbox/kernelbox/kernelfs"
 )

@@ -21,7 +21,7 @@ import (
 	"github.com/kernelbox/kernelbox/backends/docker"
 	"github.com/kernelbox/kernelbox/backends/swarm"
 	"github.com/kernelbox/kernelbox/executor"
-	"github.com/kernelbox/kernelbox/internal/testenv"
+	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
 )
 
 // TestBackendTableRows: every row can be looked up and built from, --backend's

@@ -13,7 +13,7 @@ import (
 
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/capacity"
-	"github.com/kernelbox/kernelbox/internal/testenv"
+	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
 )
 
 // TestPlanCapacityFlags: on the 23 GiB machine of issue 21, the defaults fit, and

@@ -24,7 +24,7 @@ import (
 
 	"github.com/kernelbox/kernelbox/client"
 	"github.com/kernelbox/kernelbox/executor"
-	"github.com/kernelbox/kernelbox/internal/testenv"
+	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
 )
 
 // kb runs a kernelbox command in process against s and returns its exit code,

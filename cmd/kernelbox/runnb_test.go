@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/kernelbox/kernelbox/api"
-	"github.com/kernelbox/kernelbox/internal/testenv"
+	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
 	"github.com/stretchr/testify/require"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/kernelbox/kernelbox/backends/docker"
-	"github.com/kernelbox/kernelbox/internal/testenv"
+	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
 )
 
 // TestRuntimeFlagRefusals: --runtime names a runtime the daemon must know (never a

@@ -14,8 +14,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kernelbox/kernelbox/internal/testenv"
-	"github.com/kernelbox/kernelbox/internal/testnet"
+	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
+	"github.com/kernelbox/kernelbox/internal/testkit/testnet"
 )
 
 // TestServeDockerSecrets runs `kernelbox serve --backend docker` with a template

@@ -19,7 +19,7 @@ import (
 	"github.com/kernelbox/kernelbox/client"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/procs"
-	"github.com/kernelbox/kernelbox/internal/testenv"
+	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
 	"github.com/stretchr/testify/require"
 )
 

@@ -24,7 +24,7 @@ import (
 	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/client"
 	"github.com/kernelbox/kernelbox/internal/procs"
-	"github.com/kernelbox/kernelbox/internal/testenv"
+	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
 )
 
 // soakDuration is how long TestServeSoak runs its mixed load on each backend:

@@ -10,7 +10,7 @@ import (
 
 	"github.com/kernelbox/kernelbox/internal/jupyterproc"
 	"github.com/kernelbox/kernelbox/internal/procs"
-	"github.com/kernelbox/kernelbox/internal/testenv"
+	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
 	"github.com/kernelbox/kernelbox/jupyter"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

@@ -7,7 +7,7 @@ import (
 
 	"github.com/kernelbox/kernelbox/internal/jupyterproc"
 	"github.com/kernelbox/kernelbox/internal/serverflags"
-	"github.com/kernelbox/kernelbox/internal/testenv"
+	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
 	"github.com/kernelbox/kernelbox/jupyter"
 	"github.com/stretchr/testify/require"
 )

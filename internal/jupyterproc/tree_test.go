@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/kernelbox/kernelbox/internal/jupyterproc"
-	"github.com/kernelbox/kernelbox/internal/testenv"
+	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

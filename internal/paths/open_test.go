@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/kernelbox/kernelbox/internal/swaptest"
+	"github.com/kernelbox/kernelbox/internal/testkit/swaptest"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/kernelbox/kernelbox/api"
 )
 
 // KernelName is the kernelspec kernelbox installs for the servers it starts (local and
-// docker): kernels started by kernelbox's own launcher.
-const KernelName = "kernelbox-python3"
+// docker): kernels started by kernelbox's own launcher. Its name is api.OwnKernelName,
+// which the executor hides from the kernels it lists to a client.
+const KernelName = api.OwnKernelName
 
 // SpecName returns the kernelspec to start for a session's kernel name
 // (executor.SessionSpec.Template.Kernel) on a server kernelbox started: "" and "python3" mean

@@ -3,7 +3,7 @@
 The binary is $KERNELBOX_BIN when set, else built once per process with
 `go build` from the repository. Integration tests skip when Jupyter (or Docker)
 is missing unless KERNELBOX_REQUIRE_JUPYTER=1 (KERNELBOX_REQUIRE_DOCKER=1) is set,
-as internal/testenv does, so CI cannot pass by skipping.
+as internal/testkit/testenv does, so CI cannot pass by skipping.
 """
 
 from __future__ import annotations

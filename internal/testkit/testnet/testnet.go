@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kernelbox/kernelbox/internal/testenv"
+	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
 )
 
 // Host is one test host: a network namespace serving Dir over HTTP on Port.
