@@ -44,7 +44,7 @@ func TestDockerSecrets(t *testing.T) {
 	writePackageIndex(t, dir)
 	ca := testnet.NewCA(t)
 	cert, key := ca.Issue(t, "api.test")
-	api := testnet.NewAuth(t, "api", dir, cert, key, "Authorization", "Bearer "+dockerSecret)
+	vendor := testnet.NewAuth(t, "api", dir, cert, key, "Authorization", "Bearer "+dockerSecret)
 	plain := testnet.NewAuth(t, "plain", dir, "", "", "Authorization", "Bearer "+dockerSecret)
 	pem, err := os.ReadFile(filepath.Join(ca.Dir, "ca.pem"))
 	require.NoError(t, err)
@@ -54,14 +54,14 @@ func TestDockerSecrets(t *testing.T) {
 	require.NoError(t, os.WriteFile(keyFile, []byte(dockerSecret+"\n"), 0o600))
 
 	ts := loadTemplates(t, `{"templates": [{"name": "vendor",
-	  "network": {"allow": ["api.test:8443", "plain.test:8000"], "cidrs": ["`+api.Prefix.String()+`", "`+plain.Prefix.String()+`"],
+	  "network": {"allow": ["api.test:8443", "plain.test:8000"], "cidrs": ["`+vendor.Prefix.String()+`", "`+plain.Prefix.String()+`"],
 	              "max_bytes": 4294967296},
 	  "secrets": [{"name": "vendor", "hosts": ["api.test:8443"], "header": "Authorization",
 	               "value": "Bearer {secret}", "from_file": "`+keyFile+`", "env": "VENDOR_KEY"}]}]}`, dockerCaps)
 	logw := &syncWriter{w: &bytes.Buffer{}}
 	logger := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e := newDockerEnv(t, testexec.Real{
-		EgressTestHosts:     map[string][]netip.Addr{"api.test": {api.Addr}, "plain.test": {plain.Addr}},
+		EgressTestHosts:     map[string][]netip.Addr{"api.test": {vendor.Addr}, "plain.test": {plain.Addr}},
 		EgressUpstreamRoots: roots, Logger: logger,
 	}, func(o *executor.Options) {
 		o.Templates = ts
@@ -79,7 +79,7 @@ func TestDockerSecrets(t *testing.T) {
 		return r
 	}
 
-	secretsFetch(t, exec, api)
+	secretsFetch(t, exec, vendor)
 	secretsRefusals(t, exec)
 	secretsKernelSearch(t, exec)
 	rotate := func(v string) {
@@ -125,14 +125,14 @@ func (s *syncWriter) String() string {
 // secretsFetch: urllib and pandas get 200 through the interception; the kernel
 // sees the placeholder and the bundle; the note tells the use; a placeholder
 // sent by the kernel is replaced and a credential of its own refused.
-func secretsFetch(t *testing.T, exec func(string) *executor.Result, api *testnet.Host) {
+func secretsFetch(t *testing.T, exec func(string) *executor.Result, vendor *testnet.Host) {
 	t.Helper()
 
 	r := exec(`import os, urllib.request, urllib.error, http.client, ssl, time
 print(urllib.request.urlopen("https://api.test:8443/data.csv", timeout=30).read().decode(), end="")
 print(os.environ["VENDOR_KEY"], os.environ["SSL_CERT_FILE"])`)
 	require.Equal(t, "city,n\nOslo,3\nLima,4\nkernelbox-secret:vendor /run/kernelbox/ca-bundle.pem\n", r.Stdout)
-	require.True(t, hasNote(r.Notes, "network: allow api.test:8443 via "+api.Addr.String()), "%q", r.Notes)
+	require.True(t, hasNote(r.Notes, "network: allow api.test:8443 via "+vendor.Addr.String()), "%q", r.Notes)
 	require.Contains(t, strings.Join(r.Notes, "\n"), "secret vendor: GET /data.csv 200")
 
 	r = exec(`import pandas as pd
