@@ -37,29 +37,9 @@ func (e *Executor) adopt() error {
 	if e.opts.StateDir == "" {
 		return nil
 	}
-	if err := os.MkdirAll(e.opts.StateDir, 0o700); err != nil {
-		return fmt.Errorf("executor: state dir: %w", err)
-	}
-	if err := os.Chmod(e.opts.StateDir, 0o700); err != nil {
-		return fmt.Errorf("executor: state dir: %w", err)
-	}
-	e.keep = &keeper{path: filepath.Join(e.opts.StateDir, stateFileName), dirty: make(chan struct{}, 1)}
-	recs, err := readState(e.keep.path)
+	byID, err := e.readKept()
 	if err != nil {
-		e.log.Error("the sessions' state cannot be used: no session is adopted, and what they left is removed", "err", err)
-		_ = os.Rename(e.keep.path, e.keep.path+".bad")
-		recs = nil
-	}
-	byID := make(map[string]keptSession, len(recs))
-	whole := readWhole(e.opts.StateDir)
-	for _, r := range recs {
-		if api.ValidSessionID(r.ID) {
-			if l, ok := whole[r.ID]; ok { // newer than the state file's record
-				r.Whole = max(r.Whole, l.Whole)
-				r.ExecutionCount = l.Count
-			}
-			byID[r.ID] = r
-		}
+		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), e.opts.StartTimeout)
 	defer cancel()
@@ -120,6 +100,37 @@ func (e *Executor) adopt() error {
 	e.wg.Add(1)
 	go e.keepLoop()
 	return nil
+}
+
+// readKept opens the state dir (0700) and reads the kept sessions' records, by id,
+// with what the whole-call journal says is newer; a state file that cannot be used
+// is set aside as .bad (told), and no session is adopted.
+func (e *Executor) readKept() (map[string]keptSession, error) {
+	if err := os.MkdirAll(e.opts.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("executor: state dir: %w", err)
+	}
+	if err := os.Chmod(e.opts.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("executor: state dir: %w", err)
+	}
+	e.keep = &keeper{path: filepath.Join(e.opts.StateDir, stateFileName), dirty: make(chan struct{}, 1)}
+	recs, err := readState(e.keep.path)
+	if err != nil {
+		e.log.Error("the sessions' state cannot be used: no session is adopted, and what they left is removed", "err", err)
+		_ = os.Rename(e.keep.path, e.keep.path+".bad")
+		recs = nil
+	}
+	byID := make(map[string]keptSession, len(recs))
+	whole := readWhole(e.opts.StateDir)
+	for _, r := range recs {
+		if api.ValidSessionID(r.ID) {
+			if l, ok := whole[r.ID]; ok { // newer than the state file's record
+				r.Whole = max(r.Whole, l.Whole)
+				r.ExecutionCount = l.Count
+			}
+			byID[r.ID] = r
+		}
+	}
+	return byID, nil
 }
 
 // reattach asks a Reattacher backend for its kept placements and returns those of

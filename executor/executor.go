@@ -60,18 +60,9 @@ func New(opts Options) (*Executor, error) {
 	if opts.Workspace == nil {
 		return nil, errors.New("executor: Options.Workspace is required")
 	}
-	perm := opts.Permissions
-	if perm == nil {
-		wd, err := os.Getwd()
-		if err != nil {
-			return nil, fmt.Errorf("executor: default policy: %w", err)
-		}
-		home, _ := os.UserHomeDir()
-		perm = &permissions.Engine{
-			Policy: permissions.DefaultPolicy(),
-			Vars:   permissions.Vars{Workdir: wd, Home: home, Artifacts: opts.Workspace.ArtifactsDir()},
-			Logger: opts.Logger,
-		}
+	perm, err := optsPermissions(&opts)
+	if err != nil {
+		return nil, err
 	}
 	checked := map[string]bool{} // data directories whose files were checked
 	if err := checkData(perm, opts.Data, checked); err != nil {
@@ -133,6 +124,24 @@ func New(opts Options) (*Executor, error) {
 		go e.cullLoop()
 	}
 	return e, nil
+}
+
+// optsPermissions is Options.Permissions, or when it is nil the default policy
+// with the working directory, home and artifacts dir as its variables.
+func optsPermissions(opts *Options) (*permissions.Engine, error) {
+	if opts.Permissions != nil {
+		return opts.Permissions, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil, fmt.Errorf("executor: default policy: %w", err)
+	}
+	home, _ := os.UserHomeDir()
+	return &permissions.Engine{
+		Policy: permissions.DefaultPolicy(),
+		Vars:   permissions.Vars{Workdir: wd, Home: home, Artifacts: opts.Workspace.ArtifactsDir()},
+		Logger: opts.Logger,
+	}, nil
 }
 
 // sessionGuard returns a copy of perm whose policy also denies reading any session's

@@ -55,19 +55,11 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer closeAccess()
-	var ln net.Listener
-	if network == "unix" {
-		var remove func()
-		if ln, remove, err = listenUnix(addr, log); err != nil { // listen.go
-			return err
-		}
-		defer remove()
-	} else if ln, err = net.Listen(network, addr); err != nil {
+	ln, removeSocket, err := serveListen(network, addr, en, log)
+	if err != nil {
 		return err
 	}
-	if sn, ok := en.backend.(sessionNetworker); ok && network == "tcp" {
-		ln = sessionNetGuard{Listener: ln, nets: sn, log: log}
-	}
+	defer removeSocket()
 	generated := sv.token == ""
 	hosts, removeToken, err := serveGuard(network, addr, ln.Addr().String(), &sv.token, sv.allowedHosts)
 	if err != nil {
@@ -89,18 +81,42 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer closeGateway(apiOpts.Gateway, log)
 	registerGatewayMetrics(en.metrics.Registry(), apiOpts.Gateway.Stats)
 	srv := newHTTPServer(httpapi.New(en.exec, apiOpts), sv.connIdle)
-	fmt.Fprintf(stdout, "kernelbox serving on %s (backend %s, workspace %s, artifacts %s)\n",
-		sv.listen, en.exec.Backend(), en.ws.Root(), en.ws.ArtifactsDir())
-	if network == "tcp" && !sv.dashboard.off {
-		// The token itself is never printed: stdout often ends up in a log.
-		where := "the --token you gave"
-		if dir, err := runtimefile.Dir(); err == nil && generated {
-			where = "the token in " + dir + "; `kernelbox dashboard` prints a link that logs in"
-		}
-		fmt.Fprintf(stdout, "dashboard: http://%s/ (log in with %s)\n", ln.Addr(), where)
-	}
+	printServing(stdout, sv, en, network, ln.Addr(), generated)
 	defer reloadSecretsOnHUP(en.templates, log)()
 	return serveUntilDone(ctx, srv, limited, en, log)
+}
+
+// serveListen listens where --listen says: a unix socket (removed by the returned
+// func) or TCP, whose connections from a session's own network are refused when the
+// backend gives sessions networks (sessionNetGuard).
+func serveListen(network, addr string, en *engine, log *slog.Logger) (net.Listener, func(), error) {
+	if network == "unix" {
+		return listenUnix(addr, log) // listen.go
+	}
+	ln, err := net.Listen(network, addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	if sn, ok := en.backend.(sessionNetworker); ok && network == "tcp" {
+		ln = sessionNetGuard{Listener: ln, nets: sn, log: log}
+	}
+	return ln, func() {}, nil
+}
+
+// printServing says where serve listens and, on TCP with the dashboard on, where the
+// dashboard is and which token logs in to it (never the token itself: stdout often
+// ends up in a log).
+func printServing(stdout io.Writer, sv *serveFlags, en *engine, network string, addr net.Addr, generated bool) {
+	fmt.Fprintf(stdout, "kernelbox serving on %s (backend %s, workspace %s, artifacts %s)\n",
+		sv.listen, en.exec.Backend(), en.ws.Root(), en.ws.ArtifactsDir())
+	if network != "tcp" || sv.dashboard.off {
+		return
+	}
+	where := "the --token you gave"
+	if dir, err := runtimefile.Dir(); err == nil && generated {
+		where = "the token in " + dir + "; `kernelbox dashboard` prints a link that logs in"
+	}
+	fmt.Fprintf(stdout, "dashboard: http://%s/ (log in with %s)\n", addr, where)
 }
 
 // serveUntilDone serves ln until the server fails or ctx ends; then it stops the
