@@ -27,22 +27,15 @@ import (
 // with the container's state and last log lines. After Close, Open returns
 // [ErrClosed].
 func (b *Backend) Open(ctx context.Context, spec executor.SessionSpec) (executor.Placement, error) {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	ctx, leave, ok := b.gate.Enter(ctx)
+	defer leave()
+	if !ok {
 		return nil, ErrClosed
 	}
-	b.opening.Add(1)
-	b.mu.Unlock()
-	defer b.opening.Done()
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(b.stopCtx, cancel)()
 
 	p, err := b.open(ctx, spec)
 	if err != nil {
-		if b.stopCtx.Err() != nil {
+		if b.gate.Life().Err() != nil {
 			err = errors.Join(ErrClosed, err)
 		}
 		return nil, fmt.Errorf("open session %q: %w", spec.ID, err)

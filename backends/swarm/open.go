@@ -36,20 +36,16 @@ type StartError = sandbox.StartError
 // task runs and its Jupyter server answers on the task's overlay address. On failure
 // it removes what it made and returns a [*StartError] when the task had started.
 func (b *Backend) Open(ctx context.Context, spec executor.SessionSpec) (executor.Placement, error) {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	ctx, leave, ok := b.gate.Enter(ctx)
+	defer leave()
+	if !ok {
 		return nil, ErrClosed
 	}
-	b.opening.Add(1)
-	b.mu.Unlock()
-	defer b.opening.Done()
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.readyTimeout)
 	defer cancel()
-	defer context.AfterFunc(b.stopCtx, cancel)()
 	p, err := b.open(ctx, spec)
 	if err != nil {
-		if b.stopCtx.Err() != nil {
+		if b.gate.Life().Err() != nil {
 			err = errors.Join(ErrClosed, err)
 		}
 		return nil, fmt.Errorf("open session %q: %w", spec.ID, err)
