@@ -48,10 +48,8 @@ type Backend struct {
 
 	// What the state file kept from an earlier process (keep.go): the records
 	// read by New, left for Reattach, and why none were when the file was bad.
-	keptFile    keep.Writes // writes of the state file (keep.go)
-	kept        map[string]keptContainer
-	keptErr     error
-	keptSkipped []string
+	keptFile keep.Writes // writes of the state file (keep.go)
+	kept     keep.Kept[map[string]keptContainer]
 
 	// budgets are the sessions' egress byte budgets, kept beside the state
 	// file (egress.go).
@@ -125,15 +123,16 @@ func newBackend(ctx context.Context, cfg config, api dockerAPI) (*Backend, error
 		budgets:    sessionproxy.NewBudgets(sessionproxy.BudgetsFile(cfg.stateFile), cfg.log),
 		runtimes:   runtimes,
 	}
-	b.kept, b.keptSkipped, b.keptErr = readKept(cfg.stateFile, cfg.socketRoot, own)
-	if errors.Is(b.keptErr, ErrStateInUse) {
+	kept, skipped, err := readKept(cfg.stateFile, cfg.socketRoot, own)
+	if errors.Is(err, ErrStateInUse) {
 		_ = os.Remove(sockRoot)
-		return nil, b.keptErr
+		return nil, err
 	}
-	if b.keptErr != nil {
-		cfg.log.Error("the state file cannot be used: no session is adopted, their containers are reaped", "err", b.keptErr)
+	if err != nil {
+		cfg.log.Error("the state file cannot be used: no session is adopted, their containers are reaped", "err", err)
 	}
-	for _, why := range b.keptSkipped {
+	b.kept.Set(kept, err)
+	for _, why := range skipped {
 		cfg.log.Error("the state file lists a container it cannot adopt; it is reaped", "reason", why)
 	}
 	if err := markRoot(sockRoot, cfg.stateFile); err != nil {
@@ -154,7 +153,7 @@ func newBackend(ctx context.Context, cfg config, api dockerAPI) (*Backend, error
 // directories (with each server's token), which no input may be staged from.
 func (b *Backend) StateDirs() []string {
 	dirs := []string{b.sockRoot}
-	for _, k := range b.kept {
+	for _, k := range b.kept.Peek() {
 		if d := filepath.Dir(k.SockDir); !slices.Contains(dirs, d) {
 			dirs = append(dirs, d)
 		}

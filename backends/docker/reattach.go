@@ -30,12 +30,9 @@ var _ executor.Reattacher = (*Backend)(nil)
 // why), it returns none. It is called once; the state file is rewritten with what
 // was taken back.
 func (b *Backend) Reattach(ctx context.Context) ([]executor.Reattached, error) {
-	b.mu.Lock()
-	kept, keptErr := b.kept, b.keptErr
-	b.kept, b.keptErr = nil, nil
-	b.mu.Unlock()
-	if keptErr != nil {
-		return nil, fmt.Errorf("reattach containers: %w", keptErr)
+	kept, err := b.kept.Take()
+	if err != nil {
+		return nil, fmt.Errorf("reattach containers: %w", err)
 	}
 	out := keep.Reattach(ctx, slices.Collect(maps.Values(kept)), 0, b.reattachOne)
 	b.saveKept()

@@ -30,13 +30,12 @@ type Backend struct {
 	stopAll context.CancelFunc
 	wg      sync.WaitGroup
 
-	mu sync.Mutex // guards kept and the choice of a gateway
+	mu sync.Mutex // guards the choice of a gateway
 	// gate is shut by Close and Detach: no session is placed after. An Open
 	// does not pass it (it only picks a gateway, which checks Closed).
 	gate keep.Gate
 
-	kept      []keptKernel // read by New, taken by Reattach
-	keptErr   error        // why the state file could not be read
+	kept      keep.Kept[[]keptKernel] // read by New, taken by Reattach
 	keptFile  keep.Writes
 	stateLock *os.File // held while the backend runs (keep.Lock)
 }
@@ -92,8 +91,8 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 		keep.Unlock(b.stateLock)
 		return nil, fmt.Errorf("remote backend: %w", err)
 	}
-	var skipped []string
-	b.kept, skipped, b.keptErr = readKept(opts.StateFile)
+	kept, skipped, err := readKept(opts.StateFile)
+	b.kept.Set(kept, err)
 	for _, why := range skipped {
 		b.log.Warn("state file: a record is not taken back", "file", opts.StateFile, "reason", why)
 	}

@@ -66,8 +66,7 @@ type Backend struct {
 	// What the state file kept from an earlier process (keep.go): read by New,
 	// left for Reattach, and why nothing was when the file was bad.
 	keptFile keep.Writes // writes of the state file (keep.go)
-	kept     *keptState
-	keptErr  error
+	kept     keep.Kept[*keptState]
 	// stateLock is held while the backend runs (keep.Lock).
 	stateLock *os.File
 	keepDirty chan struct{} // keptChanged -> keepLoop
@@ -185,7 +184,7 @@ func (b *Backend) readKept() map[string]bool {
 	for _, why := range skipped {
 		b.cfg.log.Error("the state file lists a service it cannot adopt; it is reaped", "reason", why)
 	}
-	b.kept, b.keptErr = st, err
+	b.kept.Set(st, err)
 	if st == nil || len(st.Services) == 0 {
 		return nil
 	}

@@ -36,12 +36,9 @@ const reattachProbe = 10 * time.Second
 // that could not be read (the error says why), it returns none. It is called
 // once; the state file is rewritten with what was taken back.
 func (b *Backend) Reattach(ctx context.Context) ([]executor.Reattached, error) {
-	b.mu.Lock()
-	kept, keptErr := b.kept, b.keptErr
-	b.kept, b.keptErr = nil, nil
-	b.mu.Unlock()
-	if keptErr != nil {
-		return nil, fmt.Errorf("reattach services: %w", keptErr)
+	kept, err := b.kept.Take()
+	if err != nil {
+		return nil, fmt.Errorf("reattach services: %w", err)
 	}
 	if kept == nil || kept.Instance != b.instance || len(kept.Services) == 0 {
 		return nil, nil
