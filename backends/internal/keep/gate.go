@@ -2,6 +2,8 @@ package keep
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 )
 
@@ -81,4 +83,25 @@ func (g *Gate) Life() context.Context {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.lifeLocked()
+}
+
+// Open runs one of a backend's Opens through g: it returns closed, the backend's
+// sentinel, when g is shut, and otherwise what open returned. open's context ends
+// when g shuts too; an error is wrapped with the session's id, and joined with
+// closed when g shut while open ran (the Open was aborted by Close or Detach).
+func Open[P any](ctx context.Context, g *Gate, closed error, session string, open func(context.Context) (P, error)) (P, error) {
+	var zero P
+	ctx, leave, ok := g.Enter(ctx)
+	defer leave()
+	if !ok {
+		return zero, closed
+	}
+	p, err := open(ctx)
+	if err != nil {
+		if g.Life().Err() != nil {
+			err = errors.Join(closed, err)
+		}
+		return zero, fmt.Errorf("open session %q: %w", session, err)
+	}
+	return p, nil
 }

@@ -2,6 +2,8 @@ package keep
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -112,5 +114,51 @@ func TestGateRace(t *testing.T) {
 		if shuts.Load() != 1 {
 			t.Fatalf("%d Shuts reported true", shuts.Load())
 		}
+	}
+}
+
+var errClosed = errors.New("backend is closed")
+
+// TestOpen: an Open through an open gate returns what open returned, an error
+// wrapped with the session; one that Shut aborts is cancelled, waited for, and
+// its error joins the backend's sentinel; after Shut, the sentinel alone.
+func TestOpen(t *testing.T) {
+	t.Parallel()
+	var g Gate
+	p, err := Open(context.Background(), &g, errClosed, "s1", func(context.Context) (int, error) { return 7, nil })
+	if p != 7 || err != nil {
+		t.Fatalf("Open: %d, %v", p, err)
+	}
+	bad := errors.New("no image")
+	_, err = Open(context.Background(), &g, errClosed, "s1", func(context.Context) (int, error) { return 0, bad })
+	if !errors.Is(err, bad) || errors.Is(err, errClosed) || !strings.Contains(err.Error(), `open session "s1"`) {
+		t.Fatalf("failed Open: %v", err)
+	}
+	in := make(chan struct{})
+	done := make(chan error, 1)
+	var returned atomic.Bool
+	go func() {
+		_, err := Open(context.Background(), &g, errClosed, "s2", func(ctx context.Context) (int, error) {
+			close(in)
+			<-ctx.Done() // Shut cancels it
+			time.Sleep(20 * time.Millisecond)
+			returned.Store(true)
+			return 0, ctx.Err()
+		})
+		done <- err
+	}()
+	<-in
+	g.Shut()
+	if !returned.Load() {
+		t.Fatal("Shut returned before the Open in flight")
+	}
+	err = <-done
+	if !errors.Is(err, errClosed) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("aborted Open: %v", err)
+	}
+	called := false
+	_, err = Open(context.Background(), &g, errClosed, "s3", func(context.Context) (int, error) { called = true; return 1, nil })
+	if err != errClosed || called {
+		t.Fatalf("Open after Shut: %v, called %t", err, called)
 	}
 }
