@@ -161,12 +161,9 @@ func (keeper) Keep(p *Placement) bool {
 // Drop removes the container.
 func (keeper) Drop(ctx context.Context, p *Placement) error { return p.close(ctx) }
 
-// Release lets go of the container without stopping it.
-func (keeper) Release(p *Placement) { p.release() }
-
-// release lets go of a kept container without stopping it: the exit watch, the
+// Release lets go of the container without stopping it: the exit watch, the
 // kernel watch and the pinned socket.
-func (p *Placement) release() {
+func (keeper) Release(p *Placement) {
 	p.closeMu.Lock()
 	defer p.closeMu.Unlock()
 	if p.stopWatch != nil {

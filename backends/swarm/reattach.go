@@ -275,17 +275,12 @@ func (keeper) Keep(p *Placement) bool {
 // Drop removes the service with its network and secret.
 func (keeper) Drop(ctx context.Context, p *Placement) error { return p.close(ctx) }
 
-// Release lets go of the service without removing it, and stops its egress
-// proxy: the backend that adopts the session serves it again.
+// Release lets go of the service without removing it (a later Close of the
+// placement does nothing), and stops its egress proxy: the backend that adopts
+// the session serves it again.
 func (keeper) Release(p *Placement) {
-	p.release()
-	p.egress.Close()
-}
-
-// release lets go of a kept service without removing it: a later Close of the
-// placement does nothing.
-func (p *Placement) release() {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.closed = true
+	p.mu.Unlock()
+	p.egress.Close()
 }
