@@ -15,5 +15,7 @@
 // The state file itself (docker.json, swarm.json, remote.json) has one rule here
 // too: [Read] (a missing file is no state; anything else wrong is an error),
 // [Write] (0600, replaced atomically, synced), [Writes] (serialized, none after
-// Detach's last) and [Lock] (a second process is kept off the same file).
+// Detach's last) and [Lock] (a second process is kept off the same file); and
+// the checks every backend makes of it and its records ([CheckVersion],
+// [CheckSession], [ValidToken]) before it adds those of its own fields.
 package keep
