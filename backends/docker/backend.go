@@ -16,7 +16,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/kernelbox/kernelbox/backends/internal/dockerapi"
-	"github.com/kernelbox/kernelbox/backends/internal/keptfile"
+	"github.com/kernelbox/kernelbox/backends/internal/keep"
 	"github.com/kernelbox/kernelbox/backends/internal/sessionproxy"
 	"github.com/kernelbox/kernelbox/executor"
 )
@@ -39,23 +39,17 @@ type Backend struct {
 
 	runtimes RuntimeSet // the OCI runtimes the daemon knew at New, or later (runtime.go); mu guards it
 
-	// stopCtx is cancelled by Close to abort Opens in flight. It is a lifetime
-	// signal, not a request context: storing it is the simplest way to tie each
-	// Open's context to the backend's end with context.AfterFunc.
-	stopCtx context.Context
-	stop    context.CancelFunc
-	opening sync.WaitGroup // Opens in flight; Close waits for them
+	// gate lets Opens in until Close or Detach, which abort the Opens in flight
+	// and wait for them.
+	gate keep.Gate
 
 	mu         sync.Mutex
-	closed     bool
 	placements map[string]*Placement // by container id: created and not yet removed
 
 	// What the state file kept from an earlier process (keep.go): the records
 	// read by New, left for Reattach, and why none were when the file was bad.
-	keptFile    keptfile.Gate // writes of the state file (keep.go)
-	kept        map[string]keptContainer
-	keptErr     error
-	keptSkipped []string
+	keptFile keep.Writes // writes of the state file (keep.go)
+	kept     keep.Kept[map[string]keptContainer]
 
 	// budgets are the sessions' egress byte budgets, kept beside the state
 	// file (egress.go).
@@ -119,29 +113,26 @@ func newBackend(ctx context.Context, cfg config, api dockerAPI) (*Backend, error
 	if err != nil {
 		return nil, fmt.Errorf("socket root: %w", err)
 	}
-	stopCtx, stop := context.WithCancel(context.Background())
 	b := &Backend{
 		api:        api,
 		cfg:        cfg,
 		instance:   uuid.NewString(),
 		owner:      own,
 		sockRoot:   sockRoot,
-		stopCtx:    stopCtx,
-		stop:       stop,
 		placements: make(map[string]*Placement),
 		budgets:    sessionproxy.NewBudgets(sessionproxy.BudgetsFile(cfg.stateFile), cfg.log),
 		runtimes:   runtimes,
 	}
-	b.kept, b.keptSkipped, b.keptErr = readKept(cfg.stateFile, cfg.socketRoot, own)
-	if errors.Is(b.keptErr, ErrStateInUse) {
-		stop()
+	kept, skipped, err := readKept(cfg.stateFile, cfg.socketRoot, own)
+	if errors.Is(err, ErrStateInUse) {
 		_ = os.Remove(sockRoot)
-		return nil, b.keptErr
+		return nil, err
 	}
-	if b.keptErr != nil {
-		cfg.log.Error("the state file cannot be used: no session is adopted, their containers are reaped", "err", b.keptErr)
+	if err != nil {
+		cfg.log.Error("the state file cannot be used: no session is adopted, their containers are reaped", "err", err)
 	}
-	for _, why := range b.keptSkipped {
+	b.kept.Set(kept, err)
+	for _, why := range skipped {
 		cfg.log.Error("the state file lists a container it cannot adopt; it is reaped", "reason", why)
 	}
 	if err := markRoot(sockRoot, cfg.stateFile); err != nil {
@@ -162,7 +153,7 @@ func newBackend(ctx context.Context, cfg config, api dockerAPI) (*Backend, error
 // directories (with each server's token), which no input may be staged from.
 func (b *Backend) StateDirs() []string {
 	dirs := []string{b.sockRoot}
-	for _, k := range b.kept {
+	for _, k := range b.kept.Peek() {
 		if d := filepath.Dir(k.SockDir); !slices.Contains(dirs, d) {
 			dirs = append(dirs, d)
 		}
@@ -194,7 +185,7 @@ func (b *Backend) MountsData() bool { return true }
 // counts the containers to remove from the daemon (by LabelInstance), not only from
 // its own records. Closing twice is a no-op.
 func (b *Backend) Close(ctx context.Context) error {
-	if !b.shutOnce() {
+	if !b.gate.Shut() {
 		return nil
 	}
 	ctx, cancel := teardownContext(ctx)
@@ -243,10 +234,7 @@ func (b *Backend) Close(ctx context.Context) error {
 // Health reports whether the backend can place sessions: the daemon answers and the
 // kernel image is present (an error wrapping [ErrNoImage] says how to build it).
 func (b *Backend) Health(ctx context.Context) error {
-	b.mu.Lock()
-	closed := b.closed
-	b.mu.Unlock()
-	if closed {
+	if b.gate.Closed() {
 		return ErrClosed
 	}
 	if _, err := b.api.Ping(ctx, client.PingOptions{}); err != nil {
@@ -328,20 +316,4 @@ func isContainerKey(s string) bool {
 	}
 	_, err := hex.DecodeString(s)
 	return err == nil
-}
-
-// shutOnce marks the backend closed, stops its background work and waits for the
-// opens under way; it reports false when the backend was closed already (Close and
-// Detach then do nothing).
-func (b *Backend) shutOnce() bool {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return false
-	}
-	b.closed = true
-	b.mu.Unlock()
-	b.stop()
-	b.opening.Wait()
-	return true
 }

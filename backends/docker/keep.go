@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/kernelbox/kernelbox/api"
-	"github.com/kernelbox/kernelbox/backends/internal/keptfile"
+	"github.com/kernelbox/kernelbox/backends/internal/keep"
 	"github.com/kernelbox/kernelbox/internal/statefile"
 )
 
@@ -47,8 +47,8 @@ type keptState struct {
 
 // ErrStateInUse is returned by New when the state file (Options.StateFile) is
 // held by a kernelbox process that still runs: two servers must not share the
-// same sessions.
-var ErrStateInUse = errors.New("state file in use by a running kernelbox")
+// same sessions. It is the swarm and remote backends' too.
+var ErrStateInUse = keep.ErrInUse
 
 // keptContainer is one container as the state file lists it.
 type keptContainer struct {
@@ -74,24 +74,24 @@ type keptContainer struct {
 	Relay bool `json:"relay,omitempty"`
 }
 
-var (
-	containerIDRe = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	tokenRe       = regexp.MustCompile(`^[0-9a-f]{64}$`)
-)
+var containerIDRe = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // check refuses a record that does not have the shape the backend writes, so that a
 // tampered file cannot steer the backend to another container or directory.
 func (k keptContainer) check(socketRoot string) error {
-	switch {
-	case !containerIDRe.MatchString(k.ID):
+	if !containerIDRe.MatchString(k.ID) {
 		return fmt.Errorf("container id %q is malformed", k.ID)
-	case !isContainerKey(k.Key):
+	}
+	if !isContainerKey(k.Key) {
 		return fmt.Errorf("container key %q is malformed", k.Key)
-	case !api.ValidSessionID(k.Session):
-		return fmt.Errorf("session %q is not a session id", k.Session)
+	}
+	if err := keep.CheckSession(k.Session); err != nil {
+		return err
+	}
+	switch {
 	case k.Name != containerName(k.Session, "", false, k.Key):
 		return fmt.Errorf("container name %q does not match its session and key", k.Name)
-	case !tokenRe.MatchString(k.Token):
+	case !keep.ValidToken(k.Token):
 		return errors.New("token is malformed")
 	case filepath.Base(k.SockDir) != k.Key || filepath.Clean(k.SockDir) != k.SockDir ||
 		filepath.Dir(filepath.Dir(k.SockDir)) != socketRoot || !strings.HasPrefix(filepath.Base(filepath.Dir(k.SockDir)), socketRootPrefix):
@@ -106,13 +106,13 @@ func (k keptContainer) check(socketRoot string) error {
 // and reported in skipped.
 func readKept(path, socketRoot string, self owner) (kept map[string]keptContainer, skipped []string, err error) {
 	var st keptState
-	if ok, err := keptfile.Read(path, &st); !ok || err != nil {
+	if ok, err := keep.Read(path, &st); !ok || err != nil {
 		return nil, nil, err
 	}
-	switch {
-	case st.Version != keptVersion:
-		return nil, nil, fmt.Errorf("state file %s has format %d, this kernelbox reads %d", path, st.Version, keptVersion)
-	case st.Host != self.host || st.Boot != self.boot:
+	if err := keep.CheckVersion(path, st.Version, keptVersion); err != nil {
+		return nil, nil, err
+	}
+	if st.Host != self.host || st.Boot != self.boot {
 		return nil, nil, fmt.Errorf("state file %s was written on host %q before its last boot or on another host: its containers are gone or not this host's", path, st.Host)
 	}
 	holder := owner{host: st.Host, boot: st.Boot, pid: st.Pid, start: st.Start}
@@ -165,7 +165,7 @@ func (b *Backend) writeKept() {
 		}
 	}
 	b.mu.Unlock()
-	keptfile.Write(b.cfg.log, b.cfg.stateFile, st)
+	keep.Write(b.cfg.log, b.cfg.stateFile, st)
 }
 
 // markRoot writes the socket root's marker naming the state file.
@@ -192,7 +192,7 @@ func keptElsewhere(id, sockDir string, files map[string]map[string]bool) bool {
 	ids, ok := files[path]
 	if !ok {
 		ids = map[string]bool{}
-		if data, err := statefile.Read(path, keptfile.MaxBytes); err == nil {
+		if data, err := statefile.Read(path, keep.MaxBytes); err == nil {
 			var st keptState
 			if json.Unmarshal(data, &st) == nil && st.Version == keptVersion {
 				for _, k := range st.Containers {

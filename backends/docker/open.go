@@ -14,6 +14,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/kernelbox/kernelbox/backends/internal/dockerapi"
+	"github.com/kernelbox/kernelbox/backends/internal/keep"
 	"github.com/kernelbox/kernelbox/backends/internal/sandbox"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/serverflags"
@@ -27,27 +28,9 @@ import (
 // with the container's state and last log lines. After Close, Open returns
 // [ErrClosed].
 func (b *Backend) Open(ctx context.Context, spec executor.SessionSpec) (executor.Placement, error) {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return nil, ErrClosed
-	}
-	b.opening.Add(1)
-	b.mu.Unlock()
-	defer b.opening.Done()
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(b.stopCtx, cancel)()
-
-	p, err := b.open(ctx, spec)
-	if err != nil {
-		if b.stopCtx.Err() != nil {
-			err = errors.Join(ErrClosed, err)
-		}
-		return nil, fmt.Errorf("open session %q: %w", spec.ID, err)
-	}
-	return p, nil
+	return keep.Open(ctx, &b.gate, ErrClosed, spec.ID, func(ctx context.Context) (executor.Placement, error) {
+		return b.open(ctx, spec)
+	})
 }
 
 // launch is one Open in progress: what its steps share, and the undo list of what

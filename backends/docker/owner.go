@@ -147,12 +147,13 @@ func (b *Backend) reap(ctx context.Context) (int, error) {
 		n     int
 		errs  []error
 		files = map[string]map[string]bool{}
+		kept  = b.kept.Peek()
 	)
 	for _, c := range list.Items {
 		if c.Labels[LabelInstance] == b.instance {
 			continue
 		}
-		if _, ok := b.kept[c.ID]; ok {
+		if _, ok := kept[c.ID]; ok {
 			continue // Reattach takes it back, or removes it
 		}
 		log := b.cfg.log.With("container", dockerapi.Short(c.ID), "session", c.Labels[LabelSession])

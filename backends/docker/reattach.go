@@ -7,13 +7,12 @@ import (
 	"maps"
 	"os"
 	"slices"
-	"sync"
 	"syscall"
 
 	"github.com/moby/moby/client"
 
 	"github.com/kernelbox/kernelbox/backends/internal/dockerapi"
-	"github.com/kernelbox/kernelbox/backends/internal/keptfile"
+	"github.com/kernelbox/kernelbox/backends/internal/keep"
 	"github.com/kernelbox/kernelbox/backends/internal/sandbox"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/jupyter"
@@ -31,27 +30,11 @@ var _ executor.Reattacher = (*Backend)(nil)
 // why), it returns none. It is called once; the state file is rewritten with what
 // was taken back.
 func (b *Backend) Reattach(ctx context.Context) ([]executor.Reattached, error) {
-	b.mu.Lock()
-	kept, keptErr := b.kept, b.keptErr
-	b.kept, b.keptErr = nil, nil
-	b.mu.Unlock()
-	if keptErr != nil {
-		return nil, fmt.Errorf("reattach containers: %w", keptErr)
+	kept, err := b.kept.Take()
+	if err != nil {
+		return nil, fmt.Errorf("reattach containers: %w", err)
 	}
-	out := make([]executor.Reattached, 0, len(kept))
-	var (
-		mu sync.Mutex
-		wg sync.WaitGroup
-	)
-	for _, k := range kept {
-		wg.Go(func() {
-			r := b.reattachOne(ctx, k)
-			mu.Lock()
-			out = append(out, r)
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
+	out := keep.Reattach(ctx, slices.Collect(maps.Values(kept)), 0, b.reattachOne)
 	b.saveKept()
 	return out, nil
 }
@@ -147,7 +130,7 @@ func (b *Backend) Detach(ctx context.Context) error {
 	if b.cfg.stateFile == "" {
 		return b.Close(ctx)
 	}
-	if !b.shutOnce() {
+	if !b.gate.Shut() {
 		return nil
 	}
 	ctx, cancel := teardownContext(ctx)
@@ -155,25 +138,32 @@ func (b *Backend) Detach(ctx context.Context) error {
 	b.mu.Lock()
 	all := slices.Collect(maps.Values(b.placements))
 	b.mu.Unlock()
-	keep, errs := keptfile.Split(all, func(p *Placement) bool {
-		_, ok := p.record()
-		return ok && p.egress == nil
-	}, func(p *Placement) error { return p.close(ctx) })
-	b.keptFile.Final(b.writeKept)
-	for _, p := range keep {
-		p.release()
-	}
+	kept, errs := keep.Detach(ctx, all, keeper{}, &b.keptFile, b.writeKept)
+	removed := len(errs)
 	errs = append(errs, b.api.Close())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("detach docker backend: %w", err)
 	}
-	b.cfg.log.Info("docker backend detached: its containers are kept for the next start", "kept", len(keep), "removed", len(errs))
+	b.cfg.log.Info("docker backend detached: its containers are kept for the next start", "kept", len(kept), "removed", removed)
 	return nil
 }
 
-// release lets go of a kept container without stopping it: the exit watch, the
+// keeper is what Detach does with each placement (keep.Keeper).
+type keeper struct{}
+
+// Keep: a ready session's container without an egress proxy (which runs in this
+// process) can be taken back.
+func (keeper) Keep(p *Placement) bool {
+	_, ok := p.record()
+	return ok && p.egress == nil
+}
+
+// Drop removes the container.
+func (keeper) Drop(ctx context.Context, p *Placement) error { return p.close(ctx) }
+
+// Release lets go of the container without stopping it: the exit watch, the
 // kernel watch and the pinned socket.
-func (p *Placement) release() {
+func (keeper) Release(p *Placement) {
 	p.closeMu.Lock()
 	defer p.closeMu.Unlock()
 	if p.stopWatch != nil {

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kernelbox/kernelbox/backends/internal/keptfile"
+	"github.com/kernelbox/kernelbox/backends/internal/keep"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/jupyter"
 	"github.com/kernelbox/kernelbox/kernelfs"
@@ -30,13 +30,14 @@ type Backend struct {
 	stopAll context.CancelFunc
 	wg      sync.WaitGroup
 
-	mu     sync.Mutex // guards closed, kept and the choice of a gateway
-	closed bool
+	mu sync.Mutex // guards the choice of a gateway
+	// gate is shut by Close and Detach: no session is placed after. An Open
+	// does not pass it (it only picks a gateway, which checks Closed).
+	gate keep.Gate
 
-	kept      []keptKernel // read by New, taken by Reattach
-	keptErr   error        // why the state file could not be read
-	keptFile  keptfile.Gate
-	stateLock *os.File // held while the backend runs (keptfile.Lock)
+	kept      keep.Kept[[]keptKernel] // read by New, taken by Reattach
+	keptFile  keep.Writes
+	stateLock *os.File // held while the backend runs (keep.Lock)
 }
 
 var (
@@ -81,17 +82,17 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 			placements: map[*Placement]struct{}{},
 		})
 	}
-	if b.stateLock, err = keptfile.Lock(opts.StateFile); err != nil {
+	if b.stateLock, err = keep.Lock(opts.StateFile); err != nil {
 		b.closeIdle()
 		return nil, fmt.Errorf("remote backend: %w", err)
 	}
 	if err := b.checkAll(ctx); err != nil {
 		b.closeIdle()
-		keptfile.Unlock(b.stateLock)
+		keep.Unlock(b.stateLock)
 		return nil, fmt.Errorf("remote backend: %w", err)
 	}
-	var skipped []string
-	b.kept, skipped, b.keptErr = readKept(opts.StateFile)
+	kept, skipped, err := readKept(opts.StateFile)
+	b.kept.Set(kept, err)
 	for _, why := range skipped {
 		b.log.Warn("state file: a record is not taken back", "file", opts.StateFile, "reason", why)
 	}
@@ -240,7 +241,7 @@ func (b *Backend) Open(ctx context.Context, spec executor.SessionSpec) (executor
 func (b *Backend) pick(tried map[*gateway]bool) (*gateway, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.closed {
+	if b.gate.Closed() {
 		return nil, errors.New("remote backend is closed")
 	}
 	var best *gateway
@@ -289,25 +290,14 @@ func (b *Backend) Health(context.Context) error {
 // shut the kernels down, which removed their session directories; the gateways
 // themselves are not ours to stop.
 func (b *Backend) Close(ctx context.Context) error {
-	if !b.shut() {
+	if !b.gate.Shut() {
 		return nil
 	}
 	if b.opts.StateFile != "" {
 		b.keptFile.Final(func() { b.writeKept(nil) })
 	}
-	keptfile.Unlock(b.stateLock)
+	keep.Unlock(b.stateLock)
 	return b.stopChecks(ctx)
-}
-
-// shut marks the backend closed; it reports false when it was already.
-func (b *Backend) shut() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return false
-	}
-	b.closed = true
-	return true
 }
 
 // stopChecks stops the health checks and waits for them, bounded by ctx.

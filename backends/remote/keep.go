@@ -22,15 +22,15 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/kernelbox/kernelbox/api"
-	"github.com/kernelbox/kernelbox/backends/internal/keptfile"
+	"github.com/kernelbox/kernelbox/backends/internal/keep"
 	"github.com/kernelbox/kernelbox/executor"
 )
 
 // ErrStateInUse is returned (wrapped) by New when another backend, in this
 // process or another kernelbox on the host, holds the state file
-// (Options.StateFile, keptfile.Lock): two servers must not share the same
+// (Options.StateFile, keep.Lock): two servers must not share the same
 // sessions.
-var ErrStateInUse = keptfile.ErrInUse
+var ErrStateInUse = keep.ErrInUse
 
 // keptVersion is the state file's format version; another version is refused.
 const keptVersion = 1
@@ -61,10 +61,11 @@ var sessionDirRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,200}-[0-9a-f]{32}$`)
 // a tampered file cannot steer the backend to a made-up URL, kernel path or
 // directory.
 func (k keptKernel) check() error {
+	if err := keep.CheckSession(k.Session); err != nil {
+		return err
+	}
 	_, idErr := uuid.Parse(k.KernelID)
 	switch {
-	case !api.ValidSessionID(k.Session):
-		return fmt.Errorf("session %q is not a session id", k.Session)
 	case checkURL(k.Gateway) != nil || redact(k.Gateway) != k.Gateway:
 		return fmt.Errorf("session %s: gateway %q is not a gateway URL", k.Session, redact(k.Gateway))
 	case idErr != nil:
@@ -83,11 +84,11 @@ func (k keptKernel) check() error {
 // are dropped and reported in skipped.
 func readKept(path string) (kept []keptKernel, skipped []string, err error) {
 	var st keptState
-	if ok, err := keptfile.Read(path, &st); !ok || err != nil {
+	if ok, err := keep.Read(path, &st); !ok || err != nil {
 		return nil, nil, err
 	}
-	if st.Version != keptVersion {
-		return nil, nil, fmt.Errorf("state file %s has format %d, this kernelbox reads %d", path, st.Version, keptVersion)
+	if err := keep.CheckVersion(path, st.Version, keptVersion); err != nil {
+		return nil, nil, err
 	}
 	seen := map[string]bool{}
 	for _, k := range st.Kernels {
@@ -150,7 +151,7 @@ func (b *Backend) writeKept(list []*Placement) {
 			st.Kernels = append(st.Kernels, k)
 		}
 	}
-	keptfile.Write(b.log, b.opts.StateFile, st)
+	keep.Write(b.log, b.opts.StateFile, st)
 }
 
 // placementList returns every gateway's placements.

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kernelbox/kernelbox/backends/internal/keptfile"
+	"github.com/kernelbox/kernelbox/backends/internal/keep"
 	"github.com/kernelbox/kernelbox/executor"
 )
 
@@ -55,7 +55,7 @@ func TestReadKept(t *testing.T) {
 		"version":  {func(t *testing.T) string { return writeState(t, keptState{Version: 2}) }, "has format 2"},
 		"not json": {func(t *testing.T) string { return writeState(t, "\x00\x01") }, "is corrupt"},
 		"huge": {func(t *testing.T) string {
-			return writeState(t, `{"version": 1, "kernels": [], "pad": "`+strings.Repeat("x", keptfile.MaxBytes)+`"}`)
+			return writeState(t, `{"version": 1, "kernels": [], "pad": "`+strings.Repeat("x", keep.MaxBytes)+`"}`)
 		}, "not a regular file of at most"},
 		"symlink": {func(t *testing.T) string {
 			target := writeState(t, keptState{Version: keptVersion, Kernels: []keptKernel{goodKept()}})

@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
-	"github.com/kernelbox/kernelbox/backends/internal/keptfile"
+	"github.com/kernelbox/kernelbox/backends/internal/keep"
 	"github.com/kernelbox/kernelbox/backends/internal/kernelfiles"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/jupyter"
@@ -46,30 +45,11 @@ const (
 // it returns none. It is called once; the state file is rewritten with what was
 // taken back.
 func (b *Backend) Reattach(ctx context.Context) ([]executor.Reattached, error) {
-	b.mu.Lock()
-	kept, keptErr := b.kept, b.keptErr
-	b.kept, b.keptErr = nil, nil
-	b.mu.Unlock()
-	if keptErr != nil {
-		return nil, fmt.Errorf("reattach kernels: %w", keptErr)
+	kept, err := b.kept.Take()
+	if err != nil {
+		return nil, fmt.Errorf("reattach kernels: %w", err)
 	}
-	out := make([]executor.Reattached, 0, len(kept))
-	var (
-		mu sync.Mutex
-		wg sync.WaitGroup
-	)
-	slots := make(chan struct{}, reattachAtOnce)
-	for _, k := range kept {
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			r := b.reattachOne(ctx, k)
-			mu.Lock()
-			out = append(out, r)
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
+	out := keep.Reattach(ctx, kept, reattachAtOnce, b.reattachOne)
 	b.saveKept()
 	return out, nil
 }
@@ -209,21 +189,33 @@ func (b *Backend) Detach(ctx context.Context) error {
 	if b.opts.StateFile == "" {
 		return b.Close(ctx)
 	}
-	if !b.shut() {
+	if !b.gate.Shut() {
 		return nil
 	}
 	list := b.placementList()
-	kept := 0
-	b.keptFile.Final(func() { b.writeKept(list) })
-	for _, p := range list {
-		if _, ok := p.record(); ok {
-			kept++
-			p.mu.Lock()
-			p.released = true
-			p.mu.Unlock()
-		}
-	}
-	keptfile.Unlock(b.stateLock)
-	b.log.Info("remote backend detached: its sessions' kernels are kept for the next start", "kept", kept)
+	kept, _ := keep.Detach(ctx, list, keeper{}, &b.keptFile, func() { b.writeKept(list) })
+	keep.Unlock(b.stateLock)
+	b.log.Info("remote backend detached: its sessions' kernels are kept for the next start", "kept", len(kept))
 	return b.stopChecks(ctx)
+}
+
+// keeper is what Detach does with each placement (keep.Keeper).
+type keeper struct{}
+
+// Keep: a live session's kernel that a call reached can be taken back.
+func (keeper) Keep(p *Placement) bool {
+	_, ok := p.record()
+	return ok
+}
+
+// Drop does nothing: the executor has shut the kernel down, which removed the
+// session's directory.
+func (keeper) Drop(context.Context, *Placement) error { return nil }
+
+// Release lets go of the kernel: a later Close of the placement does not shut
+// it down.
+func (keeper) Release(p *Placement) {
+	p.mu.Lock()
+	p.released = true
+	p.mu.Unlock()
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/kernelbox/kernelbox/backends/internal/dockerapi"
-	"github.com/kernelbox/kernelbox/backends/internal/keptfile"
+	"github.com/kernelbox/kernelbox/backends/internal/keep"
 	"github.com/kernelbox/kernelbox/backends/internal/sessionproxy"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/serverflags"
@@ -52,15 +52,12 @@ type Backend struct {
 
 	launcher, kernelspec, resolv swarmConfig
 
-	// stopCtx is cancelled by Close to abort Opens in flight (a lifetime signal,
-	// not a request context).
-	stopCtx  context.Context
-	stop     context.CancelFunc
-	opening  sync.WaitGroup
+	// gate lets Opens in until Close or Detach, which abort the Opens in flight
+	// and the background work (its Life) and wait for them.
+	gate     keep.Gate
 	watchers sync.WaitGroup // the watch goroutine (watch.go) and the state writer (keep.go)
 
 	mu         sync.Mutex
-	closed     bool
 	watching   bool
 	placements map[*Placement]struct{}
 	nodes      map[string]string       // node id -> name, as nodeName found them
@@ -68,10 +65,9 @@ type Backend struct {
 
 	// What the state file kept from an earlier process (keep.go): read by New,
 	// left for Reattach, and why nothing was when the file was bad.
-	keptFile keptfile.Gate // writes of the state file (keep.go)
-	kept     *keptState
-	keptErr  error
-	// stateLock is held while the backend runs (keptfile.Lock).
+	keptFile keep.Writes // writes of the state file (keep.go)
+	kept     keep.Kept[*keptState]
+	// stateLock is held while the backend runs (keep.Lock).
 	stateLock *os.File
 	keepDirty chan struct{} // keptChanged -> keepLoop
 	// oldConfigs are a kept instance's configs that New did not use again
@@ -128,32 +124,27 @@ func New(ctx context.Context, opts Options) (*Backend, error) {
 }
 
 func newBackend(ctx context.Context, cfg config, api swarmAPI) (_ *Backend, err error) {
-	stopCtx, stop := context.WithCancel(context.Background())
 	b := &Backend{
 		api: api, cfg: cfg, instance: uuid.NewString(),
-		stopCtx: stopCtx, stop: stop,
 		placements: make(map[*Placement]struct{}), nodes: make(map[string]string),
 		subnets: make(map[string]netip.Prefix), keepDirty: make(chan struct{}, 1),
 		budgets: sessionproxy.NewBudgets(sessionproxy.BudgetsFile(cfg.stateFile), cfg.log),
 	}
 	if err := b.checkDaemon(ctx); err != nil {
-		stop()
 		return nil, err
 	}
 	if _, err := api.ContainerInspect(ctx, cfg.self, client.ContainerInspectOptions{}); err != nil {
-		stop()
 		if dockerapi.IsNotFound(err) {
 			return nil, fmt.Errorf("%w: no container %q on the manager's daemon (set --swarm-self)", ErrNotInContainer, cfg.self)
 		}
 		return nil, fmt.Errorf("inspect own container %q: %w", cfg.self, err)
 	}
-	if b.stateLock, err = keptfile.Lock(cfg.stateFile); err != nil {
-		stop()
+	if b.stateLock, err = keep.Lock(cfg.stateFile); err != nil {
 		return nil, err
 	}
 	defer func() {
 		if err != nil {
-			keptfile.Unlock(b.stateLock)
+			keep.Unlock(b.stateLock)
 		}
 	}()
 	spare := b.readKept()
@@ -162,7 +153,6 @@ func newBackend(ctx context.Context, cfg config, api swarmAPI) (_ *Backend, err 
 		cfg.log.Warn("reaping a dead instance's services failed", "err", err)
 	}
 	if err = b.probeNodes(ctx); err != nil {
-		stop()
 		return nil, err
 	}
 	if cfg.maxStarting == 0 {
@@ -170,7 +160,6 @@ func newBackend(ctx context.Context, cfg config, api swarmAPI) (_ *Backend, err 
 		b.cfg.maxStarting = cfg.maxStarting
 	}
 	if err = b.createConfigs(ctx); err != nil {
-		stop()
 		rctx, cancel := context.WithTimeout(context.Background(), teardownTimeout)
 		defer cancel()
 		// What the state file lists stays for a start that succeeds.
@@ -195,7 +184,7 @@ func (b *Backend) readKept() map[string]bool {
 	for _, why := range skipped {
 		b.cfg.log.Error("the state file lists a service it cannot adopt; it is reaped", "reason", why)
 	}
-	b.kept, b.keptErr = st, err
+	b.kept.Set(st, err)
 	if st == nil || len(st.Services) == 0 {
 		return nil
 	}
@@ -289,19 +278,13 @@ func (b *Backend) Close(ctx context.Context) error {
 	return b.closeAll(ctx)
 }
 
-// shut marks the backend closed, aborts the Opens in flight and stops the
-// watch, and waits for them; it reports false when the backend was closed
-// already.
+// shut shuts the gate, which aborts the Opens in flight and stops the watch and
+// the state writer, and waits for them; it reports false when the backend was
+// closed already.
 func (b *Backend) shut() bool {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	if !b.gate.Shut() {
 		return false
 	}
-	b.closed = true
-	b.mu.Unlock()
-	b.stop()
-	b.opening.Wait()
 	b.watchers.Wait()
 	return true
 }
@@ -319,7 +302,7 @@ func (b *Backend) closeAll(ctx context.Context) error {
 	wg.Wait()
 	_, err := b.removeOwned(ctx, b.mine)
 	b.saveKept()
-	keptfile.Unlock(b.stateLock)
+	keep.Unlock(b.stateLock)
 	errs = append(errs, err, b.api.Close())
 	if err := errors.Join(errs...); err != nil {
 		b.cfg.log.Error("swarm backend closed with errors", "err", err)
@@ -344,10 +327,7 @@ func (b *Backend) placementList() []*Placement {
 // manager, and at least one node is ready and active. (New probed every node for
 // no-new-privileges; each session's task checks it again as it starts.)
 func (b *Backend) Health(ctx context.Context) error {
-	b.mu.Lock()
-	closed := b.closed
-	b.mu.Unlock()
-	if closed {
+	if b.gate.Closed() {
 		return ErrClosed
 	}
 	if err := b.checkDaemon(ctx); err != nil {
@@ -418,7 +398,7 @@ func (b *Backend) nodeName(ctx context.Context, id string) string {
 func (b *Backend) track(p *Placement) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.closed {
+	if b.gate.Closed() {
 		return false
 	}
 	b.placements[p] = struct{}{}

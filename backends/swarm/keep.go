@@ -23,16 +23,16 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/kernelbox/kernelbox/api"
-	"github.com/kernelbox/kernelbox/backends/internal/keptfile"
+	"github.com/kernelbox/kernelbox/backends/internal/keep"
 	"github.com/kernelbox/kernelbox/egress"
 	"github.com/kernelbox/kernelbox/executor"
 )
 
 // ErrStateInUse is returned (wrapped) by New when another backend, in this
 // process or another kernelbox on the host, holds the state file
-// (Options.StateFile, keptfile.Lock): two servers must not share the same
+// (Options.StateFile, keep.Lock): two servers must not share the same
 // sessions.
-var ErrStateInUse = keptfile.ErrInUse
+var ErrStateInUse = keep.ErrInUse
 
 // keptVersion is the state file's format version; another version is refused.
 const keptVersion = 1
@@ -76,22 +76,22 @@ type keptService struct {
 var (
 	swarmIDRe     = regexp.MustCompile(`^[0-9a-z]{10,64}$`)
 	serviceNameRe = regexp.MustCompile(`^kernelbox-[0-9a-f]{8}$`)
-	tokenRe       = regexp.MustCompile(`^[0-9a-f]{64}$`)
 )
 
 // check refuses a record that does not have the shape the backend writes, so that
 // a tampered file cannot steer the backend to another service or address.
 func (k keptService) check() error {
+	if err := keep.CheckSession(k.Session); err != nil {
+		return err
+	}
 	addr, err := netip.ParseAddrPort(k.Addr)
 	switch {
-	case !api.ValidSessionID(k.Session):
-		return fmt.Errorf("session %q is not a session id", k.Session)
 	case !serviceNameRe.MatchString(k.Name):
 		return fmt.Errorf("service name %q is not one of the backend's", k.Name)
 	case !swarmIDRe.MatchString(k.Service) || !swarmIDRe.MatchString(k.Network) || !swarmIDRe.MatchString(k.Secret) ||
 		!swarmIDRe.MatchString(k.Task) || !swarmIDRe.MatchString(k.Node):
 		return fmt.Errorf("service %s: an id is malformed", k.Name)
-	case !tokenRe.MatchString(k.Token):
+	case !keep.ValidToken(k.Token):
 		return fmt.Errorf("service %s: token is malformed", k.Name)
 	case err != nil || addr.Port() != serverPort:
 		return fmt.Errorf("service %s: address %q is not a server's", k.Name, k.Addr)
@@ -117,13 +117,13 @@ func (k keptService) check() error {
 // reported in skipped.
 func readKept(path, owner string) (st *keptState, skipped []string, err error) {
 	st = &keptState{}
-	if ok, err := keptfile.Read(path, st); !ok || err != nil {
+	if ok, err := keep.Read(path, st); !ok || err != nil {
 		return nil, nil, err
 	}
-	switch {
-	case st.Version != keptVersion:
-		return nil, nil, fmt.Errorf("state file %s has format %d, this kernelbox reads %d", path, st.Version, keptVersion)
-	case st.Owner != owner:
+	if err := keep.CheckVersion(path, st.Version, keptVersion); err != nil {
+		return nil, nil, err
+	}
+	if st.Owner != owner {
 		return nil, nil, fmt.Errorf("state file %s was written for owner %q, this backend is %q", path, st.Owner, owner)
 	}
 	if _, err := uuid.Parse(st.Instance); err != nil {
@@ -193,9 +193,10 @@ func (b *Backend) keptChanged() {
 // keepLoop is the state writer: it writes the state file each time keptChanged
 // asked, until the backend ends (Close and Detach write the last one themselves).
 func (b *Backend) keepLoop() {
+	done := b.gate.Life().Done()
 	for {
 		select {
-		case <-b.stopCtx.Done():
+		case <-done:
 			return
 		case <-b.keepDirty:
 			b.saveKept()
@@ -228,7 +229,7 @@ func (b *Backend) writeKept() {
 		}
 	}
 	b.mu.Unlock()
-	keptfile.Write(b.cfg.log, b.cfg.stateFile, st)
+	keep.Write(b.cfg.log, b.cfg.stateFile, st)
 }
 
 // Adopt records the session that took a warm pool's service (executor.Adopter),

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kernelbox/kernelbox/backends/internal/keptfile"
+	"github.com/kernelbox/kernelbox/backends/internal/keep"
 	"github.com/kernelbox/kernelbox/egress"
 )
 
@@ -91,15 +91,15 @@ func TestReadKept(t *testing.T) {
 func TestLockState(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "swarm.json")
-	f, err := keptfile.Lock(path)
+	f, err := keep.Lock(path)
 	require.NoError(t, err)
-	_, err = keptfile.Lock(path)
+	_, err = keep.Lock(path)
 	require.ErrorIs(t, err, ErrStateInUse)
 	require.NoError(t, f.Close())
-	f, err = keptfile.Lock(path)
+	f, err = keep.Lock(path)
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
-	f, err = keptfile.Lock("")
+	f, err = keep.Lock("")
 	require.NoError(t, err)
 	assert.Nil(t, f)
 }

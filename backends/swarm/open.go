@@ -12,6 +12,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/kernelbox/kernelbox/backends/internal/dockerapi"
+	"github.com/kernelbox/kernelbox/backends/internal/keep"
 	"github.com/kernelbox/kernelbox/backends/internal/kernelfiles"
 	"github.com/kernelbox/kernelbox/backends/internal/sandbox"
 	"github.com/kernelbox/kernelbox/backends/internal/sessionproxy"
@@ -36,25 +37,11 @@ type StartError = sandbox.StartError
 // task runs and its Jupyter server answers on the task's overlay address. On failure
 // it removes what it made and returns a [*StartError] when the task had started.
 func (b *Backend) Open(ctx context.Context, spec executor.SessionSpec) (executor.Placement, error) {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return nil, ErrClosed
-	}
-	b.opening.Add(1)
-	b.mu.Unlock()
-	defer b.opening.Done()
-	ctx, cancel := context.WithTimeout(ctx, b.cfg.readyTimeout)
-	defer cancel()
-	defer context.AfterFunc(b.stopCtx, cancel)()
-	p, err := b.open(ctx, spec)
-	if err != nil {
-		if b.stopCtx.Err() != nil {
-			err = errors.Join(ErrClosed, err)
-		}
-		return nil, fmt.Errorf("open session %q: %w", spec.ID, err)
-	}
-	return p, nil
+	return keep.Open(ctx, &b.gate, ErrClosed, spec.ID, func(ctx context.Context) (executor.Placement, error) {
+		ctx, cancel := context.WithTimeout(ctx, b.cfg.readyTimeout)
+		defer cancel()
+		return b.open(ctx, spec)
+	})
 }
 
 // launch is one Open in progress.

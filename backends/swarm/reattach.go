@@ -7,14 +7,13 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/moby/moby/api/types/swarm"
 	"github.com/moby/moby/client"
 
 	"github.com/kernelbox/kernelbox/backends/internal/dockerapi"
-	"github.com/kernelbox/kernelbox/backends/internal/keptfile"
+	"github.com/kernelbox/kernelbox/backends/internal/keep"
 	"github.com/kernelbox/kernelbox/backends/internal/kernelfiles"
 	"github.com/kernelbox/kernelbox/backends/internal/sandbox"
 	"github.com/kernelbox/kernelbox/executor"
@@ -37,12 +36,9 @@ const reattachProbe = 10 * time.Second
 // that could not be read (the error says why), it returns none. It is called
 // once; the state file is rewritten with what was taken back.
 func (b *Backend) Reattach(ctx context.Context) ([]executor.Reattached, error) {
-	b.mu.Lock()
-	kept, keptErr := b.kept, b.keptErr
-	b.kept, b.keptErr = nil, nil
-	b.mu.Unlock()
-	if keptErr != nil {
-		return nil, fmt.Errorf("reattach services: %w", keptErr)
+	kept, err := b.kept.Take()
+	if err != nil {
+		return nil, fmt.Errorf("reattach services: %w", err)
 	}
 	if kept == nil || kept.Instance != b.instance || len(kept.Services) == 0 {
 		return nil, nil
@@ -51,20 +47,9 @@ func (b *Backend) Reattach(ctx context.Context) ([]executor.Reattached, error) {
 	if err != nil {
 		b.cfg.log.Warn("reattach services: the manager did not answer; each is checked on its own", "err", err)
 	}
-	out := make([]executor.Reattached, 0, len(kept.Services))
-	var (
-		mu sync.Mutex
-		wg sync.WaitGroup
-	)
-	for _, k := range kept.Services {
-		wg.Go(func() {
-			r := b.reattachOne(ctx, k, attached, nodes)
-			mu.Lock()
-			out = append(out, r)
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
+	out := keep.Reattach(ctx, kept.Services, 0, func(ctx context.Context, k keptService) executor.Reattached {
+		return b.reattachOne(ctx, k, attached, nodes)
+	})
 	b.saveKept()
 	b.watch()
 	return out, nil
@@ -253,37 +238,49 @@ func (b *Backend) Detach(ctx context.Context) error {
 		return nil
 	}
 	all := b.placementList()
-	kept := func(p *Placement) bool { _, ok := p.record(); return ok }
-	if !slices.ContainsFunc(all, kept) {
+	if !slices.ContainsFunc(all, keeper{}.Keep) {
 		return b.closeAll(ctx)
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
 	defer cancel()
-	keep, errs := keptfile.Split(all, kept, func(p *Placement) error { return p.close(ctx) })
-	b.keptFile.Final(b.writeKept)
+	kept, errs := keep.Detach(ctx, all, keeper{}, &b.keptFile, b.writeKept)
 	held := map[string]bool{}
 	for _, c := range append([]keptConfig{{ID: b.launcher.id}, {ID: b.kernelspec.id}, {ID: b.resolv.id}}, b.oldConfigs...) {
 		held[c.ID] = true
 	}
-	for _, p := range keep {
-		p.release()
-		p.egress.Close() // served again by the backend that adopts the session
+	for _, p := range kept {
 		held[p.service], held[p.obj.network], held[p.obj.secret] = true, true, true
 	}
 	_, err := b.removeOwned(ctx, func(id string, labels map[string]string) bool { return b.mine(id, labels) && !held[id] })
-	keptfile.Unlock(b.stateLock)
+	keep.Unlock(b.stateLock)
+	removed := len(errs)
 	errs = append(errs, err, b.api.Close())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("detach swarm backend: %w", err)
 	}
-	b.cfg.log.Info("swarm backend detached: its services are kept for the next start", "kept", len(keep), "removed", len(errs))
+	b.cfg.log.Info("swarm backend detached: its services are kept for the next start", "kept", len(kept), "removed", removed)
 	return nil
 }
 
-// release lets go of a kept service without removing it: a later Close of the
-// placement does nothing.
-func (p *Placement) release() {
+// keeper is what Detach does with each placement (keep.Keeper).
+type keeper struct{}
+
+// Keep: a live session's service (not a warm pool's, not closed or lost) can be
+// taken back.
+func (keeper) Keep(p *Placement) bool {
+	_, ok := p.record()
+	return ok
+}
+
+// Drop removes the service with its network and secret.
+func (keeper) Drop(ctx context.Context, p *Placement) error { return p.close(ctx) }
+
+// Release lets go of the service without removing it (a later Close of the
+// placement does nothing), and stops its egress proxy: the backend that adopts
+// the session serves it again.
+func (keeper) Release(p *Placement) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.closed = true
+	p.mu.Unlock()
+	p.egress.Close()
 }

@@ -24,14 +24,15 @@ func (b *Backend) watch() {
 	b.watching = true
 	b.mu.Unlock()
 	b.watchers.Go(func() {
+		life := b.gate.Life()
 		t := time.NewTicker(watchEvery)
 		defer t.Stop()
 		for {
 			select {
-			case <-b.stopCtx.Done():
+			case <-life.Done():
 				return
 			case <-t.C:
-				b.checkOnce(b.stopCtx)
+				b.checkOnce(life)
 			}
 		}
 	})

@@ -1,4 +1,4 @@
-package keptfile
+package keep
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package keptfile
+package keep
 
 import (
 	"bytes"
@@ -6,15 +6,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 )
 
-// TestGate: writes never overlap, and none runs after Final.
-func TestGate(t *testing.T) {
-	var g Gate
+// TestWrites: writes never overlap, and none runs after Final.
+func TestWrites(t *testing.T) {
+	var g Writes
 	var mu sync.Mutex
 	running, overlaps, after, final := 0, 0, 0, false
 	write := func() {
@@ -42,31 +41,6 @@ func TestGate(t *testing.T) {
 	}
 	if overlaps != 0 || after != 0 {
 		t.Fatalf("overlapping writes %d, writes after Final %d", overlaps, after)
-	}
-}
-
-// TestSplit: what keep refuses is closed (each once) and its errors returned; what
-// it accepts is returned untouched, in order.
-func TestSplit(t *testing.T) {
-	var mu sync.Mutex
-	closed := map[int]int{}
-	kept, errs := Split([]int{1, 2, 3, 4, 5}, func(n int) bool { return n%2 == 1 }, func(n int) error {
-		mu.Lock()
-		closed[n]++
-		mu.Unlock()
-		if n == 4 {
-			return errors.New("four")
-		}
-		return nil
-	})
-	if !slices.Equal(kept, []int{1, 3, 5}) {
-		t.Fatalf("kept %v", kept)
-	}
-	if len(closed) != 2 || closed[2] != 1 || closed[4] != 1 {
-		t.Fatalf("closed %v", closed)
-	}
-	if err := errors.Join(errs...); err == nil || err.Error() != "four" {
-		t.Fatalf("errors %v", errs)
 	}
 }
 

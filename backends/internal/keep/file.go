@@ -1,9 +1,7 @@
-// Package keptfile is the one rule for a backend's kept-state file (docker.json,
-// swarm.json, remote.json): writes are serialized, once Detach has written the
-// last list no later change (a session being torn down as the process ends)
-// overwrites it, Detach's shape — close what cannot be kept, keep the rest — is
-// written once, and Lock keeps a second process off the same file.
-package keptfile
+package keep
+
+// The state file: its read, its writes (serialized, and none after Detach's
+// last), and its lock (lock.go).
 
 import (
 	"encoding/json"
@@ -16,14 +14,16 @@ import (
 	"github.com/kernelbox/kernelbox/internal/statefile"
 )
 
-// Gate serializes a backend's writes of its state file. The zero value is ready.
-type Gate struct {
+// Writes serializes a backend's writes of its state file: once Detach has
+// written the last list, no later change (a session being torn down as the
+// process ends) overwrites it. The zero value is ready.
+type Writes struct {
 	mu    sync.Mutex
 	final bool
 }
 
 // Save runs write, one at a time, unless Final has run.
-func (g *Gate) Save(write func()) {
+func (g *Writes) Save(write func()) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if !g.final {
@@ -32,7 +32,7 @@ func (g *Gate) Save(write func()) {
 }
 
 // Final runs write as the last one: later Saves do nothing.
-func (g *Gate) Final(write func()) {
+func (g *Writes) Final(write func()) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	write()
@@ -72,24 +72,4 @@ func Write(log *slog.Logger, path string, state any) {
 	if err != nil {
 		log.Error("write the state file: the next start cannot adopt these sessions", "file", path, "err", err)
 	}
-}
-
-// Split is Detach's first half: it closes every placement that keep refuses, each
-// in a goroutine of its own, and returns the placements kept and the close errors.
-func Split[P any](all []P, keep func(P) bool, close func(P) error) (kept []P, errs []error) {
-	var drop []P
-	for _, p := range all {
-		if keep(p) {
-			kept = append(kept, p)
-		} else {
-			drop = append(drop, p)
-		}
-	}
-	errs = make([]error, len(drop))
-	var wg sync.WaitGroup
-	for i, p := range drop {
-		wg.Go(func() { errs[i] = close(p) })
-	}
-	wg.Wait()
-	return kept, errs
 }
