@@ -21,5 +21,19 @@ GO=${GO:-go}
 export GORACE=${GORACE:-atexit_sleep_ms=100}
 
 $GO build -o bin/testlog ./internal/testkit/testlog
+status=0
 # shellcheck disable=SC2086 # KERNELBOX_TEST_PKGS is a list of package patterns
-$GO test -race -count=1 -p 1 -timeout 60m -json ${KERNELBOX_TEST_PKGS:-./...} | bin/testlog -slowest 30
+$GO test -race -count=1 -p 1 -timeout 60m -json ${KERNELBOX_TEST_PKGS:-./...} | bin/testlog -slowest 30 || status=$?
+
+# The CPU the tests used, to compare runs by (wall time follows the host's load, CPU
+# much less): user+sys of this script's children, go test, its builds, the test
+# binaries and what they started (Jupyter Servers, kernels, kernelbox serves), but
+# not the Docker daemon's or containers' processes, which are not our children.
+# (times in this shell: in a subshell it counts that subshell's children.)
+tfile=$(mktemp)
+times >"$tfile"
+read -r cu cs < <(sed -n 2p "$tfile")
+rm -f "$tfile"
+cpu() { awk -v t="$1" 'BEGIN { split(t, p, /[ms]/); printf "%.0f", p[1] * 60 + p[2] }'; }
+echo "== go test: $(( $(cpu "$cu") + $(cpu "$cs") )) CPU-seconds (user $(cpu "$cu") s, sys $(cpu "$cs") s; Docker's and the containers' not counted)"
+exit "$status"
