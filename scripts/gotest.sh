@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Go half of `make test`: every package's tests with -race, one package at a time
 # (-p 1), their events through internal/testkit/testlog (ok/FAIL lines, failed tests' output,
-# the slowest tests). KERNELBOX_TEST_PKGS (default ./...) chooses the packages.
+# the slowest tests), then the CPU-seconds they used. KERNELBOX_TEST_PKGS (default ./...)
+# chooses the packages.
 #
 # One package at a time because two at once did not pay on the 2-core CI machine: each
 # heavy package keeps both cores about 70% busy alone (executor 67%, swarm 74%, httpapi
