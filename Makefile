@@ -7,7 +7,7 @@ export PATH := $(PATH):/usr/local/go/bin
 SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 
-.PHONY: demo test setup image serve-image build vet pytest bench bench-short clean
+.PHONY: demo test setup image serve-image build vet pytest bench bench-short bench-swarm clean
 
 # The research demo: a coordinator and a data_analyst agent analysing an ImageNet
 # table in one stateful session (docker when available, else local).
@@ -73,6 +73,13 @@ BENCH_BACKENDS := $(shell docker version >/dev/null 2>&1 && echo local,docker ||
 
 bench: setup image
 	$(GO) run ./cmd/kernelbox bench --backends $(BENCH_BACKENDS) --density
+
+# The swarm backend beside the docker backend in one run (docs/benchmarks.md): the swarm
+# test package's three-node lab, its burst (TestSessionsSpread, whose numbers the
+# comparison reuses) and TestBesideDocker, which make test skips (a measurement, 93 s).
+bench-swarm: setup image
+	KERNELBOX_SWARM_COMPARE=1 KERNELBOX_REQUIRE_SWARM=1 KERNELBOX_REQUIRE_DOCKER=1 \
+		$(GO) test -count=1 -v -timeout 30m -run '^(TestSessionsSpread|TestBesideDocker)$$' ./backends/swarm
 
 clean:
 	rm -rf bin .kernelbox .kernelbox-demo

@@ -49,7 +49,7 @@ func requireRestored(t *testing.T, r *executor.Result, afterCall int) {
 func TestLocalCheckpointAfterCall(t *testing.T) {
 	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	testenv.Imports(t, testenv.Jupyter(t), "dill")
-	e := newEnv(t, func(o *executor.Options) {
+	e := newOwnEnv(t, func(o *executor.Options) {
 		o.Checkpoint = executor.CheckpointAfterCall
 		o.SnapshotMaxBytes = 4 << 20
 		o.InterruptGrace = 500 * time.Millisecond

@@ -18,7 +18,7 @@ import (
 // its state is gone.
 func TestLocalFrozenServer(t *testing.T) {
 	t.Parallel() // which real-kernel tests may be parallel: main_test.go
-	e := newEnv(t, nil)
+	e := newOwnEnv(t, nil)
 	e.run(t, "victim", "x = 1")
 	e.run(t, "bystander", "y = 2")
 	pid := e.jupyterPID(t)
@@ -80,7 +80,7 @@ func TestLocalFrozenServer(t *testing.T) {
 // kept, and the next call then failed in 2 ms without running (issue 25 item 2b).
 func TestLocalServerStoppedMidCall(t *testing.T) {
 	t.Parallel() // which real-kernel tests may be parallel: main_test.go
-	e := newEnv(t, nil)
+	e := newOwnEnv(t, nil)
 	e.run(t, "s", "x = 1")
 	pid := e.jupyterPID(t)
 	done := make(chan *executor.Result, 1)
@@ -117,7 +117,7 @@ func TestLocalServerStoppedMidCall(t *testing.T) {
 // server the session runs again, told its state is gone.
 func TestLocalFrozenBetweenCalls(t *testing.T) {
 	t.Parallel() // which real-kernel tests may be parallel: main_test.go
-	e := newEnv(t, nil)
+	e := newOwnEnv(t, nil)
 	e.run(t, "s", "x = 1")
 	pid := e.jupyterPID(t)
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })

@@ -19,13 +19,24 @@ import (
 // policy whose workdir is Data (a temp dir the test can put input files in).
 type env struct {
 	*executor.Executor
-	Backend *testexec.Marked // nil unless local
+	Backend *testexec.Marked // a local backend of the test's own (newOwnEnv); nil otherwise
 	WS      *workspace.Manager
 	Data    string
 	Home    string
 }
 
+// newEnv builds an env on the local backend on one of the test binary's shared
+// Jupyter Servers (testexec.SharedLocal): for tests that neither count processes,
+// goroutines or kernels, nor kill, stop or freeze the server. Those take newOwnEnv.
 func newEnv(t testing.TB, mod func(*executor.Options)) *env {
+	t.Helper()
+	return newEnvOn(t, testexec.SharedLocal(t), mod)
+}
+
+// newOwnEnv builds an env on a local backend with a Jupyter Server of its own
+// (Backend set): for tests that count its processes or kernels, kill or stop its
+// server, or count goroutines.
+func newOwnEnv(t testing.TB, mod func(*executor.Options)) *env {
 	t.Helper()
 	return newLocalEnv(t, testexec.LocalWith(t, testexec.Real{}), mod)
 }

@@ -74,7 +74,7 @@ func TestLocalNoOutputLostWhileServerStalls(t *testing.T) {
 	if testenv.Short() {
 		t.Skip("long")
 	}
-	e := newEnv(t, func(o *executor.Options) { o.MaxStreamBytes = 16 << 20 })
+	e := newOwnEnv(t, func(o *executor.Options) { o.MaxStreamBytes = 16 << 20 })
 	requireNoOutputLostWhileServerStalls(t, e, func() int { return e.jupyterPID(t) })
 }
 

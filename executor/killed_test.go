@@ -27,7 +27,7 @@ import (
 // runs on the kernel the server restarts, and says the state is gone.
 func TestLocalKernelKilledBetweenCalls(t *testing.T) {
 	t.Parallel() // which real-kernel tests may be parallel: main_test.go
-	e := newEnv(t, nil)
+	e := newOwnEnv(t, nil)
 	killedBetweenCalls(t, e, func(string) int { return e.Backend.ServerPID() })
 }
 
@@ -96,7 +96,7 @@ func killKernel(t *testing.T, e *env, id string, root int) {
 // A warm kernel killed just before a new session takes it: the session's first call
 // runs (on another kernel) instead of being used up as kernel_died.
 func TestLocalWarmKernelKilled(t *testing.T) {
-	e := newEnv(t, func(o *executor.Options) {
+	e := newOwnEnv(t, func(o *executor.Options) {
 		o.Templates = []executor.Template{{Name: "warm", Warm: 1}}
 	})
 	for round := range 3 {

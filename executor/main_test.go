@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kernelbox/kernelbox/internal/testkit/leakcheck"
+	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
 )
 
 // TestMain fails the package if goroutines outlive its tests.
@@ -20,6 +21,10 @@ import (
 // tests, a real-kernel test is parallel only when it mostly waits (timeouts, frozen
 // servers, killed kernels or containers, idle gaps) and its checks hold whatever
 // runs beside it:
+//   - local tests that neither count processes, kernels or goroutines nor kill or
+//     stop the server share the binary's testexec.SharedServers Jupyter Servers
+//     (newEnv: testexec.SharedLocal, stopped after the tests by CloseShared); the
+//     others have a server of their own (newOwnEnv);
 //   - local tests count and kill only their own backend's kernels (the backend's
 //     marker, testexec.Marked), so a waiting local test may be parallel; those that
 //     count goroutines or measure memory (TestLocalConcurrency, TestLocalOutputFlood)
@@ -38,5 +43,5 @@ func TestMain(m *testing.M) {
 			panic(err)
 		}
 	}
-	leakcheck.Main(m, 5*time.Second)
+	leakcheck.Main(m, 5*time.Second, testexec.CloseShared)
 }

@@ -19,7 +19,7 @@ import (
 
 func TestLocalServerDeathMidCell(t *testing.T) {
 	t.Parallel() // which real-kernel tests may be parallel: main_test.go
-	e := newEnv(t, nil)
+	e := newOwnEnv(t, nil)
 	e.run(t, "victim", "x = 1")
 	e.run(t, "bystander", "y = 2")
 	b := e.Backend
@@ -93,7 +93,7 @@ func TestLocalOutputFlood(t *testing.T) {
 }
 
 func TestLocalConcurrency(t *testing.T) {
-	e := newEnv(t, func(o *executor.Options) { o.QueueSize = 32 })
+	e := newOwnEnv(t, func(o *executor.Options) { o.QueueSize = 32 })
 	// The shared Jupyter server (and its two goroutines) lives as long as the
 	// backend: start it before counting.
 	e.run(t, "warmup", "1")
@@ -231,7 +231,7 @@ func TestLocalSoak(t *testing.T) {
 	if testenv.Short() || os.Getenv("KERNELBOX_SOAK") == "short" {
 		n = 150
 	}
-	e := newEnv(t, func(o *executor.Options) { o.InterruptGrace = time.Second; o.QueueSize = 64 })
+	e := newOwnEnv(t, func(o *executor.Options) { o.InterruptGrace = time.Second; o.QueueSize = 64 })
 	soak(t, e, n, nil)
 	require.NoError(t, e.Close())
 	require.Eventually(t, func() bool { return len(e.Backend.Procs()) == 0 }, 15*time.Second, 200*time.Millisecond,

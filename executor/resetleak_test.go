@@ -15,7 +15,7 @@ import (
 // close after a death leaves none (issue 33 item 1: each reset used to leak one).
 func TestLocalResetAfterDeathLeaksNothing(t *testing.T) {
 	t.Parallel() // which real-kernel tests may be parallel: main_test.go
-	e := newEnv(t, nil)
+	e := newOwnEnv(t, nil)
 	ctx := context.Background()
 	const rounds = 20
 	for i := range rounds {
@@ -46,7 +46,7 @@ func TestLocalResetAfterDeathLeaksNothing(t *testing.T) {
 // instead of hanging until its timeout.
 func TestLocalDeathsInARow(t *testing.T) {
 	t.Parallel() // which real-kernel tests may be parallel: main_test.go
-	e := newEnv(t, nil)
+	e := newOwnEnv(t, nil)
 	for i := range 8 {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		r, err := e.Execute(ctx, executor.Request{SessionID: "dr", Code: "import os; os._exit(1)"})

@@ -52,7 +52,7 @@ func eventually(d time.Duration, cond func() bool) bool {
 func TestKernelTreeDiesWithKernel(t *testing.T) {
 	for _, end := range []string{"reset", "close"} {
 		t.Run(end, func(t *testing.T) {
-			e := testexec.Local(t, nil)
+			e := testexec.On(t, testexec.LocalBackend(t), nil) // a server of its own: the test reads its process tree
 			ctx := context.Background()
 			mark := fmt.Sprintf("kbx-%s-%d", end, os.Getpid())
 			t.Cleanup(func() {

@@ -2,6 +2,10 @@
 // goroutine a package starts must have an owner that stops it. Use it from TestMain:
 //
 //	func TestMain(m *testing.M) { leakcheck.Main(m, 5*time.Second) }
+//
+// A package that keeps something for the life of its test binary (testexec's shared
+// Jupyter Servers) passes its closer as an after function, so that its goroutines are
+// stopped before they are counted.
 package leakcheck
 
 import (
@@ -29,12 +33,19 @@ var ignored = []string{
 	"testing.runFuzzing",
 }
 
-// Main runs the tests and, when they pass, fails the binary if goroutines other than
-// the ignored ones are still running after wait (goroutines on their way out, such as
-// an HTTP connection reading the server's close, get that long to finish). It calls
-// os.Exit.
-func Main(m *testing.M, wait time.Duration) {
+// Main runs the tests, then each after function (an error fails the binary), and,
+// when the tests passed, fails
+// the binary if goroutines other than the ignored ones are still running after wait
+// (goroutines on their way out, such as an HTTP connection reading the server's
+// close, get that long to finish). It calls os.Exit.
+func Main(m *testing.M, wait time.Duration, after ...func() error) {
 	code := m.Run()
+	for _, f := range after {
+		if err := f(); err != nil {
+			fmt.Fprintf(os.Stderr, "FAIL: after the tests: %v\n", err)
+			code = 1
+		}
+	}
 	if code == 0 {
 		if leaked := Leaked(wait); leaked != "" {
 			fmt.Fprintf(os.Stderr, "FAIL: leaked goroutines:\n\n%s\n", leaked)

@@ -8,6 +8,12 @@
 // LocalWith, DockerWith and the Real settings), never by importing a backend
 // package. LocalWith's backends mark their kernels (Marked), so that a test counts
 // and kills only its own kernels whatever runs beside it.
+//
+// Local (and SharedLocal) place sessions on a few Jupyter Servers the test binary
+// shares (shared.go): most tests only run cells, and a server's start costs each
+// of them a Python process importing Jupyter Server. LocalBackend and LocalWith start a server of their
+// own, for the tests that count processes or kill, stop or freeze the server. A
+// package whose TestMain uses leakcheck passes it CloseShared.
 package testexec
 
 import (
@@ -36,16 +42,19 @@ type Env struct {
 	Home    string
 }
 
-// Local builds an executor on the local backend (real Jupyter: it skips or fails t
-// as testenv.Jupyter does). mod, if not nil, may change the options.
+// Local builds an executor on the local backend on one of the test binary's shared
+// Jupyter Servers (SharedLocal; real Jupyter: it skips or fails t as
+// testenv.Jupyter does). mod, if not nil, may change the options. A test that
+// counts processes or kills the server takes On(t, LocalBackend(t), mod) or
+// LocalWith, which start a server of their own.
 func Local(t testing.TB, mod func(*executor.Options)) *Env {
 	t.Helper()
-	return On(t, LocalBackend(t), mod)
+	return On(t, SharedLocal(t), mod)
 }
 
 // LocalBackend is the local backend on a Python with Jupyter (it skips or
-// fails t as testenv.Jupyter does), for tests that build their executor
-// themselves; the executor closes it.
+// fails t as testenv.Jupyter does), with a Jupyter Server of its own, for tests
+// that build their executor themselves; the executor closes it.
 func LocalBackend(t testing.TB) executor.Backend {
 	t.Helper()
 	b, err := local.New(local.Options{Python: testenv.Jupyter(t)})
