@@ -213,11 +213,12 @@ func (s *session) exchange(req *http.Request) bool {
 			return false
 		}
 	}
-	upBefore, downBefore := s.rec.Up, s.rec.Down
+	// The connection's counts, not rec's, which are set when it ends.
+	upBefore, downBefore := s.up.Load(), s.down.Load()
 	status, keep := s.roundTrip(req)
 	if rule != nil {
 		use.Status = status
-		use.Up, use.Down = s.rec.Up-upBefore, s.rec.Down-downBefore
+		use.Up, use.Down = s.up.Load()-upBefore, s.down.Load()-downBefore
 		s.used(use)
 	}
 	return keep

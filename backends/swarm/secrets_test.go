@@ -171,6 +171,7 @@ func TestSecrets(t *testing.T) {
 	notes := strings.Join(res.Notes, "\n")
 	assert.Contains(t, notes, "network: allow api.test:8443 via "+authHost+":8443")
 	assert.Contains(t, notes, "secret vendor: GET /data.csv 200")
+	assert.NotContains(t, notes, "200, 0 B up, 0 B down", "each use counts its bytes")
 
 	secretsRotate(t, exec)
 
