@@ -28,7 +28,7 @@ const (
 	egressTemplates = `{"templates": [{"name": "egress",
 	  "network": {"allow": ["secure.test:8443"], "cidrs": ["` + egressSubnet + `"]}},
 	  {"name": "vendor", "network": {"allow": ["api.test:8443"], "cidrs": ["` + egressSubnet + `"]},
-	   "secrets": [{"name": "vendor", "hosts": ["api.test:8443"], "paths": ["/data.csv", "/zeros"], "header": "Authorization",
+	   "secrets": [{"name": "vendor", "hosts": ["api.test:8443"], "paths": ["/data.csv", "/zeros", "/slow"], "header": "Authorization",
 	                "value": "Bearer {secret}", "from_file": "/srv/vendor.key", "env": "VENDOR_KEY"}]}]}`
 )
 

@@ -173,12 +173,45 @@ func TestSecrets(t *testing.T) {
 	assert.Contains(t, notes, "secret vendor: GET /data.csv 200")
 	assert.NotContains(t, notes, "200, 0 B up, 0 B down", "each use counts its bytes")
 
+	secretsAbuse(t, exec)
 	secretsRotate(t, exec)
 
 	needle := lab.secret[len(lab.secret)-12:]
 	res = exec("NEEDLE = " + `"` + needle + `"` + "\n" + kernelSearch)
 	assert.Equal(t, "hits []\n", res.Stdout, "the kernel finds the value nowhere it can read")
 	secretsOutside(t, session, needle, results)
+}
+
+// secretsAbuse: a second request on one intercepted connection naming another
+// host is refused and never sent; a slow host and 64 MiB come through the
+// interception.
+func secretsAbuse(t *testing.T, exec func(string) *api.Result) {
+	t.Helper()
+	r := exec(`import http.client, os, time, urllib.parse, urllib.request
+p = urllib.parse.urlsplit(os.environ["HTTPS_PROXY"])
+c = http.client.HTTPSConnection(p.hostname, p.port, timeout=30)
+c.set_tunnel("api.test", 8443)
+c.request("GET", "/data.csv")
+r1 = c.getresponse(); r1.read()
+c.putrequest("GET", "/data.csv", skip_host=True)
+c.putheader("Host", "secure.test:8443")
+c.endheaders()
+r2 = c.getresponse()
+print(r1.status, r2.status, r2.read().decode().strip())
+print(urllib.request.urlopen("https://api.test:8443/slow?s=3", timeout=60).read().decode().strip())
+t0 = time.monotonic()
+n = 0
+with urllib.request.urlopen("https://api.test:8443/zeros?n=67108864", timeout=120) as f:
+    while True:
+        b = f.read(1 << 20)
+        if not b:
+            break
+        n += len(b)
+print(n, round(n / (time.monotonic() - t0) / 2**20), "MiB/s")`)
+	assert.Contains(t, r.Stdout, "200 403 kernelbox egress proxy: refused by rule [host mismatch]")
+	assert.Contains(t, r.Stdout, "\nlate\n", "a slow host")
+	assert.Contains(t, r.Stdout, "\n67108864 ")
+	t.Logf("a swarm kernel's urllib through the interception: %s", r.Stdout)
 }
 
 // secretsRotate: serve re-reads the value on SIGHUP; the next request carries
