@@ -46,7 +46,8 @@ func (a *atomicCounter) Write(b []byte) (int, error) {
 // no batch open each write goes straight through. The asyncWriter above the
 // TLS connection opens a batch around each of its writes; a write of the TLS
 // connection's own (an alert, a key update) made meanwhile joins the batch in
-// order. A failed write of a batch is end's error.
+// order. A failed write of a batch is end's error. The batch's buffer comes
+// from batchBufs and goes back at end: an idle connection holds none.
 type batchWriter struct {
 	w   io.Writer
 	mu  sync.Mutex
@@ -57,6 +58,9 @@ type batchWriter struct {
 
 // maxBatch bounds what a batchWriter gathers before it writes.
 const maxBatch = 512 << 10
+
+// batchBufs are the batches' buffers, shared by every connection.
+var batchBufs = sync.Pool{New: func() any { b := make([]byte, 0, maxBatch); return &b }}
 
 func (b *batchWriter) Write(p []byte) (int, error) {
 	b.mu.Lock()
@@ -75,6 +79,9 @@ func (b *batchWriter) Write(p []byte) (int, error) {
 	if len(p) >= maxBatch {
 		return b.w.Write(p)
 	}
+	if b.buf == nil {
+		b.buf = (*batchBufs.Get().(*[]byte))[:0]
+	}
 	b.buf = append(b.buf, p...)
 	return len(p), nil
 }
@@ -92,6 +99,11 @@ func (b *batchWriter) end() error {
 	defer b.mu.Unlock()
 	b.on = false
 	b.flush()
+	if b.buf != nil {
+		buf := b.buf[:0]
+		batchBufs.Put(&buf)
+		b.buf = nil
+	}
 	return b.err
 }
 

@@ -51,6 +51,9 @@ func TestBatchWriter(t *testing.T) {
 	if len(w.got) != 4 {
 		t.Fatalf("end wrote the rest: %d writes", len(w.got))
 	}
+	if b.buf != nil {
+		t.Fatal("the batch's buffer is held after end")
+	}
 	w.err = errors.New("peer gone")
 	b.begin()
 	if _, err := b.Write([]byte("x")); err != nil {
