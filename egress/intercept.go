@@ -31,6 +31,9 @@ type Intercept struct {
 const (
 	// maxInterceptHead bounds one request or response head inside TLS.
 	maxInterceptHead = 64 << 10
+	// readAhead is the read buffer below each side's TLS: one system call
+	// takes what has arrived, many records, rather than one record.
+	readAhead = 64 << 10
 	// maxUsesPerConn bounds the secret uses a connection's record lists.
 	maxUsesPerConn = 20
 )
@@ -59,7 +62,8 @@ func (p *Proxy) intercept(c net.Conn, br *bufio.Reader, up net.Conn, host Host, 
 	}
 	s := &session{p: p, host: host, port: port, rec: rec}
 	defer func() { rec.Up, rec.Down = s.up.Load(), s.down.Load() }()
-	tc := tls.Server(&countConn{Conn: c, r: br, w: &atomicCounter{w: c, p: p, n: &s.down}}, &tls.Config{
+	kb := &batchWriter{w: &atomicCounter{w: c, p: p, n: &s.down}}
+	tc := tls.Server(&countConn{Conn: c, r: bufio.NewReaderSize(br, readAhead), w: kb}, &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		// HTTP/1.1 only: a client offering only h2 fails the handshake
 		// (no_application_protocol), one offering both gets http/1.1.
@@ -86,7 +90,8 @@ func (p *Proxy) intercept(c net.Conn, br *bufio.Reader, up net.Conn, host Host, 
 		}
 		return
 	}
-	uc := tls.Client(&countConn{Conn: up, r: up, w: &atomicCounter{w: up, p: p, n: &s.up}}, &tls.Config{
+	ub := &batchWriter{w: &atomicCounter{w: up, p: p, n: &s.up}}
+	uc := tls.Client(&countConn{Conn: up, r: bufio.NewReaderSize(up, readAhead), w: ub}, &tls.Config{
 		MinVersion: tls.VersionTLS12, ServerName: host.Name, RootCAs: ic.UpstreamRoots,
 		NextProtos: []string{"http/1.1"},
 	})
@@ -100,7 +105,7 @@ func (p *Proxy) intercept(c net.Conn, br *bufio.Reader, up net.Conn, host Host, 
 	c.SetDeadline(time.Time{})
 	up.SetDeadline(time.Time{})
 	s.kernel, s.server = tc, uc
-	s.kw, s.sw = newAsyncWriter(tc), newAsyncWriter(uc)
+	s.kw, s.sw = newAsyncWriter(tc, kb), newAsyncWriter(uc, ub)
 	// Cut both connections first when the loop ends, so that neither writer
 	// waits on a peer that stopped reading.
 	defer s.sw.Close()
@@ -208,11 +213,12 @@ func (s *session) exchange(req *http.Request) bool {
 			return false
 		}
 	}
-	upBefore, downBefore := s.rec.Up, s.rec.Down
+	// The connection's counts, not rec's, which are set when it ends.
+	upBefore, downBefore := s.up.Load(), s.down.Load()
 	status, keep := s.roundTrip(req)
 	if rule != nil {
 		use.Status = status
-		use.Up, use.Down = s.rec.Up-upBefore, s.rec.Down-downBefore
+		use.Up, use.Down = s.up.Load()-upBefore, s.down.Load()-downBefore
 		s.used(use)
 	}
 	return keep

@@ -40,6 +40,85 @@ func (a *atomicCounter) Write(b []byte) (int, error) {
 	return n, err
 }
 
+// batchWriter sits below a TLS connection: while a batch is open (begin, end)
+// the records the connection writes gather and go out in one write at end (or
+// once maxBatch gathered), instead of one system call per 16 KiB record; with
+// no batch open each write goes straight through. The asyncWriter above the
+// TLS connection opens a batch around each of its writes; a write of the TLS
+// connection's own (an alert, a key update) made meanwhile joins the batch in
+// order. A failed write of a batch is end's error. The batch's buffer comes
+// from batchBufs and goes back at end: an idle connection holds none.
+type batchWriter struct {
+	w   io.Writer
+	mu  sync.Mutex
+	on  bool
+	buf []byte
+	err error
+}
+
+// maxBatch bounds what a batchWriter gathers before it writes.
+const maxBatch = 512 << 10
+
+// batchBufs are the batches' buffers, shared by every connection.
+var batchBufs = sync.Pool{New: func() any { b := make([]byte, 0, maxBatch); return &b }}
+
+func (b *batchWriter) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.err != nil {
+		return 0, b.err
+	}
+	if !b.on {
+		return b.w.Write(p)
+	}
+	if len(b.buf)+len(p) > maxBatch {
+		if b.flush(); b.err != nil {
+			return 0, b.err
+		}
+	}
+	if len(p) >= maxBatch {
+		return b.w.Write(p)
+	}
+	if b.buf == nil {
+		b.buf = (*batchBufs.Get().(*[]byte))[:0]
+	}
+	b.buf = append(b.buf, p...)
+	return len(p), nil
+}
+
+// begin opens a batch.
+func (b *batchWriter) begin() {
+	b.mu.Lock()
+	b.on = true
+	b.mu.Unlock()
+}
+
+// end writes out what the batch gathered and closes it.
+func (b *batchWriter) end() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.on = false
+	b.flush()
+	if b.buf != nil {
+		buf := b.buf[:0]
+		batchBufs.Put(&buf)
+		b.buf = nil
+	}
+	return b.err
+}
+
+// flush writes what gathered; with b.mu held.
+func (b *batchWriter) flush() {
+	if len(b.buf) == 0 || b.err != nil {
+		b.buf = b.buf[:0]
+		return
+	}
+	if _, err := b.w.Write(b.buf); err != nil {
+		b.err = err
+	}
+	b.buf = b.buf[:0]
+}
+
 // idleReader sets conn's read deadline to idle from now before each read: a
 // side silent for that long is cut.
 type idleReader struct {
@@ -89,6 +168,7 @@ func (l *headLimit) Read(b []byte) (int, error) {
 // Write, Flush and Close are for one goroutine at a time.
 type asyncWriter struct {
 	w       io.Writer
+	batch   *batchWriter // below w, opened around each write; may be nil
 	mu      sync.Mutex
 	cond    sync.Cond
 	buf     []byte // waiting to be written
@@ -102,8 +182,8 @@ type asyncWriter struct {
 // maxPending bounds the bytes an asyncWriter holds.
 const maxPending = 256 << 10
 
-func newAsyncWriter(w io.Writer) *asyncWriter {
-	a := &asyncWriter{w: w, done: make(chan struct{})}
+func newAsyncWriter(w io.Writer, batch *batchWriter) *asyncWriter {
+	a := &asyncWriter{w: w, batch: batch, done: make(chan struct{})}
 	a.cond.L = &a.mu
 	go a.run()
 	return a
@@ -123,7 +203,7 @@ func (a *asyncWriter) run() {
 		out := a.buf
 		a.buf, a.writing = a.spare[:0], true
 		a.mu.Unlock()
-		_, err := a.w.Write(out)
+		err := a.write(out)
 		a.mu.Lock()
 		a.spare, a.writing = out[:0], false
 		if err != nil && a.err == nil {
@@ -134,6 +214,20 @@ func (a *asyncWriter) run() {
 		}
 		a.cond.Broadcast()
 	}
+}
+
+// write writes out in one batch of the writer below.
+func (a *asyncWriter) write(out []byte) error {
+	if a.batch == nil {
+		_, err := a.w.Write(out)
+		return err
+	}
+	a.batch.begin()
+	_, err := a.w.Write(out)
+	if berr := a.batch.end(); err == nil {
+		err = berr
+	}
+	return err
 }
 
 func (a *asyncWriter) Write(b []byte) (int, error) {

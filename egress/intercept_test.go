@@ -226,6 +226,17 @@ func TestInterceptAddsSecret(t *testing.T) {
 	if r.Decision.Effect != Allow || !strings.Contains(r.String(), "secret vendor: GET /v1/x 200") {
 		t.Fatalf("record: %s", r)
 	}
+	// Each use counts its own bytes on the wire, both ways.
+	var sum [2]int64
+	for _, u := range r.SecretUses {
+		if u.Up <= 0 || u.Down <= 0 {
+			t.Fatalf("a use without its bytes: %s", u)
+		}
+		sum[0], sum[1] = sum[0]+u.Up, sum[1]+u.Down
+	}
+	if sum[0] > r.Up || sum[1] > r.Down {
+		t.Fatalf("the uses count %v, more than the connection's %d up, %d down", sum, r.Up, r.Down)
+	}
 	n.noLeak(t)
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds kernelbox/serve: an image holding only the static kernelbox binary and the
-# few files it needs (no base image, no registry), for running `kernelbox serve
-# --backend swarm` in a container on a swarm manager (docs/swarm.md).
+# few files it needs (a passwd, the system's TLS roots; no base image, no
+# registry), for running `kernelbox serve --backend swarm` in a container on a
+# swarm manager (docs/swarm.md).
 #
 # Usage: scripts/serve-image.sh [IMAGE]       IMAGE defaults to kernelbox/serve:latest
 #   env: DOCKER_HOST (the daemon to import into; default the local one),
@@ -20,6 +21,14 @@ mkdir -p "$root/img/etc" "$root/img/tmp" "$root/img/srv" "$root/img/var/lib/kern
 chmod 1777 "$root/img/tmp"
 chmod 0700 "$root/img/var/lib/kernelbox"
 install -m 0755 "$bin" "$root/img/kernelbox"
+# The system's roots: the egress proxy verifies the hosts it intercepts for a
+# template's secrets with them, and the kernels' CA bundle starts with them.
+for roots in /etc/ssl/certs/ca-certificates.crt /etc/pki/tls/certs/ca-bundle.crt /etc/ssl/cert.pem; do
+  if [ -s "$roots" ]; then
+    install -D -m 0644 "$roots" "$root/img/etc/ssl/certs/ca-certificates.crt"
+    break
+  fi
+done
 echo 'root:x:0:0:root:/tmp:/kernelbox' > "$root/img/etc/passwd"
 echo 'root:x:0:' > "$root/img/etc/group"
 tar -C "$root/img" --numeric-owner --owner=0 --group=0 -c . |

@@ -71,8 +71,14 @@ type Backend struct {
 	stateLock *os.File
 	keepDirty chan struct{} // keptChanged -> keepLoop
 	// oldConfigs are a kept instance's configs that New did not use again
-	// (another kernelbox version's): kept services may still use them.
+	// (another kernelbox version's, or an earlier process's CA bundle) and this
+	// process's CA bundle (secrets.go): kept services may still use them.
+	// Changed only at New and through keptFile.
 	oldConfigs []keptConfig
+
+	// secrets is the interception CA and its bundle's config, made for the
+	// first template with secrets (secrets.go).
+	secrets secretsCA
 
 	// budgets are the sessions' egress byte budgets, kept beside the state
 	// file (egress.go).
@@ -93,9 +99,10 @@ func (b *Backend) MaxStarting() int { return b.cfg.maxStarting }
 
 // Applies reports the template fields this backend applies to a session's
 // service: kernel (a kernelspec the image has), image, memory, CPUs, pids, max
-// lifetime, environment and a network allowlist (egress.go).
+// lifetime, environment, a network allowlist (egress.go) and its secrets
+// (secrets.go).
 func (b *Backend) Applies() executor.SpecFields {
-	return executor.SpecFields{Kernel: true, Image: true, Memory: true, CPUs: true, Pids: true, MaxLifetime: true, Env: true, Network: true}
+	return executor.SpecFields{Kernel: true, Image: true, Memory: true, CPUs: true, Pids: true, MaxLifetime: true, Env: true, Network: true, Secrets: true}
 }
 
 // SyncsFiles reports true: a session's files live in its task's /workspace tmpfs,

@@ -42,9 +42,13 @@ func (b *Backend) startEgress(ctx context.Context, l *launch, rules *egress.Rule
 		return err
 	}
 	ap := netip.AddrPortFrom(addr, proxyPort)
+	ic, err := b.prepareSecrets(ctx, l, rules)
+	if err != nil {
+		return err
+	}
 	// Not l.log, which names the session as opened (a warm pool's placeholder):
 	// the proxy names it in each line, Adopt's id once taken.
-	px, err := b.listenEgress(ap, rules, l.obj.session, l.warm, b.cfg.log.With("service", l.obj.name))
+	px, err := b.listenEgress(ap, rules, ic, l.obj.session, l.warm, b.cfg.log.With("service", l.obj.name))
 	if err != nil {
 		return err
 	}
@@ -54,14 +58,15 @@ func (b *Backend) startEgress(ctx context.Context, l *launch, rules *egress.Rule
 	return nil
 }
 
-// listenEgress serves a session's proxy on ap, kernelbox's address on its overlay.
-func (b *Backend) listenEgress(ap netip.AddrPort, rules *egress.Rules, session string, warm bool, log *slog.Logger) (*sessionproxy.Proxy, error) {
+// listenEgress serves a session's proxy on ap, kernelbox's address on its
+// overlay; ic adds rules' secrets (nil: none are added).
+func (b *Backend) listenEgress(ap netip.AddrPort, rules *egress.Rules, ic *egress.Intercept, session string, warm bool, log *slog.Logger) (*sessionproxy.Proxy, error) {
 	ln, err := net.Listen("tcp", ap.String())
 	if err != nil {
 		return nil, fmt.Errorf("egress: listen on the session's network: %w", err)
 	}
 	return sessionproxy.Start(ln, sessionproxy.Options{Rules: rules, Session: session, Warm: warm, TestHosts: b.cfg.egressTestHosts,
-		Logger: log, Budgets: b.budgets, Limiter: b.cfg.egressLimiter})
+		Logger: log, Budgets: b.budgets, Limiter: b.cfg.egressLimiter, Intercept: ic})
 }
 
 // attach connects kernelbox's container to a session's network, at addr when it
@@ -111,7 +116,9 @@ func (b *Backend) readopt(ctx context.Context, p *Placement, k keptService) erro
 	if have != ap.Addr() {
 		return fmt.Errorf("its kernel's proxy is at %s, but kernelbox's address on the session's network is now %s", ap.Addr(), have)
 	}
-	px, err := b.listenEgress(ap, rules, k.Session, false, b.cfg.log.With("service", k.Name))
+	// No secrets: their CA died with the process that made the bundle the
+	// kernel trusts (secrets.go).
+	px, err := b.listenEgress(ap, rules, nil, k.Session, false, b.cfg.log.With("service", k.Name))
 	if err != nil {
 		return err
 	}

@@ -26,7 +26,10 @@ const (
 	egressSubnet    = "10.203.0.0/24"
 	egressHost      = "10.203.0.10"
 	egressTemplates = `{"templates": [{"name": "egress",
-	  "network": {"allow": ["secure.test:8443"], "cidrs": ["` + egressSubnet + `"]}}]}`
+	  "network": {"allow": ["secure.test:8443"], "cidrs": ["` + egressSubnet + `"]}},
+	  {"name": "vendor", "network": {"allow": ["api.test:8443"], "cidrs": ["` + egressSubnet + `"]},
+	   "secrets": [{"name": "vendor", "hosts": ["api.test:8443"], "paths": ["/data.csv", "/zeros", "/slow"], "header": "Authorization",
+	                "value": "Bearer {secret}", "from_file": "/srv/vendor.key", "env": "VENDOR_KEY"}]}]}`
 )
 
 // egressInternet makes the test internet on the manager's daemon: its network,
@@ -49,8 +52,7 @@ func egressInternet(t *testing.T) string {
 	require.NoError(t, err, out)
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "data.csv"), []byte("city,n\nOslo,3\nLima,4\n"), 0o644))
-	ca := testnet.NewCA(t)
-	cert, key := ca.Issue(t, "secure.test")
+	cert, key := lab.ca.Issue(t, "secure.test")
 	out, err = node(1, "run", "-d", "--name", host, "--network", netName, "--ip", egressHost,
 		"-v", dir+":/srv:ro", "-v", filepath.Dir(cert)+":/certs:ro", kernelImage,
 		"python3", "-c", testnet.TLSServer, egressHost, "8443", "/srv", "/certs/"+filepath.Base(cert), "/certs/"+filepath.Base(key))
@@ -59,7 +61,7 @@ func egressInternet(t *testing.T) string {
 		_, err := node(1, "exec", host, "python3", "-c", `import socket; socket.create_connection(("`+egressHost+`", 8443), 1)`)
 		return err == nil
 	}, 30*time.Second, 100*time.Millisecond, "the HTTPS host listens")
-	pem, err := os.ReadFile(filepath.Join(ca.Dir, "ca.pem"))
+	pem, err := os.ReadFile(filepath.Join(lab.ca.Dir, "ca.pem"))
 	require.NoError(t, err)
 	return string(pem)
 }

@@ -20,6 +20,7 @@ import (
 
 	kbclient "github.com/kernelbox/kernelbox/client"
 	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
+	"github.com/kernelbox/kernelbox/internal/testkit/testnet"
 )
 
 // The swarm suite runs against a three-node lab of its own (scripts/swarmlab),
@@ -43,6 +44,12 @@ var (
 		srv     string // host dir bind-mounted at /srv in the serve container
 		manager *client.Client
 		kb      *kbclient.Client
+		// ca is the test internet's CA (egress_test.go), made at lab start:
+		// kernelbox serve verifies the hosts it intercepts with it.
+		ca *testnet.CA
+		// secret is the value serve's vendor template adds (secrets_test.go),
+		// random per lab, in a file serve reads (srv/vendor.key).
+		secret string
 	}
 	labWhy string
 )
@@ -142,6 +149,9 @@ func labUp() string {
 	if err := os.MkdirAll(filepath.Join(lab.srv, "in"), 0o755); err != nil {
 		return err.Error()
 	}
+	if err := labSecrets(); err != nil {
+		return "test CA and secret: " + err.Error()
+	}
 	if err := startServe(); err != nil {
 		return "kernelbox serve: " + err.Error()
 	}
@@ -208,8 +218,9 @@ func startServe() error {
 		"--listen", "unix:/srv/api.sock", "--workspace", "/var/lib/kernelbox", "--workdir", "/srv/in",
 		"--swarm-host", "unix:///var/run/docker.sock", "--memory", "512m", "--log-level", "debug",
 		"--on-stop", "close", // the suite's end checks that nothing is left (swarm keeps by default)
-		"--templates", "/srv/templates.json", // and the test internet's names (egress_test.go)
-		"--egress-test-hosts", "secure.test="+egressHost, "--egress-test-hosts", "denied.test="+egressHost)
+		"--templates", "/srv/templates.json", // and the test internet's names and CA (egress_test.go)
+		"--egress-test-hosts", "secure.test="+egressHost, "--egress-test-hosts", "denied.test="+egressHost,
+		"--egress-test-hosts", "api.test="+authHost, "--egress-upstream-ca", "/srv/ca/ca.pem")
 	if err != nil {
 		return fmt.Errorf("docker run: %v: %s", err, out)
 	}

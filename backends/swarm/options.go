@@ -1,6 +1,7 @@
 package swarm
 
 import (
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -125,6 +126,11 @@ type Options struct {
 	// none: each session's max_conns alone bounds its proxy.
 	EgressLimiter *egress.Limiter
 
+	// EgressUpstreamRoots, when not nil, verifies the hosts the egress proxy
+	// intercepts for a template's secrets (egress.Intercept.UpstreamRoots):
+	// for hosts with a private CA, and tests. Defaults to the system's roots.
+	EgressUpstreamRoots *x509.CertPool
+
 	// Logger receives the backend's logs. Defaults to discarding them.
 	Logger *slog.Logger
 }
@@ -143,6 +149,7 @@ type config struct {
 	maxStarting               int // 0: two per ready node, set by New; <0: no limit
 	egressTestHosts           map[string][]netip.Addr
 	egressLimiter             *egress.Limiter
+	egressUpstreamRoots       *x509.CertPool
 	log                       *slog.Logger
 }
 
@@ -165,7 +172,7 @@ func (o Options) resolve() (config, error) {
 		constraints:  slices.Clone(o.Constraints),
 		readyTimeout: o.ReadyTimeout, log: o.Logger,
 		maxStarting: o.MaxStarting, stateFile: o.StateFile,
-		egressTestHosts: o.EgressTestHosts, egressLimiter: o.EgressLimiter,
+		egressTestHosts: o.EgressTestHosts, egressLimiter: o.EgressLimiter, egressUpstreamRoots: o.EgressUpstreamRoots,
 	}
 	if c.self == "" {
 		h, err := os.Hostname()

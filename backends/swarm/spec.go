@@ -45,6 +45,9 @@ type sessionObjects struct {
 	session string
 	network string // network id
 	secret  string // secret id
+	// caBundle is the CA bundle's config for a template with secrets
+	// (secrets.go); no id otherwise.
+	caBundle swarmConfig
 }
 
 // serviceSpec builds the session's service: c's hardened task (sandbox.Spec.Task)
@@ -70,6 +73,9 @@ func (b *Backend) serviceSpec(o sessionObjects, c config) swarm.ServiceSpec {
 		// resolver (CVE-2024-29018: 20.10 forwards from internal
 		// networks when the node's resolver is on loopback).
 		b.configRef(b.resolv, resolvConf),
+	}
+	if o.caBundle.id != "" {
+		cs.Configs = append(cs.Configs, b.configRef(o.caBundle, caBundlePath))
 	}
 	task.Resources.Reservations = &swarm.Resources{NanoCPUs: c.reserveCPU, MemoryBytes: c.reserveMemory}
 	task.RestartPolicy = &swarm.RestartPolicy{Condition: swarm.RestartPolicyConditionNone}

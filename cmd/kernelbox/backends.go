@@ -80,7 +80,7 @@ type backendConfig struct {
 	// egressLimiter bounds every session's egress proxy together (fdlimit.go);
 	// made when a docker or swarm backend is opened.
 	egressLimiter *egress.Limiter
-	// egressUpstreamCA is --egress-upstream-ca (docker): a PEM file of roots
+	// egressUpstreamCA is --egress-upstream-ca (docker and swarm): a PEM file of roots
 	// for the hosts the proxy intercepts for secrets; "" is the system's.
 	egressUpstreamCA string
 	// sessionMemory is the docker per-session limit that capacity planning settled

@@ -20,7 +20,7 @@ func (c *backendConfig) registerContainer(fs *flag.FlagSet) {
 	fs.StringVar(&c.image, "image", "", "kernel image for --backend docker (default kernelbox/kernel:latest)")
 	fs.StringVar(&c.runtime, "runtime", "", "OCI runtime of --backend docker's containers, e.g. runsc for gVisor (register it with scripts/setup.sh --gvisor; docs/security.md). Default: the daemon's default runtime. Not for swarm: a service cannot choose one")
 	fs.Var(&c.memory, "memory", "per-session memory limit for --backend docker, e.g. 2g or 512m, none for no limit; swap is limited to the same (default 2 GiB, or the whole budget when less)")
-	fs.StringVar(&c.egressUpstreamCA, "egress-upstream-ca", "", "PEM file of the roots with which the egress proxy verifies the hosts it intercepts to add a template's secrets, for hosts with a private CA (docker; default: the system's roots; docs/network.md)")
+	fs.StringVar(&c.egressUpstreamCA, "egress-upstream-ca", "", "PEM file of the roots with which the egress proxy verifies the hosts it intercepts to add a template's secrets, for hosts with a private CA (docker and swarm; default: the system's roots; docs/network.md)")
 	fs.Var(&c.egressTestHosts, "egress-test-hosts", "FOR TESTS ONLY: NAME=ADDR[,ADDR...] (repeatable): the egress proxy resolves these names to these addresses and no other name at all, for a test internet the tests make (docs/network.md)")
 }
 

@@ -52,7 +52,13 @@ func openSwarm(ctx context.Context, c *backendConfig, log *slog.Logger) (executo
 	if c.egressLimiter == nil {
 		c.egressLimiter = egressLimiter(log)
 	}
-	return swarm.New(ctx, swarmOptions(c, log))
+	roots, err := upstreamRoots(c.egressUpstreamCA)
+	if err != nil {
+		return nil, err
+	}
+	o := swarmOptions(c, log)
+	o.EgressUpstreamRoots = roots
+	return swarm.New(ctx, o)
 }
 
 // swarmOptions are the swarm backend's options from the flags: what openSwarm

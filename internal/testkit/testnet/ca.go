@@ -23,12 +23,23 @@ type CA struct {
 	key  *ecdsa.PrivateKey
 }
 
-// NewCA makes a CA valid for a day.
+// NewCA makes a CA valid for a day, in a directory of t's.
 func NewCA(t testing.TB) *CA {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := NewCAIn(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
+	}
+	return ca
+}
+
+// NewCAIn makes a CA valid for a day in dir (made world-readable), for a lab
+// that outlives one test: the swarm suite's, whose kernelbox serve is told
+// the CA at start.
+func NewCAIn(dir string) (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kernelbox test CA"},
@@ -37,15 +48,20 @@ func NewCA(t testing.TB) *CA {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	cert, _ := x509.ParseCertificate(der)
-	dir := t.TempDir()
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
 	}
-	writePEM(t, filepath.Join(dir, "ca.pem"), "CERTIFICATE", der, 0o644)
-	return &CA{Dir: dir, cert: cert, key: key}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return nil, err
+	}
+	b := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	if err := os.WriteFile(filepath.Join(dir, "ca.pem"), b, 0o644); err != nil {
+		return nil, err
+	}
+	return &CA{Dir: dir, cert: cert, key: key}, nil
 }
 
 // Issue makes a server certificate for names; it returns the certificate and key
