@@ -14,7 +14,7 @@ func TestFetchSeconds(t *testing.T) {
 	if ms, err := fetchSeconds(strconv.Itoa(egressBytes) + " 0.25\n"); err != nil || ms != 250 {
 		t.Fatalf("good answer: %v %v", ms, err)
 	}
-	for _, bad := range []string{"", "garbage", strconv.Itoa(egressBytes - 1) + " 0.25", strconv.Itoa(egressBytes) + " soon", "1 2 3"} {
+	for _, bad := range []string{"", "garbage", strconv.Itoa(egressBytes-1) + " 0.25", strconv.Itoa(egressBytes) + " soon", "1 2 3"} {
 		if _, err := fetchSeconds(bad); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
