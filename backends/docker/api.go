@@ -24,6 +24,7 @@ type dockerAPI interface {
 	Events(ctx context.Context, options client.EventsListOptions) client.EventsResult
 	ExecCreate(ctx context.Context, id string, options client.ExecCreateOptions) (client.ExecCreateResult, error)
 	ExecStart(ctx context.Context, execID string, options client.ExecStartOptions) (client.ExecStartResult, error)
+	ExecInspect(ctx context.Context, execID string, options client.ExecInspectOptions) (client.ExecInspectResult, error)
 	Close() error
 }
 

@@ -2,11 +2,11 @@ package docker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/moby/moby/client"
@@ -27,46 +27,43 @@ import (
 const (
 	// egressSocket is the proxy's socket in the container.
 	egressSocket = "/tmp/.kernelbox-egress.sock"
-	// egressReady is written by the forwarder once it listens.
-	egressReady = "/tmp/.kernelbox-egress.ready"
 	// egressPort is the forwarder's port on the container's loopback.
 	egressPort = 3128
 	// egressReadyTimeout bounds the wait for the forwarder.
 	egressReadyTimeout = 15 * time.Second
+	// forwarderSpare is how many connections past the session's max_conns the
+	// forwarder carries at once, so that one past the limit still gets the
+	// proxy's refusal (a 403) instead of waiting in the listen queue.
+	forwarderSpare = 16
+	// forwarderMaxChildren bounds the forwarder's processes whatever max_conns
+	// says (one socat process per connection, each counted by the container's
+	// pids limit); past it new connections wait in the listen queue (128).
+	forwarderMaxChildren = 256
+	// forwarderBuffer is socat's copy size: its default, 8 KiB, costs a system
+	// call pair per 8 KiB of a download.
+	forwarderBuffer = 256 << 10
+	// forwarderHalfClose is how long, in seconds, a connection goes on after
+	// one side closed for writing (socat's default is 0.5 s; the Python
+	// forwarder had no bound: the proxy's idle timeout ends it first).
+	forwarderHalfClose = 3600
 )
 
-// forwarder is the program the container runs (as the kernel's user) to carry its
-// loopback port (egressPort) to the proxy's socket: one asyncio loop, no thread
-// per connection (a thread pair cost about 3 ms per new connection), so its
-// connections are bounded by the proxy's max_conns.
-const forwarder = `import asyncio, socket
-S = "` + egressSocket + `"
-async def pipe(r, w):
-    try:
-        while True:
-            d = await r.read(262144)
-            if not d:
-                break
-            w.write(d)
-            await w.drain()
-        w.write_eof()
-    except OSError:
-        pass
-async def handle(cr, cw):
-    try:
-        ur, uw = await asyncio.open_unix_connection(S)
-    except OSError:
-        cw.close()
-        return
-    await asyncio.gather(pipe(cr, uw), pipe(ur, cw))
-    cw.close()
-    uw.close()
-async def main():
-    srv = await asyncio.start_server(handle, "127.0.0.1", 3128, backlog=128, reuse_address=True)
-    open("` + egressReady + `", "w").close()
-    await srv.serve_forever()
-asyncio.run(main())
-`
+// The forwarder is Debian's socat from the kernel image (recipe 4), run as the
+// kernel's user: it listens on the container's loopback (egressPort) and forks
+// one process per connection that copies between it and the proxy's socket in
+// the kernel (read and write of 256 KiB), never through an interpreter. Until
+// recipe 4 it was a Python asyncio program, which kept 36-47 % of the host's
+// direct rate for a kernel's download; docs/network.md#measured.
+
+// forwarderCmd is the forwarder's command line for a session whose proxy
+// allows maxConns connections at once, carrying the container's loopback port
+// to the proxy's socket at sock.
+func forwarderCmd(maxConns int, sock string) []string {
+	children := min(maxConns+forwarderSpare, forwarderMaxChildren)
+	return []string{"socat", "-b" + strconv.Itoa(forwarderBuffer), "-t" + strconv.Itoa(forwarderHalfClose),
+		"TCP4-LISTEN:" + strconv.Itoa(egressPort) + ",bind=127.0.0.1,reuseaddr,fork,backlog=128,max-children=" + strconv.Itoa(children),
+		"UNIX-CONNECT:" + sock}
+}
 
 // proxyEnv is what the kernel's environment gets for an allowlist.
 func proxyEnv() []string {
@@ -116,35 +113,48 @@ func (b *Backend) startEgress(ctx context.Context, l *launch, p *Placement) erro
 	if p.relay != nil {
 		return nil // the relay forwards the kernel's proxy port (relayprog.go)
 	}
-	if err := b.startForwarder(ctx, p.id); err != nil {
+	ex, err := b.startForwarder(ctx, p.id, rules.Policy().MaxConns)
+	if err != nil {
 		return err
 	}
-	return waitFile(ctx, root+egressReady, egressReadyTimeout)
+	return b.waitForwarder(ctx, p.pid, ex, egressReadyTimeout)
 }
 
-// startForwarder runs the forwarder in the container as the kernel's user.
-func (b *Backend) startForwarder(ctx context.Context, id string) error {
+// startForwarder runs the forwarder in the container as the kernel's user and
+// returns its exec's id.
+func (b *Backend) startForwarder(ctx context.Context, id string, maxConns int) (string, error) {
 	ex, err := b.api.ExecCreate(ctx, id, client.ExecCreateOptions{
 		User: strconv.Itoa(b.cfg.UID) + ":" + strconv.Itoa(b.cfg.GID),
-		Cmd:  []string{b.cfg.Python, "-c", forwarder},
+		Cmd:  forwarderCmd(maxConns, egressSocket),
 	})
 	if err != nil {
-		return fmt.Errorf("egress: create forwarder: %w", err)
+		return "", fmt.Errorf("egress: create forwarder: %w", err)
 	}
 	if _, err := b.api.ExecStart(ctx, ex.ID, client.ExecStartOptions{Detach: true}); err != nil {
-		return fmt.Errorf("egress: start forwarder: %w", err)
+		return "", fmt.Errorf("egress: start forwarder (socat, in kernel images of recipe 4: `kernelbox image build` rebuilds older ones): %w", err)
 	}
-	return nil
+	return ex.ID, nil
 }
 
-// waitFile waits until path exists.
-func waitFile(ctx context.Context, path string, timeout time.Duration) error {
+// waitForwarder waits until the container of init pid listens on egressPort
+// (read from its network namespace's /proc/<pid>/net/tcp: nothing connects to
+// find out), failing at once if the forwarder's exec has ended.
+func (b *Backend) waitForwarder(ctx context.Context, pid int, execID string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
-	for {
-		if _, err := os.Lstat(path); err == nil {
-			return nil
-		} else if !errors.Is(err, os.ErrNotExist) {
+	tcp := "/proc/" + strconv.Itoa(pid) + "/net/tcp"
+	for i := 0; ; i++ {
+		ok, err := listening(tcp, egressPort)
+		if err != nil {
 			return fmt.Errorf("egress: %w", err)
+		}
+		if ok {
+			return nil
+		}
+		if i%10 == 9 { // about every 50 ms: has it failed?
+			in, err := b.api.ExecInspect(ctx, execID, client.ExecInspectOptions{})
+			if err == nil && !in.Running && in.PID != 0 {
+				return fmt.Errorf("egress: the forwarder (socat) exited with code %d before it listened", in.ExitCode)
+			}
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("egress: the forwarder did not listen within %s", timeout)
@@ -152,9 +162,29 @@ func waitFile(ctx context.Context, path string, timeout time.Duration) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(5 * time.Millisecond):
 		}
 	}
+}
+
+// listening reports whether tcp (a /proc/<pid>/net/tcp) has a socket listening
+// on 127.0.0.1:port or on any address's port.
+func listening(tcp string, port int) (bool, error) {
+	b, err := os.ReadFile(tcp)
+	if err != nil {
+		return false, err
+	}
+	p := fmt.Sprintf(":%04X", port)
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 4 || f[3] != "0A" { // 0A: TCP_LISTEN
+			continue
+		}
+		if a, ok := strings.CutSuffix(f[1], p); ok && (a == "0100007F" || a == "00000000") {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // TakeNetwork reports the proxy connections that ended since the last call

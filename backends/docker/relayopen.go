@@ -61,7 +61,11 @@ func (b *Backend) listenForRelay(l *launch, p *Placement) error {
 // server answers through it, then watches the relay and finds the container's
 // OOM-kill counter as awaitReady does.
 func (b *Backend) awaitRelay(ctx context.Context, l *launch, p *Placement) error {
-	if err := b.startRelay(ctx, p.id, l.spec.Template.Network != nil); err != nil {
+	maxConns := 0
+	if rules := l.spec.Template.Network; rules != nil {
+		maxConns = rules.Policy().MaxConns
+	}
+	if err := b.startRelay(ctx, p.id, l.spec.Template.Network != nil, maxConns); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

@@ -23,9 +23,10 @@ import (
 // closes, and opens another pooled connection in its place. The relay never
 // writes first on a pooled connection except its one-byte kind, so kernelbox can
 // tell an idle connection from a dead one (relay.go). With an egress allowlist,
-// the relay also carries the kernel's proxy port (127.0.0.1:egressPort) to the
-// proxy's socket beside relaySocket, and opens its control connection only once
-// that port listens, so a ready session's egress works at once.
+// the relay also starts the forwarder (socat, egress.go) that carries the
+// kernel's proxy port (127.0.0.1:egressPort) to the proxy's socket beside
+// relaySocket, and opens its control connection only once that port listens, so
+// a ready session's egress works at once.
 //
 // It is Debian's python3 from the image, one asyncio loop (no thread per
 // connection), a program kernelbox passes on the command line: no file in the
@@ -43,9 +44,12 @@ const (
 )
 
 // relayProgram is the relay; argv: server socket, host socket, pool size, and
-// the egress socket or "".
+// with an allowlist the forwarder's command line (forwarderCmd), which it
+// starts as its child and waits for, reading /proc/net/tcp, before its control
+// connection.
 const relayProgram = `import asyncio, sys
-SERVER, HOST, POOL, EGRESS = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+SERVER, HOST, POOL, FORWARDER = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
+FORWARDER_PORT = EGRESS_PORT
 async def pipe(r, w):
     try:
         while True:
@@ -111,38 +115,48 @@ async def control():
         except OSError:
             pass
         w.close()
-async def forward(cr, cw):
-    try:
-        ur, uw = await asyncio.open_unix_connection(EGRESS)
-    except OSError:
-        cw.close()
-        return
-    await join(cr, cw, ur, uw)
+def listening(port):
+    want = ":%04X" % port
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            a = line.split()
+            if len(a) > 3 and a[3] == "0A" and a[1].endswith(want):
+                return True
+    return False
+async def forwarder():
+    proc = await asyncio.create_subprocess_exec(*FORWARDER)
+    delay = 0.005
+    while not listening(FORWARDER_PORT):
+        if proc.returncode is not None:
+            sys.exit("relay: the forwarder (socat) exited with code %d" % proc.returncode)
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.1)
 async def main():
-    if EGRESS:
-        srv = await asyncio.start_server(forward, "127.0.0.1", ` + "EGRESS_PORT" + `, backlog=128, reuse_address=True)
+    if FORWARDER:
+        await forwarder()
     await asyncio.gather(control(), *[pooled() for _ in range(POOL)])
 asyncio.run(main())
 `
 
-// relayCmd is the relay's command line in the container.
-func relayCmd(python string, egress bool) []string {
-	eg := ""
-	if egress {
-		eg = relayEgress
-	}
+// relayCmd is the relay's command line in the container; maxConns is the
+// session's proxy's limit, 0 without an allowlist.
+func relayCmd(python string, egress bool, maxConns int) []string {
 	prog := strings.ReplaceAll(relayProgram, "EGRESS_PORT", strconv.Itoa(egressPort))
-	return []string{python, "-c", prog, containerSocket, relaySocket, strconv.Itoa(relayPool), eg}
+	cmd := []string{python, "-c", prog, containerSocket, relaySocket, strconv.Itoa(relayPool)}
+	if egress {
+		cmd = append(cmd, forwarderCmd(maxConns, relayEgress)...)
+	}
+	return cmd
 }
 
 // startRelay runs the relay in container id as the kernel's user. The exec is
 // detached: the relay's end is told by its control connection (relay.go), which
 // also works for a container adopted after a restart of kernelbox, whose exec
 // stream would have gone with the earlier process.
-func (b *Backend) startRelay(ctx context.Context, id string, egress bool) error {
+func (b *Backend) startRelay(ctx context.Context, id string, egress bool, maxConns int) error {
 	ex, err := b.api.ExecCreate(ctx, id, client.ExecCreateOptions{
 		User: strconv.Itoa(b.cfg.UID) + ":" + strconv.Itoa(b.cfg.GID),
-		Cmd:  relayCmd(b.cfg.Python, egress),
+		Cmd:  relayCmd(b.cfg.Python, egress, maxConns),
 	})
 	if err != nil {
 		return fmt.Errorf("relay: create: %w", err)

@@ -29,11 +29,12 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	density := fs.Bool("density", false, "also measure memory at 1, 10 and 50 idle sessions")
 	python := fs.String("python", "", "Python with jupyter_client (default: KERNELBOX_PYTHON, /usr/bin/python3, python3)")
 	ref := fs.String("reference", "bench/reference.py", "path of the reference script")
-	only := fs.String("scenarios", "", "comma-separated scenarios to run: cold, trivial, http, stream, lines, stage, restage, artifacts, warm, analyst, durable (default all but durable, which runs only when named: 15 to 25 minutes)")
+	only := fs.String("scenarios", "", "comma-separated scenarios to run: cold, trivial, http, stream, lines, stage, restage, artifacts, warm, analyst, egress, coldresume, durable (default all but durable, which runs only when named: 15 to 25 minutes)")
 	durableSessions := fs.Int("durable-sessions", 0, "sessions the durable scenario holds open, at most 20 live (default 500, 30 with --short)")
 	adoptSessions := fs.Int("adopt-sessions", 0, "docker sessions the durable scenario keeps across a SIGKILL of serve (default 20, 5 with --short)")
 	placement := fs.Int("placement", 0, "instead: place N sessions over --gateways local Jupyter Servers through the remote backend, then on one, then kill a gateway (200 in the README)")
 	gateways := fs.Int("gateways", 4, "gateways for --placement")
+	verbose := fs.Bool("log", false, "log the backends' and executor's progress (debug level) to stderr, with the backends' timings of each start")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -58,6 +59,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Backends:        measured,
 		Short:           *short,
 		Density:         *density,
+		Logger:          benchLogger(*verbose, stderr),
 		Scenarios:       splitList(*only),
 		DurableSessions: *durableSessions,
 		AdoptSessions:   *adoptSessions,
@@ -169,4 +171,13 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// benchLogger is the bench's progress log: stderr at debug level with --log,
+// else nothing.
+func benchLogger(on bool, stderr io.Writer) *slog.Logger {
+	if !on {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }

@@ -9,7 +9,7 @@
 # The Debian mirror is read from this machine's apt sources (KERNELBOX_DEBIAN_MIRROR overrides).
 set -euo pipefail
 
-RECIPE=3
+RECIPE=4
 image="kernelbox/kernel:latest"
 force=0
 for a in "$@"; do
@@ -88,7 +88,7 @@ chroot "$rootfs" /usr/bin/env DEBIAN_FRONTEND=noninteractive SITECUSTOMIZE="$SIT
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends \
     python3-ipykernel python3-jupyter-server python3-pandas python3-matplotlib \
-    python3-numpy python3-pil python3-dill python3-pip fonts-dejavu-core tini ca-certificates >/dev/null
+    python3-numpy python3-pil python3-dill python3-pip fonts-dejavu-core tini ca-certificates socat >/dev/null
   apt-get clean
   rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
   # The mirror this image was built from is not part of the image.

@@ -41,8 +41,9 @@ type Config struct {
 	// Density also measures memory at 1, 10 and 50 sessions.
 	Density bool
 	// Scenarios limits the run to these (cold, trivial, http, stream, lines,
-	// stage, restage, artifacts, warm, analyst, durable). Empty means all but
-	// durable, which runs only when named (it takes 15 to 25 minutes).
+	// stage, restage, artifacts, warm, analyst, egress, coldresume, durable).
+	// Empty means all but durable, which runs only when named (it takes 15 to
+	// 25 minutes).
 	Scenarios []string
 	// DurableSessions is how many sessions the durable scenario holds open at
 	// once, at most 20 of them live. Defaults to 500 (30 with Short).
@@ -216,6 +217,8 @@ func (r *runner) run(ctx context.Context) ([]Row, error) {
 		{"warm", one(func(ctx context.Context, _ *executor.Executor) (Row, error) { return r.warmStart(ctx) })},
 		{"analyst", func(ctx context.Context, _ *executor.Executor) ([]Row, error) { return r.analyst(ctx) }},
 		{"durable", func(ctx context.Context, _ *executor.Executor) ([]Row, error) { return r.durable(ctx) }},
+		{"egress", one(func(ctx context.Context, _ *executor.Executor) (Row, error) { return r.egressBulk(ctx) })},
+		{"coldresume", one(func(ctx context.Context, _ *executor.Executor) (Row, error) { return r.coldResume(ctx) })},
 	} {
 		if !selected(r.c.Scenarios, sc.name) {
 			continue
