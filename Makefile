@@ -68,7 +68,7 @@ pytest:
 # make test's short bench runs every scenario on every backend but the analyst's, which
 # runs on local only: its code (templates, warm pools, preloads) is the same on every
 # backend, and on docker it adds about 40 s of container starts (make bench runs it all).
-BENCH_SHORT := cold,trivial,http,stream,lines,stage,restage,artifacts,warm
+BENCH_SHORT := cold,trivial,http,stream,lines,stage,restage,artifacts,warm,egress,coldresume
 BENCH_BACKENDS := $(shell docker version >/dev/null 2>&1 && echo local,docker || echo local)
 
 bench: setup image
