@@ -108,8 +108,8 @@ type Adopter interface {
 // state file fsynced) and needed by the session's calls only in part: AdoptNow,
 // which must not block, does that part (docker: the egress proxy's records and
 // budget become the session's), and the executor calls it before the session's
-// first call runs; Adopt then runs beside that call, bounded as always, and may
-// finish after it (issue 53: a container's rename held the first result up by
+// first call runs; Adopt then runs once that call ended (or beside it, after
+// 2 s), bounded as always (issue 53: a container's rename held the first result up by
 // 45 to 70 ms).
 type EarlyAdopter interface {
 	Adopter

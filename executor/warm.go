@@ -80,8 +80,9 @@ func (e *Executor) warmUp(ctx context.Context, k *kernel) error {
 
 // adoptPlacement tells a warm kernel's placement the session that took it,
 // bounded by adoptWait. An EarlyAdopter gets AdoptNow at once and its Adopt
-// beside the session's first call (on a goroutine Close waits for); another
-// Adopter's Adopt is waited for, so it ends before that call runs.
+// on a goroutine (which Close waits for) once no call is running, the
+// session's first included, or after adoptDefer; another Adopter's Adopt is
+// waited for, so it ends before that call runs.
 func (e *Executor) adoptPlacement(ctx context.Context, a Adopter, session, kernelID string) {
 	tell := func(ctx context.Context) {
 		actx, cancel := context.WithTimeout(ctx, adoptWait)
@@ -101,6 +102,27 @@ func (e *Executor) adoptPlacement(ctx context.Context, a Adopter, session, kerne
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
+		e.awaitNoCall(adoptDefer)
 		tell(context.WithoutCancel(ctx))
 	}()
+}
+
+// adoptDefer bounds how long an EarlyAdopter's Adopt waits for the calls
+// running (the taking session's first among them) to end: its engine round
+// trip and fsync take CPU that call would otherwise wait for.
+const adoptDefer = 2 * time.Second
+
+// awaitNoCall waits until no call is running, or for at most bound, or until
+// the executor closes.
+func (e *Executor) awaitNoCall(bound time.Duration) {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	end := time.Now().Add(bound)
+	for e.running.Load() > 0 && time.Now().Before(end) {
+		select {
+		case <-e.stop:
+			return
+		case <-t.C:
+		}
+	}
 }
