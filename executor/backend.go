@@ -104,6 +104,18 @@ type Adopter interface {
 	Adopt(ctx context.Context, session string) error
 }
 
+// EarlyAdopter is an Adopter whose Adopt is slow (a round trip to an engine, a
+// state file fsynced) and needed by the session's calls only in part: AdoptNow,
+// which must not block, does that part (docker: the egress proxy's records and
+// budget become the session's), and the executor calls it before the session's
+// first call runs; Adopt then runs once that call ended (or beside it, after
+// 2 s), bounded as always (issue 53: a container's rename held the first result up by
+// 45 to 70 ms).
+type EarlyAdopter interface {
+	Adopter
+	AdoptNow(session string)
+}
+
 // KernelLogger is implemented by placements that can show what their Jupyter server
 // logged about one kernel, for example why it gave up restarting a kernel that kept
 // dying while it started. KernelLog returns the last such lines, or "" when there are

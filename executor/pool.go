@@ -116,11 +116,7 @@ func (p *pool) takeWith(ctx context.Context, id string, adopt func(*workspace.Se
 			return nil, nil
 		}
 		if a, ok := w.k.placement.(Adopter); ok {
-			actx, cancel := context.WithTimeout(ctx, adoptWait)
-			if err := a.Adopt(actx, id); err != nil {
-				p.e.log.Warn("warm pool: the kernel's placement could not record its new session; it keeps its pool name", "session", id, "kernel_id", w.k.id, "err", err)
-			}
-			cancel()
+			p.e.adoptPlacement(ctx, a, id, w.k.id) // warm.go
 		}
 		p.e.log.Debug("took a warm kernel", "session", id, "template", p.t.Name, "kernel_id", w.k.id)
 		return ws, w.k
@@ -308,6 +304,11 @@ func (p *pool) startOne() bool {
 		p.e.log.Warn("warm pool: start kernel", "template", p.t.Name, "elapsed", time.Since(t0).Round(time.Millisecond), "err", err)
 		_ = ws.Close()
 		_ = p.e.opts.Workspace.Remove(ws.ID())
+		return false
+	}
+	if err := p.e.warmUp(ctx, k); err != nil { // warm.go: the first result's cost, paid here
+		p.e.log.Warn("warm pool: the new kernel failed its warm-up; it is stopped", "template", p.t.Name, "kernel_id", k.id, "err", err)
+		p.discard(&warm{ws: ws, k: k})
 		return false
 	}
 	p.mu.Lock()

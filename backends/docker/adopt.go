@@ -68,6 +68,12 @@ func (p *Placement) Adopt(ctx context.Context, session string) error {
 	return err
 }
 
+// AdoptNow makes the egress proxy's records and budget the session's
+// (executor.EarlyAdopter): its first call's connections count as its own. The
+// executor runs Adopt, whose rename and state file take a round trip to the
+// engine and an fsync, beside that call.
+func (p *Placement) AdoptNow(session string) { p.egress.Adopt(session) }
+
 // rename renames the container after session, unless it is named so already.
 func (p *Placement) rename(ctx context.Context, session string) (bool, error) {
 	name := containerName(session, "", false, p.key)

@@ -64,6 +64,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		DurableSessions: *durableSessions,
 		AdoptSessions:   *adoptSessions,
 		Self:            self,
+		DiskQuota:       defaultDiskQuota, // serve's; the warm row measures with it
 		Serve:           benchServe,
 		Out:             stdout,
 	})
@@ -92,13 +93,19 @@ func benchTable(names []string, python string) ([]bench.Backend, error) {
 		if err != nil || !b.bench || (runtime != "" && !b.containers) {
 			return nil, fmt.Errorf("--backends: %q: the benchmark measures %s (docker@RUNTIME for an OCI runtime)", label, strings.Join(benchBackends(), ", "))
 		}
-		out = append(out, bench.Backend{
+		bb := bench.Backend{
 			Name: label,
 			Open: func(ctx context.Context, log *slog.Logger) (executor.Backend, error) {
 				return b.open(ctx, &backendConfig{python: python, runtime: runtime}, log)
 			},
 			Containers: b.containers,
-		})
+		}
+		if b.keeps { // as serve opens it (stop.go)
+			bb.OpenKept = func(ctx context.Context, log *slog.Logger, stateFile string) (executor.Backend, error) {
+				return b.open(ctx, &backendConfig{python: python, runtime: runtime, stateFile: stateFile}, log)
+			}
+		}
+		out = append(out, bb)
 	}
 	return out, nil
 }

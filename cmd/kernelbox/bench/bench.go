@@ -57,6 +57,11 @@ type Config struct {
 	// Serve serves the HTTP API for the http scenario (`kernelbox bench` passes
 	// serve's own server). The http scenario fails without it.
 	Serve ServeFunc
+	// DiskQuota is the per-session disk quota of the warm scenario's workspace:
+	// serve's default (`kernelbox bench` passes it), so that the warm row
+	// measures a take as serve does it, a session disk of its own moved with
+	// the warm directory when running as root. 0 measures without one.
+	DiskQuota int64
 	// Out receives the report.
 	Out io.Writer
 	// Logger receives progress. Defaults to discarding it.
@@ -70,6 +75,10 @@ type Backend struct {
 	// Open builds a new instance of the backend: each executor of the run gets its
 	// own, which the executor closes.
 	Open func(ctx context.Context, log *slog.Logger) (executor.Backend, error)
+	// OpenKept is Open for a backend that keeps its sessions across a restart
+	// in stateFile, as serve opens it (the warm scenario); nil when the
+	// backend keeps nothing (Open is used).
+	OpenKept func(ctx context.Context, log *slog.Logger, stateFile string) (executor.Backend, error)
 	// Containers says each session is a Docker container on this host, whose
 	// memory `docker stats` reports; otherwise the memory rows read the RSS of
 	// this process's kernel children.
@@ -153,6 +162,20 @@ func (r *runner) newExecutor(ctx context.Context, warm int, templates ...executo
 // newExecutorWith builds an executor on the runner's backend with the benchmark's
 // options (64 sessions, no warm pool), changed by set.
 func (r *runner) newExecutorWith(ctx context.Context, set func(*executor.Options)) (*executor.Executor, *workspace.Manager, error) {
+	return r.newExecutorOn(ctx, setup{exec: set})
+}
+
+// setup changes what newExecutorOn builds: the workspace's options, the
+// backend (Backend.Open when nil) and the executor's options.
+type setup struct {
+	ws   func(*workspace.Options)
+	open func(ctx context.Context, log *slog.Logger) (executor.Backend, error)
+	exec func(*executor.Options)
+}
+
+// newExecutorOn is newExecutorWith with the workspace and the backend chosen
+// by su too.
+func (r *runner) newExecutorOn(ctx context.Context, su setup) (*executor.Executor, *workspace.Manager, error) {
 	r.data = filepath.Join(r.dir, "data")
 	if err := os.MkdirAll(r.data, 0o755); err != nil {
 		return nil, nil, err
@@ -161,11 +184,19 @@ func (r *runner) newExecutorWith(ctx context.Context, set func(*executor.Options
 	if err != nil {
 		return nil, nil, err
 	}
-	ws, err := workspace.New(workspace.Options{Root: root})
+	wo := workspace.Options{Root: root}
+	if su.ws != nil {
+		su.ws(&wo)
+	}
+	ws, err := workspace.New(wo)
 	if err != nil {
 		return nil, nil, err
 	}
-	b, err := r.spec.Open(ctx, r.c.Logger)
+	open := su.open
+	if open == nil {
+		open = r.spec.Open
+	}
+	b, err := open(ctx, r.c.Logger)
 	if err != nil {
 		ws.Close()
 		return nil, nil, err
@@ -181,7 +212,9 @@ func (r *runner) newExecutorWith(ctx context.Context, set func(*executor.Options
 		MaxSessions:    64,
 		Logger:         r.c.Logger,
 	}
-	set(&o)
+	if su.exec != nil {
+		su.exec(&o)
+	}
 	e, err := executor.New(o)
 	if err != nil {
 		_ = b.Close(ctx)

@@ -204,39 +204,6 @@ func (r *runner) artifacts(ctx context.Context, e *executor.Executor) (Row, erro
 		Ref50: percentile(ref, .5), Ref99: percentile(ref, .99), RefLabel: "ZMQ cell + shutil copies", Note: "kernelbox also hashes each file"}, nil
 }
 
-// warmStart measures a new session's first result with a warm pool of 2.
-func (r *runner) warmStart(ctx context.Context) (Row, error) {
-	e, ws, err := r.newExecutor(ctx, 2)
-	if err != nil {
-		return Row{}, err
-	}
-	defer ws.Close()
-	defer e.Close()
-	n := r.iters(2, 10)
-	var kb []float64
-	for i := 0; i < n; i++ {
-		deadline := time.Now().Add(3 * time.Minute)
-		for e.WarmReady() < 2 {
-			if time.Now().After(deadline) {
-				return Row{}, fmt.Errorf("warm pool did not fill")
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		id := fmt.Sprintf("warm%d", i)
-		res, d, err := r.exec(ctx, e, executor.Request{SessionID: id, Code: "1 + 1"})
-		if err != nil {
-			return Row{}, err
-		}
-		if res.Result != "2" {
-			return Row{}, fmt.Errorf("warm: result %q", res.Result)
-		}
-		kb = append(kb, ms(d))
-		_ = e.CloseSession(ctx, id)
-	}
-	return Row{Name: r.backend + ": first result, warm pool (--warm 2)", N: n, KB50: percentile(kb, .5), KB99: percentile(kb, .99),
-		Note: "target p50 < 50 ms"}, nil
-}
-
 func writeRandom(path string, size int) error {
 	f, err := os.Create(path)
 	if err != nil {
