@@ -16,6 +16,7 @@ package docker
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/moby/moby/client"
 
@@ -32,6 +33,18 @@ func containerName(session, tmpl string, warm bool, key string) string {
 		return "kernelbox-warm." + nameSafe(tmpl) + "-" + key
 	}
 	return "kernelbox-" + nameSafe(session) + "-" + key
+}
+
+// isWarmName reports whether name is a warm pool member's container name with key
+// (containerName with warm set, whatever its template): a session that took it is
+// listed under that name until its rename (AdoptNow).
+func isWarmName(name, key string) bool {
+	tmpl, ok := strings.CutPrefix(name, "kernelbox-warm.")
+	if !ok {
+		return false
+	}
+	tmpl, ok = strings.CutSuffix(tmpl, "-"+key)
+	return ok && tmpl != "" && nameSafe(tmpl) == tmpl
 }
 
 // nameSafe keeps what Docker allows in a name ([a-zA-Z0-9_.-]; every session id and
@@ -69,10 +82,38 @@ func (p *Placement) Adopt(ctx context.Context, session string) error {
 }
 
 // AdoptNow makes the egress proxy's records and budget the session's
-// (executor.EarlyAdopter): its first call's connections count as its own. The
-// executor runs Adopt, whose rename and state file take a round trip to the
-// engine and an fsync, beside that call.
-func (p *Placement) AdoptNow(session string) { p.egress.Adopt(session) }
+// (executor.EarlyAdopter): its first call's connections count as its own. It also
+// lists the container under its session in the state file, still under its pool
+// name, on a goroutine of the backend's gate that runs beside the session's first
+// call (a write and an fsync, no engine round trip), so that a serve killed right
+// after that call's answer takes the session back (reattach goes by container id;
+// the name is for people). The executor runs Adopt, whose rename takes a round
+// trip to the engine, once that call ended.
+func (p *Placement) AdoptNow(session string) {
+	p.egress.Adopt(session)
+	p.nameMu.Lock()
+	p.session = session
+	p.nameMu.Unlock()
+	_, leave, ok := p.b.gate.Enter(context.Background())
+	if !ok {
+		return // closing or detaching: the last state file is written by them
+	}
+	go func() {
+		defer leave()
+		p.b.saveKept()
+	}()
+}
+
+// nameAfterSession renames a container taken back after a restart that still
+// has its warm pool's name (serve was killed after AdoptNow listed it under its
+// session and before Adopt renamed it); a failure is logged, the name being only
+// for people.
+func (p *Placement) nameAfterSession(ctx context.Context) {
+	_, session := p.names()
+	if _, err := p.rename(ctx, session); err != nil {
+		p.b.cfg.log.Warn("an adopted container keeps its warm pool's name", "session", session, "err", err)
+	}
+}
 
 // rename renames the container after session, unless it is named so already.
 func (p *Placement) rename(ctx context.Context, session string) (bool, error) {

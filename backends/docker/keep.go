@@ -89,7 +89,7 @@ func (k keptContainer) check(socketRoot string) error {
 		return err
 	}
 	switch {
-	case k.Name != containerName(k.Session, "", false, k.Key):
+	case k.Name != containerName(k.Session, "", false, k.Key) && !isWarmName(k.Name, k.Key):
 		return fmt.Errorf("container name %q does not match its session and key", k.Name)
 	case !keep.ValidToken(k.Token):
 		return errors.New("token is malformed")

@@ -74,11 +74,18 @@ func TestReadKept(t *testing.T) {
 		"key":     func(k *keptContainer) { k.Key = "../../x" },
 		"session": func(k *keptContainer) { k.Session = "../s" },
 		"name":    func(k *keptContainer) { k.Name = "kernelbox-other-0123abcd" },
+		"warmkey": func(k *keptContainer) { k.Name = "kernelbox-warm.default-ffffffff" },
+		"warmbad": func(k *keptContainer) { k.Name = "kernelbox-warm.a/b-0123abcd" },
+		"warmnil": func(k *keptContainer) { k.Name = "kernelbox-warm.-0123abcd" },
 		"token":   func(k *keptContainer) { k.Token = "x y" },
 		"sockdir": func(k *keptContainer) { k.SockDir = "/etc/0123abcd" },
 		"dotdot":  func(k *keptContainer) { k.SockDir = root + "/" + socketRootPrefix + "x/../../0123abcd" },
 	}
-	list := []keptContainer{good}
+	// A session that took a warm container is listed under the pool's name until
+	// its rename (AdoptNow): that name, with the record's key, is the backend's.
+	warmTaken := good
+	warmTaken.ID, warmTaken.Name = strings.Repeat("c", 64), "kernelbox-warm.python-analyst-0123abcd"
+	list := []keptContainer{good, warmTaken}
 	for _, f := range bad {
 		k := good
 		k.ID = strings.Repeat("b", 64)
@@ -89,7 +96,7 @@ func TestReadKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(kept) != 1 || kept[good.ID] != good || len(skipped) != len(bad) {
+	if len(kept) != 2 || kept[good.ID] != good || kept[warmTaken.ID] != warmTaken || len(skipped) != len(bad) {
 		t.Fatalf("kept %v, skipped %v", kept, skipped)
 	}
 }

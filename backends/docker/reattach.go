@@ -90,6 +90,7 @@ func (b *Backend) reattachOne(ctx context.Context, k keptContainer) executor.Rea
 	}
 	p := b.keptPlacement(k, c.State.Pid, sock, nil)
 	log.Info("container adopted", "name", k.Name)
+	p.nameAfterSession(ctx)
 	r.Placement = p
 	return r
 }

@@ -210,6 +210,7 @@ func (b *Backend) reattachRelay(ctx context.Context, k keptContainer, pid int, f
 	}
 	p := b.keptPlacement(k, pid, nil, h)
 	log.Info("container adopted (relay)", "name", k.Name)
+	p.nameAfterSession(ctx)
 	return executor.Reattached{Session: k.Session, Placement: p}
 }
 
