@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/client"
-	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/httpapi"
 	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
 )
@@ -39,10 +39,10 @@ func TestClient(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("execute keeps state", func(t *testing.T) {
-		res, err := c.Execute(ctx, executor.Request{SessionID: "c1", Code: "x = 41"})
+		res, err := c.Execute(ctx, api.Request{SessionID: "c1", Code: "x = 41"})
 		require.NoError(t, err)
-		require.Equal(t, executor.StatusOK, res.Status)
-		res, err = c.Execute(ctx, executor.Request{SessionID: "c1", Code: "x + 1"})
+		require.Equal(t, api.StatusOK, res.Status)
+		res, err = c.Execute(ctx, api.Request{SessionID: "c1", Code: "x + 1"})
 		require.NoError(t, err)
 		assert.Equal(t, "42", res.Result)
 	})
@@ -51,9 +51,9 @@ func TestClient(t *testing.T) {
 		var mu sync.Mutex
 		var firstAt time.Time
 		var streamed strings.Builder
-		res, err := c.ExecuteStream(ctx, executor.Request{SessionID: "c1",
+		res, err := c.ExecuteStream(ctx, api.Request{SessionID: "c1",
 			Code: "import time\nprint('first', flush=True)\ntime.sleep(2)\nprint('second')"},
-			func(ev executor.Event) {
+			func(ev api.Event) {
 				mu.Lock()
 				defer mu.Unlock()
 				if ev.Type == "stream" {
@@ -65,7 +65,7 @@ func TestClient(t *testing.T) {
 			})
 		done := time.Now()
 		require.NoError(t, err)
-		assert.Equal(t, executor.StatusOK, res.Status)
+		assert.Equal(t, api.StatusOK, res.Status)
 		assert.Equal(t, "first\nsecond\n", res.Stdout)
 		mu.Lock()
 		defer mu.Unlock()
@@ -75,7 +75,7 @@ func TestClient(t *testing.T) {
 	})
 
 	t.Run("artifacts", func(t *testing.T) {
-		_, err := c.Execute(ctx, executor.Request{SessionID: "c1", Code: "open('outputs/hello.txt', 'w').write('hello')"})
+		_, err := c.Execute(ctx, api.Request{SessionID: "c1", Code: "open('outputs/hello.txt', 'w').write('hello')"})
 		require.NoError(t, err)
 		arts, err := c.Artifacts(ctx, "c1")
 		require.NoError(t, err)
@@ -92,25 +92,25 @@ func TestClient(t *testing.T) {
 		require.Len(t, list, 1)
 		assert.Equal(t, "c1", list[0].ID)
 		require.NoError(t, c.ResetSession(ctx, "c1"))
-		res, err := c.Execute(ctx, executor.Request{SessionID: "c1", Code: "x"})
+		res, err := c.Execute(ctx, api.Request{SessionID: "c1", Code: "x"})
 		require.NoError(t, err)
-		assert.Equal(t, executor.StatusError, res.Status, "reset dropped x")
+		assert.Equal(t, api.StatusError, res.Status, "reset dropped x")
 		require.NoError(t, c.CloseSession(ctx, "c1"))
 		err = c.ResetSession(ctx, "c1")
-		assert.True(t, errors.Is(err, executor.ErrNoSession), "got %v", err)
+		assert.True(t, errors.Is(err, api.ErrNotFound), "got %v", err)
 	})
 
 	t.Run("denied", func(t *testing.T) {
 		key := filepath.Join(work, "keys", "id_rsa")
 		require.NoError(t, os.MkdirAll(filepath.Dir(key), 0o700))
 		require.NoError(t, os.WriteFile(key, []byte("k"), 0o600))
-		req := executor.Request{SessionID: "c2", Code: "print(1)", Inputs: []string{key}}
+		req := api.Request{SessionID: "c2", Code: "print(1)", Inputs: []string{key}}
 		_, err := c.Execute(ctx, req)
-		assert.True(t, errors.Is(err, executor.ErrDenied), "got %v", err)
+		assert.True(t, errors.Is(err, api.ErrDenied), "got %v", err)
 		res, err := c.ExecuteStream(ctx, req, nil)
-		assert.True(t, errors.Is(err, executor.ErrDenied), "got %v", err)
+		assert.True(t, errors.Is(err, api.ErrDenied), "got %v", err)
 		require.NotNil(t, res, "a streamed denial carries the denied result")
-		assert.Equal(t, executor.StatusDenied, res.Status)
+		assert.Equal(t, api.StatusDenied, res.Status)
 	})
 
 	t.Run("wrong token", func(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kernelbox/kernelbox/api"
-	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
 )
 
@@ -27,9 +26,9 @@ func TestClientHibernateResumeFork(t *testing.T) {
 	_, err = c.Hibernate(ctx, "nope")
 	require.ErrorIs(t, err, api.ErrNotFound)
 
-	res, err := c.Execute(ctx, executor.Request{SessionID: "h1", Code: "x = 41\nf = lambda: x + 1"})
+	res, err := c.Execute(ctx, api.Request{SessionID: "h1", Code: "x = 41\nf = lambda: x + 1"})
 	require.NoError(t, err)
-	require.Equal(t, executor.StatusOK, res.Status)
+	require.Equal(t, api.StatusOK, res.Status)
 	info, err := c.Hibernate(ctx, "h1")
 	require.NoError(t, err)
 	require.Equal(t, api.StateHibernated, info.State)
@@ -54,7 +53,7 @@ func TestClientHibernateResumeFork(t *testing.T) {
 	require.True(t, rs.Resumed)
 	require.ElementsMatch(t, []string{"f", "x"}, rs.StateRestored.Restored)
 	for _, id := range []string{"h1", "h2"} {
-		res, err = c.Execute(ctx, executor.Request{SessionID: id, Code: "f()"})
+		res, err = c.Execute(ctx, api.Request{SessionID: id, Code: "f()"})
 		require.NoError(t, err)
 		require.Equal(t, "42", res.Result, id)
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/client"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/httpapi"
@@ -35,10 +36,10 @@ func ExampleClient_Execute() {
 		log.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := c.Execute(ctx, executor.Request{SessionID: "analysis", Code: "x = 41"}); err != nil {
+	if _, err := c.Execute(ctx, api.Request{SessionID: "analysis", Code: "x = 41"}); err != nil {
 		log.Fatal(err)
 	}
-	res, err := c.Execute(ctx, executor.Request{SessionID: "analysis", Code: "x + 1"})
+	res, err := c.Execute(ctx, api.Request{SessionID: "analysis", Code: "x + 1"})
 	if err != nil {
 		log.Fatal(err) // the call did not run: denied, invalid, overloaded...
 	}
@@ -55,10 +56,10 @@ func ExampleClient_ExecuteStream() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	res, err := c.ExecuteStream(context.Background(), executor.Request{
+	res, err := c.ExecuteStream(context.Background(), api.Request{
 		SessionID: "analysis",
 		Code:      "import time\nfor i in range(3):\n    print(i, flush=True)\n    time.sleep(1)",
-	}, func(ev executor.Event) {
+	}, func(ev api.Event) {
 		if ev.Type == "stream" {
 			fmt.Print(ev.Text) // 0, 1, 2, a second apart
 		}
@@ -70,7 +71,7 @@ func ExampleClient_ExecuteStream() {
 }
 
 // Errors from the server match the executor's sentinel errors with errors.Is. This
-// server has no backend, so every call fails with executor.ErrDisabled.
+// server has no backend, so every call fails with api.ErrDisabled.
 func ExampleAPIError() {
 	dir, err := os.MkdirTemp("", "kernelbox-example")
 	if err != nil {
@@ -94,9 +95,9 @@ func ExampleAPIError() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	_, err = c.Execute(context.Background(), executor.Request{SessionID: "s1", Code: "1 + 1"})
+	_, err = c.Execute(context.Background(), api.Request{SessionID: "s1", Code: "1 + 1"})
 	var apiErr *client.APIError
-	fmt.Println(errors.Is(err, executor.ErrDisabled), errors.As(err, &apiErr) && apiErr.StatusCode == 503)
+	fmt.Println(errors.Is(err, api.ErrDisabled), errors.As(err, &apiErr) && apiErr.StatusCode == 503)
 	// Output:
 	// true true
 }

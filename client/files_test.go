@@ -12,7 +12,6 @@ import (
 
 	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/client"
-	"github.com/kernelbox/kernelbox/executor"
 )
 
 func TestClientFiles(t *testing.T) {
@@ -28,7 +27,7 @@ func TestClientFiles(t *testing.T) {
 	_, err = c.Upload(ctx, "cf", "inputs/odd name %?.bin", strings.NewReader("x"), &client.UploadOptions{NoOverwrite: true})
 	require.ErrorIs(t, err, api.ErrExists)
 
-	res, err := c.Execute(ctx, executor.Request{SessionID: "cf", Code: "import os; os.path.getsize('inputs/odd name %?.bin')"})
+	res, err := c.Execute(ctx, api.Request{SessionID: "cf", Code: "import os; os.path.getsize('inputs/odd name %?.bin')"})
 	require.NoError(t, err)
 	assert.Equal(t, "3145728", res.Result)
 

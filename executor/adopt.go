@@ -177,7 +177,7 @@ func (e *Executor) retire(id, why string) {
 // startAdopted registers s and starts its worker, with first as its first job.
 func (e *Executor) startAdopted(s *session, first func(*session) error) {
 	if first != nil {
-		j := newJob(context.Background(), jobFunc, Request{SessionID: s.id}, nil, nil, time.Now())
+		j := newJob(context.Background(), jobFunc, api.Request{SessionID: s.id}, nil, nil, time.Now())
 		j.fn = first
 		_ = s.enqueue(j) // the queue is empty: it has room
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/workspace"
 )
@@ -81,9 +82,9 @@ func TestAdoptAfterRestart(t *testing.T) {
 	ctx := context.Background()
 	var want string
 	for _, id := range []string{"s1", "s2", "s3"} {
-		_, err := e1.Execute(ctx, executor.Request{SessionID: id, Code: "set x " + id})
+		_, err := e1.Execute(ctx, api.Request{SessionID: id, Code: "set x " + id})
 		require.NoError(t, err)
-		r, err := e1.Execute(ctx, executor.Request{SessionID: id, Code: "get x"})
+		r, err := e1.Execute(ctx, api.Request{SessionID: id, Code: "get x"})
 		require.NoError(t, err)
 		if id == "s1" {
 			want = r.Result
@@ -108,7 +109,7 @@ func TestAdoptAfterRestart(t *testing.T) {
 		{Session: "s3", Placement: p3, KernelID: "another-kernel"},
 	}
 	e2 := newAdoptExec(t, b, ws, dir, executor.StopClose)
-	r, err := e2.Execute(ctx, executor.Request{SessionID: "s1", Code: "get x"})
+	r, err := e2.Execute(ctx, api.Request{SessionID: "s1", Code: "get x"})
 	require.NoError(t, err)
 	assert.Equal(t, want, r.Result, "s1 keeps its variable: %v", r.Notes)
 	assert.False(t, r.StateLost, "%v", r.Notes)
@@ -117,7 +118,7 @@ func TestAdoptAfterRestart(t *testing.T) {
 	assert.Equal(t, info.KernelID, got.KernelID, "the same kernel")
 	assert.Equal(t, info.Created.UnixNano(), got.Created.UnixNano(), "created when it was")
 	for id, why := range map[string]string{"s2": "removed by hand", "s3": "the backend kept kernel another-kernel for the session, whose record names kernel"} {
-		r, err := e2.Execute(ctx, executor.Request{SessionID: id, Code: "get x"})
+		r, err := e2.Execute(ctx, api.Request{SessionID: id, Code: "get x"})
 		require.NoError(t, err)
 		assert.True(t, r.StateLost, id)
 		assert.Contains(t, strings.Join(r.Notes, "\n"), why, id)

@@ -201,7 +201,7 @@ type FileSyncer interface {
 	// files API, through conn, the session's kernel connection, lent for one job
 	// on the session's worker (the files must not be used after it). The kernel's
 	// session directory is set up (PushInputs ran on the kernel process) before.
-	// An error (the placement's server is gone) fails the job with ErrBackend.
+	// An error (the placement's server is gone) fails the job with api.ErrBackend.
 	KernelFiles(conn *jupyter.Conn, l FileLimits) (SessionFiles, error)
 }
 

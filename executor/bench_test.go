@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 )
 
@@ -17,8 +18,8 @@ func BenchmarkTrivialCell(b *testing.B) {
 	e.run(b, "bench", "x = 0")
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
-		r, err := e.Execute(ctx, executor.Request{SessionID: "bench", Code: fmt.Sprintf("x = %d; x + 1", i)})
-		if err != nil || r.Status != executor.StatusOK {
+		r, err := e.Execute(ctx, api.Request{SessionID: "bench", Code: fmt.Sprintf("x = %d; x + 1", i)})
+		if err != nil || r.Status != api.StatusOK {
 			b.Fatal(err, r)
 		}
 	}
@@ -35,8 +36,8 @@ func BenchmarkCallAfterIdle(b *testing.B) {
 		b.StopTimer()
 		time.Sleep(300 * time.Millisecond)
 		b.StartTimer()
-		r, err := e.Execute(ctx, executor.Request{SessionID: "bench", Code: fmt.Sprintf("x = %d; x + 1", i)})
-		if err != nil || r.Status != executor.StatusOK {
+		r, err := e.Execute(ctx, api.Request{SessionID: "bench", Code: fmt.Sprintf("x = %d; x + 1", i)})
+		if err != nil || r.Status != api.StatusOK {
 			b.Fatal(err, r)
 		}
 	}
@@ -49,8 +50,8 @@ func benchOutput(b *testing.B, code string, size int) {
 	e.run(b, "bench", code)
 	b.SetBytes(int64(size))
 	for b.Loop() {
-		r, err := e.Execute(ctx, executor.Request{SessionID: "bench", Code: code})
-		if err != nil || r.Status != executor.StatusOK || len(r.Stdout) != size {
+		r, err := e.Execute(ctx, api.Request{SessionID: "bench", Code: code})
+		if err != nil || r.Status != api.StatusOK || len(r.Stdout) != size {
 			b.Fatal(err, r.Status, len(r.Stdout))
 		}
 	}

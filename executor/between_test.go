@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/workspace"
 )
@@ -26,13 +27,13 @@ func TestLocalDeathBetweenCalls(t *testing.T) {
 	for _, gap := range []time.Duration{100 * time.Millisecond, 300 * time.Millisecond, 1500 * time.Millisecond, 4 * time.Second} {
 		id := fmt.Sprintf("gap-%d", gap.Milliseconds())
 		r := e.run(t, id, "x = 1\nimport os, threading\nthreading.Timer(0.2, lambda: os._exit(3)).start()")
-		require.Equal(t, executor.StatusOK, r.Status, "%s: %+v", id, r.Error)
+		require.Equal(t, api.StatusOK, r.Status, "%s: %+v", id, r.Error)
 		time.Sleep(200*time.Millisecond + gap)
 		start := time.Now()
 		r = e.run(t, id, "print('x' in dir())")
 		took := time.Since(start)
 		t.Logf("gap %s: status %s, stdout %q, state_lost %v, notes %q, took %s", gap, r.Status, r.Stdout, r.StateLost, r.Notes, took)
-		require.Equal(t, executor.StatusOK, r.Status, "gap %s: the call after the death must run: %+v", gap, r.Error)
+		require.Equal(t, api.StatusOK, r.Status, "gap %s: the call after the death must run: %+v", gap, r.Error)
 		require.Equal(t, "False\n", r.Stdout, "gap %s", gap)
 		require.True(t, r.StateLost, "gap %s: the new kernel's call must say the state is gone", gap)
 		require.Contains(t, strings.Join(r.Notes, "\n"), "died", "gap %s", gap)
@@ -50,7 +51,7 @@ func TestLocalDeathBetweenCalls(t *testing.T) {
 func TestLocalStrayOutputNoted(t *testing.T) {
 	e := newEnv(t, nil)
 	r := e.run(t, "stray", "import threading\nthreading.Timer(0.5, lambda: print('late ' * 1000, flush=True)).start()")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	time.Sleep(1500 * time.Millisecond)
 	r = e.run(t, "stray", "1")
 	t.Logf("notes %q", r.Notes)
@@ -118,13 +119,13 @@ def slow():
     open('slow.done', 'w').close()  # outside outputs/: the test waits for it
 threading.Thread(target=late).start()
 threading.Thread(target=slow).start()`)
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	first := r
 	time.Sleep(time.Second)
 	r = e.run(t, "bg", "1")
 
 	reported, late := 0, false
-	for i, r := range []*executor.Result{first, r} {
+	for i, r := range []*api.Result{first, r} {
 		t.Logf("call %d: artifacts %+v notes %q", i+1, r.Artifacts, r.Notes)
 		notes := strings.Join(r.Notes, "\n")
 		for _, a := range r.Artifacts {

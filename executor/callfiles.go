@@ -39,12 +39,12 @@ func (s *session) stage(inputs []workspace.Input) (names, notes []string, err er
 // stageError classifies a staging failure: bad inputs are the caller's to fix.
 func stageError(err error) error {
 	if errors.Is(err, workspace.ErrPrivate) {
-		return fmt.Errorf("%w: %w", ErrDenied, err)
+		return fmt.Errorf("%w: %w", api.ErrDenied, err)
 	}
 	for _, bad := range []error{workspace.ErrNotRegular, workspace.ErrDuplicateName, workspace.ErrInvalidName,
 		workspace.ErrTooLarge, workspace.ErrSessionLimit, workspace.ErrLinkInPath} {
 		if errors.Is(err, bad) {
-			return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+			return fmt.Errorf("%w: %w", api.ErrInvalidRequest, err)
 		}
 	}
 	return fmt.Errorf("stage inputs: %w", err)
@@ -100,9 +100,9 @@ func (s *session) enforceDiskQuota(f *callFacts) {
 		return
 	}
 	f.notes = append(f.notes, "quota: "+err.Error())
-	if errors.Is(err, workspace.ErrDiskQuota) && f.end.status == StatusOK {
-		f.end.status = StatusError
-		f.end.verdict = &ErrorInfo{Ename: "DiskQuotaExceeded", Evalue: err.Error()}
+	if errors.Is(err, workspace.ErrDiskQuota) && f.end.status == api.StatusOK {
+		f.end.status = api.StatusError
+		f.end.verdict = &api.ErrorInfo{Ename: "DiskQuotaExceeded", Evalue: err.Error()}
 	}
 }
 

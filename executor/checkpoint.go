@@ -66,7 +66,7 @@ func (s *session) kernelFilePath(name string) (string, error) {
 // (ok or an error the code raised; not a timeout that restarted the kernel, nor a
 // death). It runs before the session's next job, which waits for it, bounded by
 // Options.CheckpointTimeout.
-func (s *session) afterCall(r *Result) {
+func (s *session) afterCall(r *api.Result) {
 	if s.tmpl.Checkpoint != CheckpointAfterCall || r == nil || s.ckpt.disabled != "" || s.ctx.Err() != nil {
 		return
 	}
@@ -93,7 +93,7 @@ func (s *session) afterCall(r *Result) {
 		s.mu.Unlock()
 		s.e.stateChanged() // a restart of kernelbox keeps it (keepstate.go)
 	default:
-		why := strings.TrimPrefix(err.Error(), ErrCannotHibernate.Error()+": ")
+		why := strings.TrimPrefix(err.Error(), api.ErrCannotHibernate.Error()+": ")
 		s.ckpt.note = fmt.Sprintf("the checkpoint after call %d was not taken (%s)", call, why)
 		if s.ckpt.last != nil {
 			s.ckpt.note += fmt.Sprintf("; a kernel death would restore the one taken after call %d", s.ckpt.last.afterCall)

@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
 	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
-	"github.com/stretchr/testify/require"
 )
 
 // The after-call checkpoint tests run on the local backend (here: a kill, a restart
@@ -34,9 +36,9 @@ func awaitCheckpoint(t *testing.T, e *env, id string, n int) {
 
 // requireRestored checks that r ran on a new kernel with the namespace of the
 // checkpoint taken after call afterCall, nothing lost since.
-func requireRestored(t *testing.T, r *executor.Result, afterCall int) {
+func requireRestored(t *testing.T, r *api.Result, afterCall int) {
 	t.Helper()
-	require.Equal(t, executor.StatusOK, r.Status, "%+v %q", r.Error, r.Notes)
+	require.Equal(t, api.StatusOK, r.Status, "%+v %q", r.Error, r.Notes)
 	require.NotNil(t, r.StateRestored, "notes %q", r.Notes)
 	require.Equal(t, "checkpoint", r.StateRestored.From)
 	require.Equal(t, afterCall, r.StateRestored.AfterCall, "notes %q", r.Notes)
@@ -60,9 +62,9 @@ func TestLocalCheckpointAfterCall(t *testing.T) {
 	// Call 1 builds state; call 2 raises after changing it: both leave the
 	// namespace whole, so both are checkpointed.
 	r := e.run(t, id, "import pandas as pd\ndf = pd.DataFrame({'a': range(100)})\nx = 41\nf = lambda v: v + 1")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	r = e.run(t, id, "y = 'set before the error'\n1/0")
-	require.Equal(t, executor.StatusError, r.Status)
+	require.Equal(t, api.StatusError, r.Status)
 	_, err := os.Stat(checkpointPath(e, id))
 	require.NoError(t, err, "a checkpoint is on disk once the call is answered and the next one ran")
 	root := e.Backend.ServerPID() // the server starts with the first kernel
@@ -77,10 +79,10 @@ func TestLocalCheckpointAfterCall(t *testing.T) {
 
 	// A kernel restarted after it ignored the interrupt of a timed-out call: that
 	// call says its state is lost, the next one restores the checkpoint of call 3.
-	r, err = e.Execute(ctx, executor.Request{SessionID: id, Timeout: time.Second,
+	r, err = e.Execute(ctx, api.Request{SessionID: id, Timeout: time.Second,
 		Code: "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nz = 1\ntime.sleep(60)"})
 	require.NoError(t, err)
-	require.Equal(t, executor.StatusTimeout, r.Status)
+	require.Equal(t, api.StatusTimeout, r.Status)
 	require.True(t, r.StateLost)
 	r = e.run(t, id, "print(x, 'z' in dir())")
 	requireRestored(t, r, 3)
@@ -97,18 +99,18 @@ func TestLocalCheckpointAfterCall(t *testing.T) {
 	// Over the snapshot limit: the checkpoint is skipped and the next result says
 	// so; a death then restores the older checkpoint and says what is lost.
 	r = e.run(t, id, "big = bytes(8 << 20)\nx = 43")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	r = e.run(t, id, "x")
 	require.Equal(t, "43", r.Result)
 	notes := strings.Join(r.Notes, "\n")
 	require.Contains(t, notes, "the checkpoint after call 8 was not taken")
 	require.Contains(t, notes, "a kernel death would restore the one taken after call 7")
 	r = e.run(t, id, "del big")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	awaitCheckpoint(t, e, id, 10)
 	killKernel(t, e, id, root)
 	r = e.run(t, id, "x")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.NotNil(t, r.StateRestored)
 	require.Equal(t, 10, r.StateRestored.AfterCall, "the checkpoint after the del fits again: %q", r.Notes)
 	require.Equal(t, "43", r.Result)
@@ -140,10 +142,10 @@ func TestLocalCheckpointRSession(t *testing.T) {
 		o.Templates = []executor.Template{{Name: "r", Kernel: "ir", Checkpoint: executor.CheckpointAfterCall}}
 	})
 	ctx := context.Background()
-	run := func(code string) *executor.Result {
-		r, err := e.Execute(ctx, executor.Request{SessionID: "ckr", Template: "r", Code: code})
+	run := func(code string) *api.Result {
+		r, err := e.Execute(ctx, api.Request{SessionID: "ckr", Template: "r", Code: code})
 		require.NoError(t, err)
-		require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+		require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 		return r
 	}
 	run("x <- 1")
@@ -162,9 +164,9 @@ func TestDockerCheckpointAfterOOM(t *testing.T) {
 	})
 	const id = "dck-oom"
 	r := e.run(t, id, "import numpy as np\narr = np.arange(1000)\nx = 41")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	r = e.run(t, id, "b = bytearray(400 << 20)\nb[::4096] = b'x' * len(b[::4096])")
-	require.Equal(t, executor.StatusKernelDied, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusKernelDied, r.Status, "%+v", r.Error)
 	require.Contains(t, r.Error.Evalue, "OOM")
 	require.True(t, r.StateLost)
 	r = e.run(t, id, "print(x + 1, int(arr.sum()), 'b' in dir())")
@@ -185,9 +187,9 @@ func TestLocalCheckpointTimeout(t *testing.T) {
 	const id = "ck-slow"
 	// Millions of small objects: far more than 200 ms to pickle.
 	r := e.run(t, id, "big = [str(i) * 3 for i in range(4_000_000)]\nx = 1")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	r = e.run(t, id, "x + 1")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v %q", r.Error, r.Notes)
+	require.Equal(t, api.StatusOK, r.Status, "%+v %q", r.Error, r.Notes)
 	require.Equal(t, "2", r.Result)
 	notes := strings.Join(r.Notes, "\n")
 	require.Contains(t, notes, "the checkpoint after call 1 was not taken (saving the namespace was stopped after ")

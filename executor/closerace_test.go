@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/api"
 )
 
 // Real kernels: a call and a close of its session raced, with a second call arriving
@@ -36,12 +36,12 @@ func TestLocalCloseRace(t *testing.T) {
 	execute := func(round int, delay time.Duration) {
 		time.Sleep(delay)
 		timed(func() {
-			r, err := e.Execute(context.Background(), executor.Request{SessionID: id, Code: "import os; x = 1; print(os.getcwd())", Timeout: 5 * time.Second})
+			r, err := e.Execute(context.Background(), api.Request{SessionID: id, Code: "import os; x = 1; print(os.getcwd())", Timeout: 5 * time.Second})
 			if err != nil {
-				require.ErrorIs(t, err, executor.ErrSessionClosed, "round %d", round)
+				require.ErrorIs(t, err, api.ErrSessionClosed, "round %d", round)
 				return
 			}
-			require.Equal(t, executor.StatusOK, r.Status, "round %d: %+v", round, r.Error)
+			require.Equal(t, api.StatusOK, r.Status, "round %d: %+v", round, r.Error)
 			require.Equal(t, dir+"\n", r.Stdout, "round %d: the call runs in its session's directory", round)
 		})
 	}
@@ -54,7 +54,7 @@ func TestLocalCloseRace(t *testing.T) {
 			defer wg.Done()
 			time.Sleep(time.Duration(rand.IntN(1500)) * time.Millisecond)
 			timed(func() {
-				if err := e.CloseSession(context.Background(), id); err != nil && !errors.Is(err, executor.ErrNoSession) {
+				if err := e.CloseSession(context.Background(), id); err != nil && !errors.Is(err, api.ErrNotFound) {
 					t.Errorf("round %d: close: %v", i, err)
 				}
 			})

@@ -60,7 +60,7 @@ func TestLocalRestoreNeverTouchesFiles(t *testing.T) {
 	const id = "files-w"
 	dir := func(id string) string { return filepath.Join(e.WS.Root(), "sessions", id) }
 	r := e.run(t, id, fileWriter)
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 
 	_, err := e.Hibernate(ctx, id)
 	require.NoError(t, err)
@@ -82,7 +82,7 @@ func TestLocalRestoreNeverTouchesFiles(t *testing.T) {
 	requireFilesWhole(t, dir(id+"-fork"), "the fork")
 
 	r = e.run(t, id, "import os; os.kill(os.getpid(), 9)")
-	require.Equal(t, executor.StatusKernelDied, r.Status)
+	require.Equal(t, api.StatusKernelDied, r.Status)
 	r = e.run(t, id, "x")
 	require.NotNil(t, r.StateRestored, "%q", r.Notes)
 	require.Equal(t, "checkpoint", r.StateRestored.From)
@@ -100,7 +100,7 @@ func TestLocalSnapshotNamesTold(t *testing.T) {
 	ctx := context.Background()
 	const id = "names"
 	r := e.run(t, id, "__secret = 5\nexit = 7\nIn2 = 'mine'\nclass A:\n    def m(self): return 1\na = A()\nclass A:\n    def m(self): return 2\nb = A()")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	e.run(t, id, "1 + 1")
 	e.run(t, id, "a.m() + b.m()")
 	info, err := e.Hibernate(ctx, id)
@@ -130,7 +130,7 @@ func TestLocalBlockingSaveIsBounded(t *testing.T) {
 	ctx := context.Background()
 	const id = "slow-save"
 	r := e.run(t, id, "class Slow:\n    def __getstate__(self):\n        import time; time.sleep(120)\n        return {}\ns = Slow()\nx = 41")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 
 	var herr error
 	var hTook time.Duration
@@ -143,14 +143,14 @@ func TestLocalBlockingSaveIsBounded(t *testing.T) {
 	}()
 	time.Sleep(500 * time.Millisecond)
 	c0 := time.Now()
-	r, err := e.Execute(ctx, executor.Request{SessionID: id, Code: "x + 1", Timeout: time.Second})
+	r, err := e.Execute(ctx, api.Request{SessionID: id, Code: "x + 1", Timeout: time.Second})
 	cTook := time.Since(c0)
 	require.NoError(t, err)
-	require.Equal(t, executor.StatusTimeout, r.Status, "%+v %q", r.Error, r.Notes)
+	require.Equal(t, api.StatusTimeout, r.Status, "%+v %q", r.Error, r.Notes)
 	require.Contains(t, r.Error.Evalue, "while the session's hibernate ran; its code did not run")
 	require.Less(t, cTook, 5*time.Second, "answered within its own bound (1 s + the grace), not the save's")
 	<-done
-	require.ErrorIs(t, herr, executor.ErrCannotHibernate)
+	require.ErrorIs(t, herr, api.ErrCannotHibernate)
 	require.Contains(t, herr.Error(), "saving the namespace was stopped after 6")
 	require.Less(t, hTook, 20*time.Second, "bounded by the snapshot timeout and the interrupt")
 	left, _ := filepath.Glob(snapshotPath(e, id) + "*")
@@ -170,7 +170,7 @@ func TestLocalConcurrentResumesHonourMaxSessions(t *testing.T) {
 	ids := []string{"mr-1", "mr-2", "mr-3", "mr-4"}
 	for _, id := range ids {
 		r := e.run(t, id, "x = '"+id+"'")
-		require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+		require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 		_, err := e.Hibernate(ctx, id)
 		require.NoError(t, err)
 	}
@@ -185,7 +185,7 @@ func TestLocalConcurrentResumesHonourMaxSessions(t *testing.T) {
 			switch {
 			case err == nil:
 				ok++
-			case errors.Is(err, executor.ErrTooManySessions):
+			case errors.Is(err, api.ErrTooManySessions):
 				refused++
 			default:
 				t.Errorf("resume %s: %v", id, err)
@@ -213,11 +213,11 @@ func TestLocalFailedRestoreKeepsSnapshot(t *testing.T) {
 	ctx := context.Background()
 	const id = "dies-on-load"
 	r := e.run(t, id, "class Bomb:\n    def __setstate__(self, st):\n        import os; os._exit(1)\nbomb = Bomb()\nbomb.v = 1\nx = 41")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	_, err := e.Hibernate(ctx, id)
 	require.NoError(t, err)
 	_, err = e.Resume(ctx, id)
-	require.ErrorIs(t, err, executor.ErrCannotResume)
+	require.ErrorIs(t, err, api.ErrCannotResume)
 	require.Contains(t, err.Error(), "the kernel died while loading it")
 	require.Contains(t, err.Error(), "it is kept and the session stays hibernated")
 	info, err := e.Session(id)
@@ -225,8 +225,8 @@ func TestLocalFailedRestoreKeepsSnapshot(t *testing.T) {
 	require.Equal(t, api.StateHibernated, info.State)
 	_, err = os.Stat(snapshotPath(e, id))
 	require.NoError(t, err, "the snapshot is kept")
-	_, err = e.Execute(ctx, executor.Request{SessionID: id, Code: "x"})
-	require.ErrorIs(t, err, executor.ErrCannotResume, "a call says the same")
+	_, err = e.Execute(ctx, api.Request{SessionID: id, Code: "x"})
+	require.ErrorIs(t, err, api.ErrCannotResume, "a call says the same")
 	require.NoError(t, e.ResetSession(ctx, id))
 	_, err = os.Stat(snapshotPath(e, id))
 	require.ErrorIs(t, err, os.ErrNotExist, "a reset discards it")
@@ -243,7 +243,7 @@ func TestLocalForkOfClosedSource(t *testing.T) {
 	ctx := context.Background()
 	const id = "fork-src"
 	r := e.run(t, id, "class Slow:\n    def __getstate__(self):\n        import time; time.sleep(30)\n        return {}\ns = Slow()")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	errc := make(chan error, 1)
 	go func() {
 		_, err := e.Fork(ctx, id, id+"-b")
@@ -252,7 +252,7 @@ func TestLocalForkOfClosedSource(t *testing.T) {
 	time.Sleep(time.Second)
 	require.NoError(t, e.CloseSession(ctx, id))
 	err := <-errc
-	require.ErrorIs(t, err, executor.ErrNoSession, "%v", err)
+	require.ErrorIs(t, err, api.ErrNotFound, "%v", err)
 	code, status := api.CodeOf(err)
 	require.Equal(t, api.Code("not_found"), code)
 	require.Equal(t, 404, status)
@@ -297,14 +297,14 @@ func TestLocalStopKeepsHibernatedAndCheckpoints(t *testing.T) {
 			o.Checkpoint = executor.CheckpointAfterCall
 		})
 		sleepID, ckID := "stop-h-"+string(policy), "stop-c-"+string(policy)
-		r, err := e.Execute(ctx, executor.Request{SessionID: sleepID, Code: "x = 'asleep'"})
+		r, err := e.Execute(ctx, api.Request{SessionID: sleepID, Code: "x = 'asleep'"})
 		require.NoError(t, err)
-		require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+		require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 		_, err = e.Hibernate(ctx, sleepID)
 		require.NoError(t, err)
-		r, err = e.Execute(ctx, executor.Request{SessionID: ckID, Code: "y = 'checkpointed'"})
+		r, err = e.Execute(ctx, api.Request{SessionID: ckID, Code: "y = 'checkpointed'"})
 		require.NoError(t, err)
-		require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+		require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 		require.NoError(t, e.Close())
 		ws.Close()
 
@@ -313,11 +313,11 @@ func TestLocalStopKeepsHibernatedAndCheckpoints(t *testing.T) {
 		info, err := e.Session(sleepID)
 		require.NoError(t, err, "policy %s", policy)
 		require.Equal(t, api.StateHibernated, info.State, "policy %s", policy)
-		r, err = e.Execute(ctx, executor.Request{SessionID: sleepID, Code: "x"})
+		r, err = e.Execute(ctx, api.Request{SessionID: sleepID, Code: "x"})
 		require.NoError(t, err)
 		require.Equal(t, "'asleep'", r.Result, "policy %s: %+v %q", policy, r.Error, r.Notes)
 		require.False(t, r.StateLost, "policy %s: %q", policy, r.Notes)
-		r, err = e.Execute(ctx, executor.Request{SessionID: ckID, Code: "y"})
+		r, err = e.Execute(ctx, api.Request{SessionID: ckID, Code: "y"})
 		require.NoError(t, err)
 		require.Equal(t, "'checkpointed'", r.Result, "policy %s: %+v %q", policy, r.Error, r.Notes)
 		require.NotNil(t, r.StateRestored, "policy %s", policy)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
 	"github.com/kernelbox/kernelbox/permissions"
@@ -32,7 +33,7 @@ try:
     print("WROTE")
 except OSError as err:
     print("refused", type(err).__name__)`)
-		require.Equal(t, executor.StatusOK, r.Status, r.Stderr)
+		require.Equal(t, api.StatusOK, r.Status, r.Stderr)
 		require.Contains(t, r.Stdout, "1,2")
 		if os.Geteuid() != 0 { // root ignores file modes
 			require.Contains(t, r.Stdout, "refused PermissionError")

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"path/filepath"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/internal/paths"
 	"github.com/kernelbox/kernelbox/permissions"
 )
@@ -85,7 +86,7 @@ func (e *Executor) recheckData(t *Template) error {
 	}
 	if err := checkData(e.perm, data, map[string]bool{}); err != nil {
 		if errors.Is(err, permissions.ErrDenied) {
-			err = fmt.Errorf("%w: %w", ErrDenied, err) // the API's 403, as for a denied input
+			err = fmt.Errorf("%w: %w", api.ErrDenied, err) // the API's 403, as for a denied input
 		}
 		return fmt.Errorf("data mounts are checked again as each session's kernel starts: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/permissions"
 	"github.com/kernelbox/kernelbox/workspace"
@@ -133,7 +134,7 @@ func TestDataMountCredentials(t *testing.T) {
 // TestDataMountRecheckedPerSession is issue 47 item 2: a data directory that
 // was clean when the executor was built and later gains a .env and an SSH key
 // is checked again as each session gets a kernel: a new session is refused
-// (ErrDenied), told each entry and its rule, instead of seeing them; once the
+// (api.ErrDenied), told each entry and its rule, instead of seeing them; once the
 // directory is clean again, sessions start. Before, the check ran only once,
 // at start.
 func TestDataMountRecheckedPerSession(t *testing.T) {
@@ -144,14 +145,14 @@ func TestDataMountRecheckedPerSession(t *testing.T) {
 		o.Data = []executor.DataMount{{Name: "ref", HostDir: dir}}
 	})
 	ctx := context.Background()
-	r, err := e.Execute(ctx, executor.Request{SessionID: "before", Code: "1"})
+	r, err := e.Execute(ctx, api.Request{SessionID: "before", Code: "1"})
 	require.NoError(t, err)
-	require.Equal(t, executor.StatusOK, r.Status)
+	require.Equal(t, api.StatusOK, r.Status)
 
 	writeTree(t, dir, ".env", ".ssh/id_ed25519")
-	_, err = e.Execute(ctx, executor.Request{SessionID: "after", Code: "1"})
+	_, err = e.Execute(ctx, api.Request{SessionID: "after", Code: "1"})
 	require.ErrorIs(t, err, permissions.ErrDenied)
-	require.ErrorIs(t, err, executor.ErrDenied, "the API answers 403 permission_denied")
+	require.ErrorIs(t, err, api.ErrDenied, "the API answers 403 permission_denied")
 	t.Logf("refused: %v", err)
 	for _, w := range []string{"checked again as each session's kernel starts", `data mount "ref"`, "holds 2 entries",
 		filepath.Join(dir, ".env") + `: denied by rule "environment files"`, filepath.Join(dir, ".ssh") + `: denied by rule "SSH keys"`} {
@@ -161,13 +162,13 @@ func TestDataMountRecheckedPerSession(t *testing.T) {
 	assert.True(t, os.IsNotExist(statErr), "the refused session got no copy of the .env")
 
 	// The live session keeps its kernel (and the files it was given).
-	r, err = e.Execute(ctx, executor.Request{SessionID: "before", Code: "2"})
+	r, err = e.Execute(ctx, api.Request{SessionID: "before", Code: "2"})
 	require.NoError(t, err)
-	require.Equal(t, executor.StatusOK, r.Status)
+	require.Equal(t, api.StatusOK, r.Status)
 
 	require.NoError(t, os.Remove(filepath.Join(dir, ".env")))
 	require.NoError(t, os.RemoveAll(filepath.Join(dir, ".ssh")))
-	r, err = e.Execute(ctx, executor.Request{SessionID: "after", Code: "1"})
+	r, err = e.Execute(ctx, api.Request{SessionID: "after", Code: "1"})
 	require.NoError(t, err)
-	require.Equal(t, executor.StatusOK, r.Status)
+	require.Equal(t, api.StatusOK, r.Status)
 }

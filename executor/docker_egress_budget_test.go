@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
 	"github.com/kernelbox/kernelbox/internal/testkit/testnet"
@@ -38,9 +39,9 @@ func TestDockerEgressBudgetOverLife(t *testing.T) {
 		o.StartTimeout = 3 * time.Minute
 	})
 	ctx := context.Background()
-	exec := func(code string) *executor.Result {
+	exec := func(code string) *api.Result {
 		t.Helper()
-		r, err := e.Execute(ctx, executor.Request{SessionID: "spender", Template: "budget", Code: code})
+		r, err := e.Execute(ctx, api.Request{SessionID: "spender", Template: "budget", Code: code})
 		require.NoError(t, err)
 		return r
 	}
@@ -52,13 +53,13 @@ def fetch():
         return type(e).__name__
 `
 	r := exec(fetch + "print(socket.gethostname(), fetch(), fetch())")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	first := strings.Fields(r.Stdout)
 	require.Equal(t, []string{"1048576", "1048576"}, first[1:], "%q", r.Stdout)
 
 	exec("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)") // the kernel's own Jupyter server
 	r = exec(fetch + "print(socket.gethostname(), fetch())")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	second := strings.Fields(r.Stdout)
 	require.Len(t, second, 2, "%q", r.Stdout)
 	require.NotEqual(t, first[0], second[0], "the call after the kill runs in a new container")
@@ -69,7 +70,7 @@ def fetch():
 	_, err := e.Hibernate(ctx, "spender")
 	require.NoError(t, err)
 	r = exec("print(socket.gethostname(), fetch())")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	third := strings.Fields(r.Stdout)
 	require.Len(t, third, 2, "%q", r.Stdout)
 	require.NotEqual(t, second[0], third[0], "the resumed session runs in a new container")

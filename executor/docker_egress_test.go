@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
 	"github.com/kernelbox/kernelbox/internal/testkit/testnet"
@@ -63,20 +64,20 @@ func TestDockerEgressAllowlist(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(e.Data, "ca-bundle.txt"), caPEM, 0o644))
 	inputs := []string{filepath.Join(e.Data, "ca-bundle.txt")}
-	exec := func(code string) *executor.Result {
+	exec := func(code string) *api.Result {
 		t.Helper()
-		r, err := e.Execute(ctx, executor.Request{SessionID: "net", Template: "fetch", Code: code, Inputs: inputs})
+		r, err := e.Execute(ctx, api.Request{SessionID: "net", Template: "fetch", Code: code, Inputs: inputs})
 		inputs = nil
 		require.NoError(t, err)
 		return r
 	}
 	url := "http://files.test:" + port + "/data.csv"
 	r := exec("import urllib.request, urllib.error, time\nprint(urllib.request.urlopen(" + strconv.Quote(url) + ", timeout=30).read().decode(), end='')")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "city,n\nOslo,3\nLima,4\n", r.Stdout)
 
 	r = exec("import pandas as pd\ndf = pd.read_csv(" + strconv.Quote(url) + ")\nint(df.n.sum())")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "7", r.Result)
 	require.True(t, hasNote(r.Notes, "network: allow files.test:"+port+" via "+web.Addr.String()), "%q", r.Notes)
 
@@ -96,7 +97,7 @@ func TestDockerEgressAllowlist(t *testing.T) {
 	// A session of a template without an allowlist has no proxy socket, no
 	// variables, no forwarder: the other session's socket is in the other
 	// container's /tmp, out of reach.
-	r, err = e.Execute(ctx, executor.Request{SessionID: "offline", Template: "offline", Code: `import os
+	r, err = e.Execute(ctx, api.Request{SessionID: "offline", Template: "offline", Code: `import os
 print(os.path.exists("/tmp/.kernelbox-egress.sock"), "HTTPS_PROXY" in os.environ, sorted(os.listdir("/sys/class/net")))`})
 	require.NoError(t, err)
 	require.Equal(t, "False False ['lo']\n", r.Stdout)
@@ -113,24 +114,24 @@ print(os.path.exists("/tmp/.kernelbox-egress.sock"), "HTTPS_PROXY" in os.environ
 
 // overHTTPS checks pandas over HTTPS through a CONNECT tunnel, TLS end to end
 // between pandas and the test host, and a denied HTTPS host.
-func overHTTPS(t *testing.T, exec func(string) *executor.Result, secure *testnet.Host) {
+func overHTTPS(t *testing.T, exec func(string) *api.Result, secure *testnet.Host) {
 	t.Helper()
 	r := exec(`df = pd.read_csv("https://secure.test:8443/data.csv")` + "\nint(df.n.sum())")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "7", r.Result)
 	require.True(t, hasNote(r.Notes, "network: allow secure.test:8443 via "+secure.Addr.String()), "%q", r.Notes)
 	r = exec(`try:
     pd.read_csv("https://private.test:8443/data.csv")
 except OSError as e:
     print(e)`)
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Contains(t, r.Stdout, "403")
 	require.True(t, hasNote(r.Notes, "network: deny private.test:8443 (default deny)"), "%q", r.Notes)
 }
 
 // refused checks that a GET of host through the proxy fails fast with the
 // proxy's 403 naming rule, in the output and in the Result's notes.
-func refused(t *testing.T, exec func(string) *executor.Result, host, port, rule string) {
+func refused(t *testing.T, exec func(string) *api.Result, host, port, rule string) {
 	t.Helper()
 	r := exec(`t0 = time.monotonic()
 try:
@@ -138,7 +139,7 @@ try:
 except urllib.error.HTTPError as e:
     print(e.code, e.read().decode().strip())
 print("took", round(time.monotonic() - t0, 3))`)
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Contains(t, r.Stdout, "403 kernelbox egress proxy: refused by rule ["+rule)
 	require.True(t, hasNote(r.Notes, "network: deny "+host+":"+port+" ("+rule), "%q", r.Notes)
 	took, err := strconv.ParseFloat(strings.TrimSpace(r.Stdout[strings.LastIndex(r.Stdout, "took")+4:]), 64)
@@ -150,7 +151,7 @@ print("took", round(time.monotonic() - t0, 3))`)
 // kernelView checks the kernel's own view: only lo, no route, and a TCP or UDP
 // socket to the test host's address fails at once (no route: nothing leaves the
 // container).
-func kernelView(t *testing.T, exec func(string) *executor.Result, web *testnet.Host, port string) {
+func kernelView(t *testing.T, exec func(string) *api.Result, web *testnet.Host, port string) {
 	t.Helper()
 	r := exec(`import os, socket
 print(sorted(os.listdir("/sys/class/net")))
@@ -169,7 +170,7 @@ try:
 except OSError as e:
     print("udp", type(e).__name__, e.errno)
 print(os.environ["HTTPS_PROXY"])`)
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "['lo']\n0 routes\nOSError 101\nudp OSError 101\nhttp://127.0.0.1:3128\n", r.Stdout)
 }
 
@@ -206,10 +207,10 @@ func (c *netCounter) allowed() int {
 	return c.rep.Allowed
 }
 
-func (c *netCounter) CallFinished(executor.Status, time.Duration) {}
-func (c *netCounter) KernelStarted()                              {}
-func (c *netCounter) KernelDied()                                 {}
-func (c *netCounter) ArtifactsCollected(int, int64)               {}
+func (c *netCounter) CallFinished(api.Status, time.Duration) {}
+func (c *netCounter) KernelStarted()                         {}
+func (c *netCounter) KernelDied()                            {}
+func (c *netCounter) ArtifactsCollected(int, int64)          {}
 func (c *netCounter) NetworkReported(r executor.NetworkReport) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -236,7 +237,7 @@ def measure(opener, small, big):
 // measureFromKernel logs what the whole path (kernel, forwarder, unix socket,
 // proxy) costs against the same Python on the host going direct. Logged, not
 // asserted: the two sides run on different processes of a shared machine.
-func measureFromKernel(t *testing.T, exec func(string) *executor.Result, web *testnet.Host, port string) {
+func measureFromKernel(t *testing.T, exec func(string) *api.Result, web *testnet.Host, port string) {
 	t.Helper()
 	exec(measure)
 	// Three rounds, alternating sides, so that the machine's load falls on both;
@@ -244,7 +245,7 @@ func measureFromKernel(t *testing.T, exec func(string) *executor.Result, web *te
 	var best [2][2]float64 // [kernel, host][p50 ms, MiB/s]
 	for i := range 3 {
 		r := exec(`measure(urllib.request.build_opener(), "http://files.test:` + port + `/data.csv", "http://files.test:` + port + `/big.bin")`)
-		require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+		require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 		out, err := osexec.Command("/usr/bin/python3", "-c", measure+`print(measure(urllib.request.build_opener(urllib.request.ProxyHandler({})), "`+web.URL("data.csv")+`", "`+web.URL("big.bin")+`"))`).Output()
 		require.NoError(t, err)
 		for side, s := range []string{strings.Trim(r.Result, "'"), strings.TrimSpace(string(out))} {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/internal/testkit/testnet"
 )
 
@@ -61,18 +61,18 @@ func writePackageIndex(t *testing.T, dir string) {
 // allowed test index over HTTPS (through kernelbox's proxy: the kernel has no
 // other route; the template's PIP_CERT names the test CA, as an operator's
 // would for a private index), then imports what it installed in the same kernel.
-func pipInstall(t *testing.T, exec func(string) *executor.Result, secure *testnet.Host) {
+func pipInstall(t *testing.T, exec func(string) *api.Result, secure *testnet.Host) {
 	t.Helper()
 	r := exec(`import subprocess, sys
 p = subprocess.run([sys.executable, "-m", "pip", "install", "--index-url", "https://secure.test:8443/simple/", "kbdemo"],
                    capture_output=True, text=True, timeout=180)
 print(p.returncode)
 print(p.stdout[-3000:], p.stderr[-3000:])`)
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.True(t, strings.HasPrefix(r.Stdout, "0\n"), "pip install failed:\n%s", r.Stdout)
 	require.Contains(t, r.Stdout, "Successfully installed kbdemo-0.1")
 	require.True(t, hasNote(r.Notes, "network: allow secure.test:8443 via "+secure.Addr.String()), "%q", r.Notes)
 	r = exec("import kbdemo\nkbdemo.ANSWER")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "42", r.Result)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
 )
@@ -30,8 +31,8 @@ func TestDockerPreloadOOM(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	_, err := e.Execute(ctx, executor.Request{SessionID: "oom", Template: "small", Code: "len(b)", Timeout: 5 * time.Second})
-	require.ErrorIs(t, err, executor.ErrBackend)
+	_, err := e.Execute(ctx, api.Request{SessionID: "oom", Template: "small", Code: "len(b)", Timeout: 5 * time.Second})
+	require.ErrorIs(t, err, api.ErrBackend)
 	msg := err.Error()
 	t.Logf("the start error: %s", msg)
 	require.Contains(t, msg, `template "small": the kernel died while it ran the preload: kernel was OOM-killed at the template's memory limit (256 MiB)`)
@@ -74,11 +75,11 @@ func TestDockerContainerNamesFollowSessions(t *testing.T) {
 	require.Regexp(t, warmName, cs[0])
 
 	ctx := context.Background()
-	r, err := e.Execute(ctx, executor.Request{SessionID: "taker", Template: "pooled", Code: "import os; os.getcwd()"})
+	r, err := e.Execute(ctx, api.Request{SessionID: "taker", Template: "pooled", Code: "import os; os.getcwd()"})
 	require.NoError(t, err)
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	r = e.run(t, "cold", "1 + 1")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	// The pool refills: a new warm container beside the two sessions'.
 	require.Eventually(t, func() bool { return e.WarmReadyOf("pooled") == 1 }, 3*time.Minute, 50*time.Millisecond)
 

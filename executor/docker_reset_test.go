@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
 )
@@ -48,7 +49,7 @@ func TestDockerResetIsCleanSlate(t *testing.T) {
 	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newDockerEnv(t, testexec.Real{}, nil)
 	r := e.run(t, "rs", plantCode)
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "planted\n", r.Stdout)
 	loop := filepath.Join(e.WS.Root(), "sessions", "rs", "outputs", "loop.txt")
 	require.Eventually(t, func() bool { fi, err := os.Stat(loop); return err == nil && fi.Size() > 0 },
@@ -59,7 +60,7 @@ func TestDockerResetIsCleanSlate(t *testing.T) {
 	t.Logf("reset (a new container) took %s", time.Since(t0).Round(time.Millisecond))
 
 	r = e.run(t, "rs", inspectCode)
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "False False True False", strings.TrimSpace(r.Stdout),
 		"after reset: startup file ran, /tmp/x kept, session file kept, shell loop running")
 	require.False(t, r.StateLost, "a reset is asked for, not lost state: %v", r.Notes)
@@ -80,14 +81,14 @@ func TestDockerTimeoutRestartIsCleanSlate(t *testing.T) {
 	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newDockerEnv(t, testexec.Real{}, func(o *executor.Options) { o.InterruptGrace = time.Second })
 	e.run(t, "to", "open('/tmp/x', 'w').write('left behind')")
-	r, err := e.Execute(context.Background(), executor.Request{SessionID: "to", Timeout: 2 * time.Second,
+	r, err := e.Execute(context.Background(), api.Request{SessionID: "to", Timeout: 2 * time.Second,
 		Code: "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    time.sleep(0.1)"})
 	require.NoError(t, err)
-	require.Equal(t, executor.StatusTimeout, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusTimeout, r.Status, "%+v", r.Error)
 	require.True(t, r.StateLost)
 
 	r = e.run(t, "to", "import os; os.path.exists('/tmp/x')")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "False", r.Result, "/tmp/x survived the restart after the timeout")
 	require.False(t, r.StateLost, "the timeout already reported the lost state: %v", r.Notes)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
 	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
@@ -49,17 +50,17 @@ func TestRunscSessions(t *testing.T) {
 	e := newRunscEnv(t, testexec.Real{}, func(o *executor.Options) { o.InterruptGrace = 2 * time.Second })
 	start := time.Now()
 	r := e.run(t, "gsess", "x = 41")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	t.Logf("runsc cold start to first result: %s", time.Since(start).Round(time.Millisecond))
 	require.Equal(t, "42", e.run(t, "gsess", "x + 1").Result)
 	require.Equal(t, "'4.4.0'", e.run(t, "gsess", "import os; os.uname().release").Result)
 
 	csv := filepath.Join(e.Data, "g.csv")
 	require.NoError(t, os.WriteFile(csv, []byte("a,b\n1,2\n3,4\n"), 0o644))
-	r, err := e.Execute(context.Background(), executor.Request{SessionID: "gsess", Inputs: []string{csv},
+	r, err := e.Execute(context.Background(), api.Request{SessionID: "gsess", Inputs: []string{csv},
 		Code: "import csv\nrows = list(csv.DictReader(open('inputs/g.csv')))\nopen('outputs/copy.csv', 'w').write('b\\n' + str(sum(int(r['b']) for r in rows)))\nlen(rows)"})
 	require.NoError(t, err)
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "2", r.Result)
 	require.Len(t, r.Artifacts, 1)
 	b, err := os.ReadFile(filepath.Join(e.WS.Root(), "sessions", "gsess", "outputs", "copy.csv"))
@@ -67,27 +68,27 @@ func TestRunscSessions(t *testing.T) {
 	require.Equal(t, "b\n6", string(b))
 
 	start = time.Now()
-	r, err = e.Execute(context.Background(), executor.Request{SessionID: "gsess", Code: "while True: pass", Timeout: 2 * time.Second})
+	r, err = e.Execute(context.Background(), api.Request{SessionID: "gsess", Code: "while True: pass", Timeout: 2 * time.Second})
 	require.NoError(t, err)
-	require.Equal(t, executor.StatusTimeout, r.Status)
+	require.Equal(t, api.StatusTimeout, r.Status)
 	require.False(t, r.StateLost)
 	require.Less(t, time.Since(start), 10*time.Second, "a timeout returns after its interrupt grace, ptrace and load aside")
 	require.Equal(t, "41", e.run(t, "gsess", "x").Result)
 
 	r = e.run(t, "gsess", "import os; os._exit(1)")
-	require.Equal(t, executor.StatusKernelDied, r.Status)
+	require.Equal(t, api.StatusKernelDied, r.Status)
 	r = e.run(t, "gsess", "y = 1")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.True(t, r.StateLost)
 
 	// The relay killed by the kernel: told, and the session's next call runs in
 	// a new container, with the state lost as after a death.
 	r = e.run(t, "gsess", killRelay)
 	t.Logf("relay killed: status %s, error %+v", r.Status, r.Error)
-	require.Equal(t, executor.StatusKernelDied, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusKernelDied, r.Status, "%+v", r.Error)
 	require.Contains(t, r.Error.Evalue, "relay")
 	r = e.run(t, "gsess", "'y' in dir()")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "False", r.Result)
 	require.True(t, r.StateLost)
 }
@@ -114,14 +115,14 @@ func TestRunscEgress(t *testing.T) {
 		o.Templates = ts
 		o.StartTimeout = 3 * time.Minute
 	})
-	exec := func(code string) *executor.Result {
+	exec := func(code string) *api.Result {
 		t.Helper()
-		r, err := e.Execute(context.Background(), executor.Request{SessionID: "gnet", Template: "fetch", Code: code})
+		r, err := e.Execute(context.Background(), api.Request{SessionID: "gnet", Template: "fetch", Code: code})
 		require.NoError(t, err)
 		return r
 	}
 	r := exec("import urllib.request, urllib.error, time, os\nprint(os.uname().release)\nprint(urllib.request.urlopen('http://files.test:" + port + "/data.csv', timeout=30).read().decode(), end='')")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "4.4.0\ncity,n\nOslo,3\n", r.Stdout, "the template's runtime: gVisor")
 	require.True(t, hasNote(r.Notes, "network: allow files.test:"+port+" via "+web.Addr.String()), "%q", r.Notes)
 	refused(t, exec, "private.test", port, "default deny")
@@ -131,7 +132,7 @@ try:
     s.connect(("` + web.Addr.String() + `", ` + port + `)); print("connected")
 except OSError as e:
     print(type(e).__name__, e.errno)`)
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	// gVisor's netstack says EHOSTUNREACH where Linux says ENETUNREACH.
 	require.Contains(t, []string{"OSError 101\n", "OSError 113\n"}, r.Stdout, "no route from the sandbox")
 }
@@ -151,9 +152,9 @@ func TestRunscWarmTemplate(t *testing.T) {
 	})
 	waitWarm(t, e, "gwarm", 1)
 	t0 := time.Now()
-	r, err := e.Execute(context.Background(), executor.Request{SessionID: "gw1", Template: "gwarm", Code: "W"})
+	r, err := e.Execute(context.Background(), api.Request{SessionID: "gw1", Template: "gwarm", Code: "W"})
 	require.NoError(t, err)
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	t.Logf("runsc warm first result: %s", time.Since(t0).Round(time.Millisecond))
 	require.Equal(t, "'4.4.0'", r.Result, "the preload ran under gVisor")
 	waitWarm(t, e, "gwarm", 1)
@@ -188,9 +189,9 @@ func TestRunscCheckpointAfterOOM(t *testing.T) {
 	})
 	const id = "gck-oom"
 	r := e.run(t, id, "import numpy as np\narr = np.arange(1000)\nx = 41")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	r = e.run(t, id, "b = bytearray(400 << 20)\nb[::4096] = b'x' * len(b[::4096])")
-	require.Equal(t, executor.StatusKernelDied, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusKernelDied, r.Status, "%+v", r.Error)
 	require.Contains(t, r.Error.Evalue, "OOM")
 	r = e.run(t, id, "print(x + 1, int(arr.sum()), 'b' in dir())")
 	requireRestored(t, r, 1)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
 	"github.com/kernelbox/kernelbox/internal/testkit/testnet"
@@ -69,12 +70,12 @@ func TestDockerSecrets(t *testing.T) {
 		o.Logger = logger
 	})
 	ctx := context.Background()
-	var results []*executor.Result
-	exec := func(code string) *executor.Result {
+	var results []*api.Result
+	exec := func(code string) *api.Result {
 		t.Helper()
-		r, err := e.Execute(ctx, executor.Request{SessionID: "sec", Template: "vendor", Code: code, Timeout: 5 * time.Minute})
+		r, err := e.Execute(ctx, api.Request{SessionID: "sec", Template: "vendor", Code: code, Timeout: 5 * time.Minute})
 		require.NoError(t, err)
-		require.Equal(t, executor.StatusOK, r.Status, "%+v\n%s", r.Error, r.Stdout)
+		require.Equal(t, api.StatusOK, r.Status, "%+v\n%s", r.Error, r.Stdout)
 		results = append(results, r)
 		return r
 	}
@@ -125,7 +126,7 @@ func (s *syncWriter) String() string {
 // secretsFetch: urllib and pandas get 200 through the interception; the kernel
 // sees the placeholder and the bundle; the note tells the use; a placeholder
 // sent by the kernel is replaced and a credential of its own refused.
-func secretsFetch(t *testing.T, exec func(string) *executor.Result, vendor *testnet.Host) {
+func secretsFetch(t *testing.T, exec func(string) *api.Result, vendor *testnet.Host) {
 	t.Helper()
 
 	r := exec(`import os, urllib.request, urllib.error, http.client, ssl, time
@@ -157,9 +158,9 @@ print(*get("https://api.test:8443/data.csv", Authorization="Bearer guessed"))`)
 // second request to another host on one connection are refused; a redirect to
 // another allowed host carries no secret; a slow host and a large download come
 // through; pip downloads from the authenticated index.
-func secretsRefusals(t *testing.T, exec func(string) *executor.Result) {
+func secretsRefusals(t *testing.T, exec func(string) *api.Result) {
 	t.Helper()
-	var r *executor.Result
+	var r *api.Result
 	// A Host naming another host inside the intercepted TLS, and a second
 	// request on one connection to another host: refused, never sent.
 	r = exec(`c = http.client.HTTPSConnection("127.0.0.1", 3128, timeout=30)
@@ -204,7 +205,7 @@ print(p.returncode, os.listdir("/tmp/dl") if p.returncode == 0 else p.stdout[-20
 
 // secretsKernelSearch: the kernel looks for the value in its environment,
 // /proc and every file it can read, and finds nothing.
-func secretsKernelSearch(t *testing.T, exec func(string) *executor.Result) {
+func secretsKernelSearch(t *testing.T, exec func(string) *api.Result) {
 	t.Helper()
 	// The kernel looking for the value: its environment, /proc, every
 	// readable file of its own (the workspace, /tmp, the state directory).
@@ -234,7 +235,7 @@ print("hits", hits)`)
 // secretsRotation: after a reload (what serve does on SIGHUP) the next request
 // carries the new value, which the host refuses; with the old one back it
 // answers again.
-func secretsRotation(t *testing.T, exec func(string) *executor.Result, rotate func(string)) {
+func secretsRotation(t *testing.T, exec func(string) *api.Result, rotate func(string)) {
 	t.Helper()
 	// Rotation (what serve does on SIGHUP): the next request carries the new
 	// value, which this host refuses; the old one back, it answers again.

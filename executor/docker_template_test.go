@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
 	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
@@ -67,12 +68,12 @@ func TestDockerTemplatesMemory(t *testing.T) {
 		o.StartTimeout = 3 * time.Minute
 	})
 	ctx := context.Background()
-	first := func(session, template string) *executor.Result {
+	first := func(session, template string) *api.Result {
 		t.Helper()
-		r, err := e.Execute(ctx, executor.Request{SessionID: session, Template: template,
+		r, err := e.Execute(ctx, api.Request{SessionID: session, Template: template,
 			Code: "import os\nprint(os.environ['KB_TEMPLATE'], preloaded.__name__)\nx = 7"})
 		require.NoError(t, err)
-		require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+		require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 		return r
 	}
 	require.Equal(t, "small json\n", first("s-small", "small").Stdout, "the template's env and preload")
@@ -85,29 +86,29 @@ func TestDockerTemplatesMemory(t *testing.T) {
 
 	// A session keeps its template: naming the other is refused with both names,
 	// and nothing runs.
-	_, err := e.Execute(ctx, executor.Request{SessionID: "s-small", Template: "big", Code: "x = 8"})
-	require.ErrorIs(t, err, executor.ErrTemplateMismatch)
+	_, err := e.Execute(ctx, api.Request{SessionID: "s-small", Template: "big", Code: "x = 8"})
+	require.ErrorIs(t, err, api.ErrTemplateMismatch)
 	require.ErrorContains(t, err, `created with template "small"; this call names "big"`)
 	_, err = e.CreateSession(ctx, "s-big", "small")
-	require.ErrorIs(t, err, executor.ErrTemplateMismatch)
+	require.ErrorIs(t, err, api.ErrTemplateMismatch)
 	require.Equal(t, "7", e.run(t, "s-small", "x").Result)
 
 	// 400 MiB, every page touched: over the small template's 256 MiB, well under the
 	// big one's 1 GiB.
 	const alloc = "b = bytearray(400 << 20)\nb[::4096] = b'x' * len(b[::4096])\nlen(b) >> 20"
 	r := e.run(t, "s-big", alloc)
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "400", r.Result)
 	require.Equal(t, "7", e.run(t, "s-big", "x").Result, "the big session kept its state")
 
 	r = e.run(t, "s-small", alloc)
-	require.Equal(t, executor.StatusKernelDied, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusKernelDied, r.Status, "%+v", r.Error)
 	require.Contains(t, r.Error.Evalue, "OOM")
 	require.True(t, r.StateLost)
 	// The small session's new kernel is still the small template's: its limit,
 	// its preload, its env.
 	r = e.run(t, "s-small", "import os\nprint(os.environ['KB_TEMPLATE'], preloaded.__name__)")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "small json\n", r.Stdout)
 	require.Equal(t, "268435456", containerOf(t, "s-small", "{{.HostConfig.Memory}}"))
 
@@ -136,8 +137,8 @@ func TestDockerTemplatePreloadFails(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	for i := range 2 {
-		_, err := e.Execute(ctx, executor.Request{SessionID: "p", Template: "broken", Code: "tables"})
-		require.ErrorIs(t, err, executor.ErrBackend)
+		_, err := e.Execute(ctx, api.Request{SessionID: "p", Template: "broken", Code: "tables"})
+		require.ErrorIs(t, err, api.ErrBackend)
 		var pe *executor.PreloadError
 		require.True(t, errors.As(err, &pe), "%v", err)
 		require.Equal(t, "broken", pe.Template)
@@ -178,10 +179,10 @@ func TestDockerExampleTemplates(t *testing.T) {
 	require.NoError(t, os.WriteFile(csv, []byte("model,top1\na,56.5\nb,69.8\nc,76.1\n"), 0o644))
 	ctx := context.Background()
 	// What the template promises is there before any import in the cell.
-	r, err := e.Execute(ctx, executor.Request{SessionID: "an", Template: "python-analyst", Inputs: []string{csv},
+	r, err := e.Execute(ctx, api.Request{SessionID: "an", Template: "python-analyst", Inputs: []string{csv},
 		Code: "df = pd.read_csv('inputs/benchmarks.csv'); print(plt.__name__); df.describe().loc['count', 'top1']"})
 	require.NoError(t, err)
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "matplotlib.pyplot\n", r.Stdout)
 	require.Equal(t, "3.0", r.Result)
 	require.Equal(t, 1, r.ExecutionCount, "the preload is silent")
@@ -190,12 +191,12 @@ func TestDockerExampleTemplates(t *testing.T) {
 	// A session whose first call named no template is the default's (Python),
 	// and stays so.
 	r = e.run(t, "py", "x = 41")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
-	_, err = e.Execute(ctx, executor.Request{SessionID: "py", Template: "r", Code: "x + 1"})
-	require.ErrorIs(t, err, executor.ErrTemplateMismatch)
-	r, err = e.Execute(ctx, executor.Request{SessionID: "r2", Template: "r", Code: "x <- 41\nx + 1"})
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
+	_, err = e.Execute(ctx, api.Request{SessionID: "py", Template: "r", Code: "x + 1"})
+	require.ErrorIs(t, err, api.ErrTemplateMismatch)
+	r, err = e.Execute(ctx, api.Request{SessionID: "r2", Template: "r", Code: "x <- 41\nx + 1"})
 	require.NoError(t, err)
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "[1] 42", plainText(t, r, "display_data"))
 	require.Equal(t, testexec.RImage, containerOf(t, "r2", "{{.Config.Image}}"))
 }

@@ -12,10 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
 	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
-	"github.com/stretchr/testify/require"
 )
 
 // newDockerEnv builds an executor on the docker backend, with a smaller memory limit
@@ -39,17 +41,17 @@ func TestDockerSessions(t *testing.T) {
 	e := newDockerEnv(t, testexec.Real{}, nil)
 	start := time.Now()
 	r := e.run(t, "d1", "x = 41")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	t.Logf("docker cold start to first result: %s", time.Since(start).Round(time.Millisecond))
 	require.Equal(t, "42", e.run(t, "d1", "x + 1").Result)
 
 	// Inputs are staged and outputs collected exactly as with local.
 	csv := filepath.Join(e.Data, "bench.csv")
 	require.NoError(t, os.WriteFile(csv, []byte("a,b\n1,2\n3,4\n"), 0o644))
-	r, err := e.Execute(context.Background(), executor.Request{SessionID: "d1", Inputs: []string{csv},
+	r, err := e.Execute(context.Background(), api.Request{SessionID: "d1", Inputs: []string{csv},
 		Code: "import pandas as pd\ndf = pd.read_csv('inputs/bench.csv')\ndf.to_csv('outputs/copy.csv', index=False)\nint(df.b.sum())"})
 	require.NoError(t, err)
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "6", r.Result)
 	require.Len(t, r.Artifacts, 1)
 	require.Equal(t, "copy.csv", r.Artifacts[0].Name)
@@ -73,7 +75,7 @@ print(sorted(os.listdir('/sys/class/net')), cap, nnp, ro, os.getuid() != 0, os.g
 	e.run(t, "d1", "open('outputs/secret.txt', 'w').write('d1 only')")
 	// (Every writable or mounted place; / as a whole would walk /proc and /sys.)
 	r = e.run(t, "d2", "import glob\nsorted(p for d in ('/workspace', '/tmp', '/run', '/mnt', '/home', '/srv', '/var', '/media', '/opt') for p in glob.glob(d + '/**/secret.txt', recursive=True))")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "[]", r.Result)
 
 	require.NoError(t, e.Close())
@@ -86,7 +88,7 @@ func TestDockerLimits(t *testing.T) {
 	e.run(t, "lim", "x = 1")
 
 	// A fork bomb hits the pids limit; the session reports cleanly and survives.
-	r, err := e.Execute(context.Background(), executor.Request{SessionID: "lim", Timeout: 20 * time.Second, Code: `import os, time
+	r, err := e.Execute(context.Background(), api.Request{SessionID: "lim", Timeout: 20 * time.Second, Code: `import os, time
 pids = []
 try:
     for i in range(10000):
@@ -102,7 +104,7 @@ for p in pids:
     os.waitpid(p, 0)
 len(pids) < 128`})
 	require.NoError(t, err)
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Contains(t, r.Stdout, "fork failed after")
 	require.Equal(t, "True", r.Result)
 	require.Equal(t, "1", e.run(t, "lim", "x").Result)
@@ -110,11 +112,11 @@ len(pids) < 128`})
 	// Allocating 4 GiB over a 512 MiB limit: kernel_died with the OOM cause; the next
 	// call works.
 	r = e.run(t, "lim", "b = bytearray(4 << 30)\nb[::4096] = b'x' * len(b[::4096])")
-	require.Equal(t, executor.StatusKernelDied, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusKernelDied, r.Status, "%+v", r.Error)
 	require.Contains(t, r.Error.Evalue, "OOM")
 	require.True(t, r.StateLost)
 	r = e.run(t, "lim", "1 + 1")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "2", r.Result)
 }
 
@@ -122,17 +124,17 @@ func TestDockerFaults(t *testing.T) {
 	e := newDockerEnv(t, testexec.Real{}, func(o *executor.Options) { o.InterruptGrace = 2 * time.Second })
 	e.run(t, "f", "x = 3")
 	start := time.Now()
-	r, err := e.Execute(context.Background(), executor.Request{SessionID: "f", Code: "while True: pass", Timeout: 2 * time.Second})
+	r, err := e.Execute(context.Background(), api.Request{SessionID: "f", Code: "while True: pass", Timeout: 2 * time.Second})
 	require.NoError(t, err)
-	require.Equal(t, executor.StatusTimeout, r.Status)
+	require.Equal(t, api.StatusTimeout, r.Status)
 	require.False(t, r.StateLost)
 	require.Less(t, time.Since(start), 5*time.Second)
 	require.Equal(t, "3", e.run(t, "f", "x").Result)
 
 	r = e.run(t, "f", "import os; os._exit(1)")
-	require.Equal(t, executor.StatusKernelDied, r.Status)
+	require.Equal(t, api.StatusKernelDied, r.Status)
 	r = e.run(t, "f", "1")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.True(t, r.StateLost)
 
 	// The container killed from outside mid-cell: the call returns, the session
@@ -140,9 +142,9 @@ func TestDockerFaults(t *testing.T) {
 	e.run(t, "f", "y = 1")
 	ids := dockerContainers(t)
 	require.Len(t, ids, 1)
-	done := make(chan *executor.Result, 1)
+	done := make(chan *api.Result, 1)
 	go func() {
-		r, _ := e.Execute(context.Background(), executor.Request{SessionID: "f", Code: "import time; time.sleep(60)"})
+		r, _ := e.Execute(context.Background(), api.Request{SessionID: "f", Code: "import time; time.sleep(60)"})
 		done <- r
 	}()
 	time.Sleep(time.Second)
@@ -153,7 +155,7 @@ func TestDockerFaults(t *testing.T) {
 		took := time.Since(killed)
 		t.Logf("docker kill mid-call reported after %s: %s", took.Round(time.Millisecond), r.Error.Evalue)
 		require.NotNil(t, r)
-		require.Equal(t, executor.StatusKernelDied, r.Status, "%+v", r.Error)
+		require.Equal(t, api.StatusKernelDied, r.Status, "%+v", r.Error)
 		require.Contains(t, r.Error.Evalue, "container")
 		// Told by the container's watch (Lost), not after the connection's 5 s
 		// reconnect bound.
@@ -162,7 +164,7 @@ func TestDockerFaults(t *testing.T) {
 		t.Fatal("the call did not return after its container was killed")
 	}
 	r = e.run(t, "f", "'y' in dir()")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "False", r.Result)
 	require.True(t, r.StateLost)
 }

@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
 )
 
@@ -81,14 +81,14 @@ def hog():
     while True:
         hoard.append(b'x' * (16 << 20))
 threading.Thread(target=hog, daemon=True).start()`)
-		require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+		require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 		before := sessionContainer(t, "oom")
 		time.Sleep(4 * time.Second)
 		start := time.Now()
 		r = e.run(t, "oom", "'x' in dir()")
 		took := time.Since(start)
 		t.Logf("after an idle OOM kill: status %s, result %q, state_lost %v, notes %q, took %s", r.Status, r.Result, r.StateLost, r.Notes, took)
-		require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+		require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 		require.Equal(t, "False", r.Result)
 		require.True(t, r.StateLost)
 		require.Contains(t, strings.Join(r.Notes, "\n"), "OOM")
@@ -112,7 +112,7 @@ threading.Thread(target=hog, daemon=True).start()`)
 			r := e.run(t, "kill", "'x' in dir()")
 			took := time.Since(start)
 			t.Logf("gap %s after docker kill: status %s, result %q, state_lost %v, notes %q, took %s", gap, r.Status, r.Result, r.StateLost, r.Notes, took)
-			require.Equal(t, executor.StatusOK, r.Status, "gap %s: the call after the kill must run: %+v", gap, r.Error)
+			require.Equal(t, api.StatusOK, r.Status, "gap %s: the call after the kill must run: %+v", gap, r.Error)
 			require.Equal(t, "False", r.Result, "gap %s", gap)
 			require.True(t, r.StateLost, "gap %s", gap)
 			require.Contains(t, strings.Join(r.Notes, "\n"), "container exited with code 137", "gap %s: the note says why", gap)
@@ -133,13 +133,13 @@ func TestDockerPausedContainer(t *testing.T) {
 	t.Cleanup(func() { _ = exec.Command("docker", "unpause", id).Run() })
 
 	type answer struct {
-		r    *executor.Result
+		r    *api.Result
 		took time.Duration
 	}
 	done := make(chan answer, 1)
 	start := time.Now()
 	go func() {
-		r, err := e.Execute(context.Background(), executor.Request{SessionID: "victim", Code: "import time\ntime.sleep(60)", Timeout: 5 * time.Second})
+		r, err := e.Execute(context.Background(), api.Request{SessionID: "victim", Code: "import time\ntime.sleep(60)", Timeout: 5 * time.Second})
 		if err != nil {
 			t.Errorf("execute: %v", err)
 		}
@@ -169,14 +169,14 @@ func TestDockerPausedContainer(t *testing.T) {
 	herr := <-healthDone
 	t.Logf("health 3 s into the pause: %v", herr)
 	require.ErrorContains(t, herr, "not answering", "health reports the frozen container")
-	require.Contains(t, []executor.Status{executor.StatusTimeout, executor.StatusKernelDied}, a.r.Status)
+	require.Contains(t, []api.Status{api.StatusTimeout, api.StatusKernelDied}, a.r.Status)
 	require.True(t, a.r.StateLost)
 	require.Less(t, a.took, 5*time.Second+10*time.Second, "timeout plus the stated grace")
 
 	nextStart := time.Now()
 	r := e.run(t, "victim", "'x' in dir()")
 	t.Logf("next call: status %s, result %q, state_lost %v, notes %q, took %s", r.Status, r.Result, r.StateLost, r.Notes, time.Since(nextStart).Round(100*time.Millisecond))
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "False", r.Result)
 	require.Less(t, time.Since(nextStart), 40*time.Second)
 	// The frozen container is removed, not left paused.
@@ -195,10 +195,10 @@ func TestDockerStoppedMidCall(t *testing.T) {
 	e := newDockerEnv(t, testexec.Real{}, nil)
 	e.run(t, "s", "x = 1")
 	id := sessionContainer(t, "s")
-	done := make(chan *executor.Result, 1)
+	done := make(chan *api.Result, 1)
 	var stopped time.Time
 	go func() {
-		r, err := e.Execute(context.Background(), executor.Request{SessionID: "s", Code: "import time\nfor i in range(300):\n    print(i, flush=True)\n    time.sleep(0.1)"})
+		r, err := e.Execute(context.Background(), api.Request{SessionID: "s", Code: "import time\nfor i in range(300):\n    print(i, flush=True)\n    time.sleep(0.1)"})
 		if err != nil {
 			t.Errorf("execute: %v", err)
 		}
@@ -207,7 +207,7 @@ func TestDockerStoppedMidCall(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond)
 	stopped = time.Now()
 	go func() { _ = exec.Command("docker", "stop", id).Run() }()
-	var r *executor.Result
+	var r *api.Result
 	select {
 	case r = <-done:
 	case <-time.After(40 * time.Second):
@@ -215,7 +215,7 @@ func TestDockerStoppedMidCall(t *testing.T) {
 	}
 	require.NotNil(t, r)
 	t.Logf("docker stop mid-call: reported after %s: status %s, state_lost %v, error %+v", time.Since(stopped).Round(100*time.Millisecond), r.Status, r.StateLost, r.Error)
-	require.Equal(t, executor.StatusKernelDied, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusKernelDied, r.Status, "%+v", r.Error)
 	require.True(t, r.StateLost)
 
 	start := time.Now()
@@ -225,7 +225,7 @@ func TestDockerStoppedMidCall(t *testing.T) {
 	// package's other docker tests beside it. The bound catches a call that waits
 	// for a timeout (the old container's, the start's) instead of starting anew.
 	require.Less(t, time.Since(start), 30*time.Second, "the next call waited far longer than a container start")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "False", r.Result)
 	require.True(t, r.StateLost)
 	require.NotEqual(t, id, sessionContainer(t, "s"), "a new container")
@@ -252,14 +252,14 @@ func TestDockerCloseRace(t *testing.T) {
 	execute := func(round int, delay time.Duration) {
 		time.Sleep(delay)
 		timed(func() {
-			r, err := e.Execute(context.Background(), executor.Request{SessionID: id, Code: "import os; x = 1; print(os.getcwd(), os.path.isdir('outputs'))", Timeout: 5 * time.Second})
+			r, err := e.Execute(context.Background(), api.Request{SessionID: id, Code: "import os; x = 1; print(os.getcwd(), os.path.isdir('outputs'))", Timeout: 5 * time.Second})
 			if err != nil {
-				if !errors.Is(err, executor.ErrSessionClosed) {
+				if !errors.Is(err, api.ErrSessionClosed) {
 					t.Errorf("round %d: execute: %v", round, err)
 				}
 				return
 			}
-			if r.Status != executor.StatusOK || r.Stdout != "/workspace True\n" {
+			if r.Status != api.StatusOK || r.Stdout != "/workspace True\n" {
 				t.Errorf("round %d: status %s, stdout %q: %+v", round, r.Status, r.Stdout, r.Error)
 			}
 		})
@@ -274,7 +274,7 @@ func TestDockerCloseRace(t *testing.T) {
 			defer wg.Done()
 			time.Sleep(time.Duration(rand.IntN(3000)) * time.Millisecond)
 			timed(func() {
-				if err := e.CloseSession(context.Background(), id); err != nil && !errors.Is(err, executor.ErrNoSession) {
+				if err := e.CloseSession(context.Background(), id); err != nil && !errors.Is(err, api.ErrNotFound) {
 					t.Errorf("round %d: close: %v", i, err)
 				}
 			})
@@ -286,7 +286,7 @@ func TestDockerCloseRace(t *testing.T) {
 		}
 	}
 	r := e.run(t, id, "import os; print(os.getcwd(), os.path.isdir('outputs'))")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "/workspace True\n", r.Stdout)
 	t.Logf("slowest operation in %d rounds: %s", rounds, slowest.Round(100*time.Millisecond))
 	// Typically under 6 s; 21 s on a 2-core machine at load 8 (three other test

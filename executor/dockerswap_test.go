@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
 )
 
@@ -37,15 +37,15 @@ def swap():
             swaps[0] += 1
 threading.Thread(target=swap, daemon=True).start()
 print(os.getcwd())`)
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	hostDir := filepath.Join(e.WS.Root(), "sessions", "attacker")
 	src := filepath.Join(hostDir, "d", "f")
 
 	leaks, refused := 0, 0
 	for range 1000 {
-		r, err := e.Execute(context.Background(), executor.Request{SessionID: "victim", Code: "print(open('inputs/f').read())", Inputs: []string{src}})
+		r, err := e.Execute(context.Background(), api.Request{SessionID: "victim", Code: "print(open('inputs/f').read())", Inputs: []string{src}})
 		switch {
-		case errors.Is(err, executor.ErrDenied):
+		case errors.Is(err, api.ErrDenied):
 			refused++
 		case err != nil:
 			t.Fatalf("staging failed without a denial: %v", err)

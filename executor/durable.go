@@ -13,7 +13,7 @@ import (
 // ctx's error and the job does not run; once it runs, it is bounded by the
 // session's own life, not by ctx.
 func (s *session) runFunc(ctx context.Context, op string, fn func(*session, *job) error) error {
-	j := newJob(ctx, jobFunc, Request{SessionID: s.id}, nil, nil, time.Now())
+	j := newJob(ctx, jobFunc, api.Request{SessionID: s.id}, nil, nil, time.Now())
 	j.fn = func(s *session) error { return fn(s, j) }
 	j.opName = op
 	if err := s.enqueue(j); err != nil {
@@ -28,14 +28,14 @@ func (s *session) runFunc(ctx context.Context, op string, fn func(*session, *job
 // stays listed as hibernated (with the snapshot's size and names), and its next call
 // (or Resume) starts a kernel and restores the namespace in it before the call runs.
 // It waits for the calls queued before it, a running one included. A session that
-// cannot be saved whole stays live, with an error wrapping ErrSnapshotTooLarge (over
-// its snapshot limit or disk quota) or ErrCannotHibernate (not Python, a backend
+// cannot be saved whole stays live, with an error wrapping api.ErrSnapshotTooLarge (over
+// its snapshot limit or disk quota) or api.ErrCannotHibernate (not Python, a backend
 // whose kernels keep their files elsewhere, no kernel, the save failed).
 // Hibernating a hibernated session returns it as it is.
-func (e *Executor) Hibernate(ctx context.Context, id string) (SessionInfo, error) {
+func (e *Executor) Hibernate(ctx context.Context, id string) (api.SessionInfo, error) {
 	s, err := e.lookup(id)
 	if err != nil {
-		return SessionInfo{}, err
+		return api.SessionInfo{}, err
 	}
 	err = s.runFunc(ctx, "hibernate", func(s *session, _ *job) error {
 		_, err := s.hibernateCapped(s.ctx)
@@ -48,7 +48,7 @@ func (e *Executor) Hibernate(ctx context.Context, id string) (SessionInfo, error
 // than at its next call. A session that is not hibernated is left alone (Resumed
 // false). A snapshot that cannot be read (truncated, corrupted, another format)
 // starts the kernel empty: StateLost with the reason, which the next call reports
-// too. It fails like a call's kernel start does (ErrBackend, ErrSessionClosed).
+// too. It fails like a call's kernel start does (api.ErrBackend, api.ErrSessionClosed).
 func (e *Executor) Resume(ctx context.Context, id string) (api.ResumeResult, error) {
 	s, err := e.lookup(id)
 	if err != nil {
@@ -112,7 +112,7 @@ func (e *Executor) liveCountLocked() int {
 }
 
 // roomToWake takes a place among MaxSessions for hibernated session s, which is
-// about to start a kernel, or fails with ErrTooManySessions when there is none.
+// about to start a kernel, or fails with api.ErrTooManySessions when there is none.
 // The count and the taking are one step under e.mu, so that resumes at once cannot
 // all pass the check (issue 46 item 7); the place is s's until it wakes
 // (session.wake) or goes back to sleep (s.waking cleared).
@@ -124,7 +124,7 @@ func (e *Executor) roomToWake(s *session) error {
 	defer e.mu.Unlock()
 	if n := e.liveCountLocked(); n >= e.opts.MaxSessions {
 		return fmt.Errorf("%w: %d sessions are live, the limit; hibernated session %q stays hibernated until one is closed or hibernated",
-			ErrTooManySessions, n, s.id)
+			api.ErrTooManySessions, n, s.id)
 	}
 	s.waking.Store(true)
 	return nil

@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
-	"github.com/stretchr/testify/require"
 )
 
 // newDillDockerEnv is newDockerEnv on a kernel image that has python3-dill (recipe
@@ -77,7 +79,7 @@ func hibernateTimes(t *testing.T, e *env, id string) {
 	for _, mb := range []int{10, 100} {
 		sid := fmt.Sprintf("%s%d", id, mb)
 		r := e.run(t, sid, fmt.Sprintf("import numpy as np; a = np.random.default_rng(0).random(%d * 2**20 // 8)", mb))
-		require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+		require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 		t0 := time.Now()
 		info, err := e.Hibernate(ctx, sid)
 		require.NoError(t, err)

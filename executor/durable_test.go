@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
-	"github.com/stretchr/testify/require"
 )
 
 // The hibernation tests run the same scenarios on the local backend (here) and on
@@ -58,9 +59,9 @@ func snapshotPath(e *env, id string) string {
 func hibernateResume(t *testing.T, e *env, id string) {
 	ctx := context.Background()
 	r := e.run(t, id, richState)
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	before := e.run(t, id, digest)
-	require.Equal(t, executor.StatusOK, before.Status, "%+v", before.Error)
+	require.Equal(t, api.StatusOK, before.Status, "%+v", before.Error)
 
 	t0 := time.Now()
 	info, err := e.Hibernate(ctx, id)
@@ -84,7 +85,7 @@ func hibernateResume(t *testing.T, e *env, id string) {
 	t0 = time.Now()
 	after := e.run(t, id, digest)
 	t.Logf("first call after hibernation (kernel start + restore + call): %s", time.Since(t0).Round(time.Millisecond))
-	require.Equal(t, executor.StatusOK, after.Status, "%+v %v", after.Error, after.Notes)
+	require.Equal(t, api.StatusOK, after.Status, "%+v %v", after.Error, after.Notes)
 	require.False(t, after.StateLost, "%v", after.Notes)
 	require.NotNil(t, after.StateRestored, "%v", after.Notes)
 	require.Equal(t, "hibernation", after.StateRestored.From)
@@ -115,7 +116,7 @@ func damagedSnapshot(t *testing.T, e *env, id string) {
 	for _, c := range cases {
 		sid := id + "-" + c.name
 		r := e.run(t, sid, "x = 41")
-		require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+		require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 		_, err := e.Hibernate(context.Background(), sid)
 		require.NoError(t, err)
 		p := snapshotPath(e, sid)
@@ -142,14 +143,14 @@ func hostileReduce(t *testing.T, e *env, id string) {
     def __reduce__(self):
         return (exec, ("import os; open(os.path.join(os.getcwd(), 'evil-ran'), 'w').write(str(os.getpid()))",))
 ev = Evil()`)
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	_, err := e.Hibernate(context.Background(), id)
 	require.NoError(t, err)
 	marker := filepath.Join(e.WS.Root(), "sessions", id, "evil-ran")
 	_, err = os.Stat(marker)
 	require.ErrorIs(t, err, os.ErrNotExist, "nothing ran at dump time, nor in this process")
 	r = e.run(t, id, "import os; os.getpid()")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	b, err := os.ReadFile(marker)
 	require.NoError(t, err, "the hostile load ran in the kernel")
 	require.Equal(t, r.Result, string(b), "it ran in the session's kernel process")
@@ -161,15 +162,15 @@ ev = Evil()`)
 func hibernateEdges(t *testing.T, e *env, id string) {
 	ctx := context.Background()
 	// Hibernate waits for the running call, then saves what it made.
-	done := make(chan *executor.Result, 1)
+	done := make(chan *api.Result, 1)
 	go func() {
-		r, _ := e.Execute(ctx, executor.Request{SessionID: id, Code: "import time; time.sleep(1.5); y = 5"})
+		r, _ := e.Execute(ctx, api.Request{SessionID: id, Code: "import time; time.sleep(1.5); y = 5"})
 		done <- r
 	}()
 	require.Eventually(t, func() bool { i, err := e.Session(id); return err == nil && i.State == api.StateBusy }, time.Minute, 20*time.Millisecond)
 	info, err := e.Hibernate(ctx, id)
 	require.NoError(t, err)
-	require.Equal(t, executor.StatusOK, (<-done).Status)
+	require.Equal(t, api.StatusOK, (<-done).Status)
 	require.Contains(t, info.Snapshot.Names, "y")
 
 	first, err := e.Resume(ctx, id)
@@ -194,22 +195,22 @@ func hibernateEdges(t *testing.T, e *env, id string) {
 	select {
 	case err := <-res:
 		if err != nil {
-			require.True(t, errors.Is(err, executor.ErrSessionClosed) || errors.Is(err, executor.ErrNoSession), "%v", err)
+			require.True(t, errors.Is(err, api.ErrSessionClosed) || errors.Is(err, api.ErrNotFound), "%v", err)
 		}
 	case <-time.After(2 * time.Minute):
 		t.Fatal("resume did not return after the close")
 	}
 	_, err = e.Session(id)
-	require.ErrorIs(t, err, executor.ErrNoSession)
+	require.ErrorIs(t, err, api.ErrNotFound)
 	require.Equal(t, "NameError", e.run(t, id, "y").Error.Ename)
 }
 
 // tooBig: a namespace over the snapshot limit is refused whole; the session lives.
 func tooBig(t *testing.T, e *env, id string) {
 	r := e.run(t, id, "import numpy as np; small = 1; big = np.ones(4 << 20)")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	info, err := e.Hibernate(context.Background(), id)
-	require.ErrorIs(t, err, executor.ErrSnapshotTooLarge)
+	require.ErrorIs(t, err, api.ErrSnapshotTooLarge)
 	require.Contains(t, err.Error(), "big")
 	require.Equal(t, api.StateIdle, info.State)
 	_, serr := os.Stat(snapshotPath(e, id))
@@ -219,7 +220,7 @@ func tooBig(t *testing.T, e *env, id string) {
 
 // idleHibernates: past its HibernateAfter an idle session hibernates, not closes.
 func idleHibernates(t *testing.T, e *env, id string) {
-	require.Equal(t, executor.StatusOK, e.run(t, id, "x = 41").Status)
+	require.Equal(t, api.StatusOK, e.run(t, id, "x = 41").Status)
 	t0 := time.Now()
 	require.Eventually(t, func() bool { i, err := e.Session(id); return err == nil && i.State == api.StateHibernated }, 2*time.Minute, 100*time.Millisecond)
 	t.Logf("hibernated %s after the call (HibernateAfter 2s)", time.Since(t0).Round(time.Millisecond))
@@ -270,7 +271,7 @@ func TestLocalIdleHibernates(t *testing.T) {
 func forkDiverges(t *testing.T, e *env, id string) {
 	ctx := context.Background()
 	r := e.run(t, id, "x = [1, 2]\nsq = lambda v: v * v\nopen('outputs/a.txt', 'w').write('a')")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	t0 := time.Now()
 	res, err := e.Fork(ctx, id, id+"-b")
 	require.NoError(t, err)
@@ -289,7 +290,7 @@ func forkDiverges(t *testing.T, e *env, id string) {
 	require.Equal(t, api.StateIdle, i.State)
 
 	_, err = e.Fork(ctx, id, id+"-b")
-	require.ErrorIs(t, err, executor.ErrInvalidRequest, "fork into a live session")
+	require.ErrorIs(t, err, api.ErrInvalidRequest, "fork into a live session")
 
 	_, err = e.Hibernate(ctx, id)
 	require.NoError(t, err)
@@ -326,12 +327,12 @@ func TestLocalRSessionDoesNotHibernate(t *testing.T) {
 	})
 	ctx := context.Background()
 	r := e.run(t, "r", "x <- 41")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	_, err := e.Hibernate(ctx, "r")
-	require.ErrorIs(t, err, executor.ErrCannotHibernate)
+	require.ErrorIs(t, err, api.ErrCannotHibernate)
 	require.Contains(t, err.Error(), "only Python sessions hibernate")
 	require.Equal(t, "[1] 42", strings.TrimSpace(e.run(t, "r", "print(x + 1)").Stdout), "still live")
-	require.Eventually(t, func() bool { _, err := e.Session("r"); return errors.Is(err, executor.ErrNoSession) }, 2*time.Minute, 100*time.Millisecond)
+	require.Eventually(t, func() bool { _, err := e.Session("r"); return errors.Is(err, api.ErrNotFound) }, 2*time.Minute, 100*time.Millisecond)
 	r = e.run(t, "r", "exists('x')")
 	require.True(t, r.StateLost)
 	require.Contains(t, strings.Join(r.Notes, "\n"), "could not hibernate")
@@ -345,14 +346,14 @@ func TestLocalHibernatedFreesSlot(t *testing.T) {
 	testenv.Imports(t, testenv.Jupyter(t), "dill")
 	e := newEnv(t, func(o *executor.Options) { o.MaxSessions = 1 })
 	ctx := context.Background()
-	require.Equal(t, executor.StatusOK, e.run(t, "a", "x = 1").Status)
-	_, err := e.Execute(ctx, executor.Request{SessionID: "b", Code: "1"})
-	require.ErrorIs(t, err, executor.ErrTooManySessions)
+	require.Equal(t, api.StatusOK, e.run(t, "a", "x = 1").Status)
+	_, err := e.Execute(ctx, api.Request{SessionID: "b", Code: "1"})
+	require.ErrorIs(t, err, api.ErrTooManySessions)
 	_, err = e.Hibernate(ctx, "a")
 	require.NoError(t, err)
 	require.Equal(t, "2", e.run(t, "b", "1 + 1").Result, "a's place is b's now")
-	_, err = e.Execute(ctx, executor.Request{SessionID: "a", Code: "x"})
-	require.ErrorIs(t, err, executor.ErrTooManySessions)
+	_, err = e.Execute(ctx, api.Request{SessionID: "a", Code: "x"})
+	require.ErrorIs(t, err, api.ErrTooManySessions)
 	i, err := e.Session("a")
 	require.NoError(t, err)
 	require.Equal(t, "hibernated", string(i.State), "it stays hibernated")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
 	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
@@ -24,9 +25,9 @@ import (
 // local and docker, with the template "pooled" (one warm kernel).
 
 // runIn runs code in session id of template tmpl.
-func (e *env) runIn(t testing.TB, id, tmpl, code string) *executor.Result {
+func (e *env) runIn(t testing.TB, id, tmpl, code string) *api.Result {
 	t.Helper()
-	r, err := e.Execute(context.Background(), executor.Request{SessionID: id, Template: tmpl, Code: code, Timeout: 5 * time.Minute})
+	r, err := e.Execute(context.Background(), api.Request{SessionID: id, Template: tmpl, Code: code, Timeout: 5 * time.Minute})
 	require.NoError(t, err)
 	return r
 }
@@ -66,7 +67,7 @@ func warmDir(t testing.TB, e *env) string {
 func hibernateWith(t *testing.T, e *env, id, name string, value int) {
 	t.Helper()
 	r := e.runIn(t, id, "pooled", fmt.Sprintf("%s = %d\nopen('outputs/%s.txt', 'w').write('%d')", name, value, name, value))
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	_, err := e.Hibernate(context.Background(), id)
 	require.NoError(t, err)
 }
@@ -77,7 +78,7 @@ func hibernateWith(t *testing.T, e *env, id, name string, value int) {
 func checkResumed(t *testing.T, e *env, id, name string, value int) uint64 {
 	t.Helper()
 	r := e.runIn(t, id, "pooled", fmt.Sprintf("import os; (%s, open('outputs/%s.txt').read(), os.stat('.').st_ino)", name, name))
-	require.Equal(t, executor.StatusOK, r.Status, "%+v %v", r.Error, r.Notes)
+	require.Equal(t, api.StatusOK, r.Status, "%+v %v", r.Error, r.Notes)
 	require.NotNil(t, r.StateRestored, "%v", r.Notes)
 	require.Equal(t, "hibernation", r.StateRestored.From)
 	require.Contains(t, r.StateRestored.Restored, name)
@@ -115,7 +116,7 @@ func warmResume(t *testing.T, e *env, id string, onWarm func(warm string)) {
 	// The pool refills; another session takes it, and MaxSessions (2) leaves no room
 	// for a new one.
 	waitWarm(t, e, "pooled", 1)
-	require.Equal(t, executor.StatusOK, e.runIn(t, id+"-other", "pooled", "1").Status)
+	require.Equal(t, api.StatusOK, e.runIn(t, id+"-other", "pooled", "1").Status)
 	hibernateWith(t, e, id, "y", 7)
 	require.Equal(t, 0, e.WarmReadyOf("pooled"))
 	before := inode(t, filepath.Join(e.WS.Root(), "sessions", id))
@@ -171,7 +172,7 @@ func resumeTimes(t *testing.T, e *env, id string, rounds int) {
 			waitWarm(t, e, tmpl, 1)
 		}
 		r := e.runIn(t, sid, tmpl, build)
-		require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+		require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 		for i := range rounds {
 			_, err := e.Hibernate(ctx, sid)
 			require.NoError(t, err)

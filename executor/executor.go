@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -100,9 +99,9 @@ func New(opts Options) (*Executor, error) {
 	}
 	switch hc, ok := opts.Backend.(HealthChecker); {
 	case opts.Backend == nil:
-		e.disabled = fmt.Errorf("%w: no backend is configured", ErrDisabled)
+		e.disabled = fmt.Errorf("%w: no backend is configured", api.ErrDisabled)
 	case ok:
-		if err := hc.Health(context.Background()); errors.Is(err, ErrDisabled) {
+		if err := hc.Health(context.Background()); errors.Is(err, api.ErrDisabled) {
 			e.disabled = err
 		}
 	}
@@ -124,41 +123,6 @@ func New(opts Options) (*Executor, error) {
 		go e.cullLoop()
 	}
 	return e, nil
-}
-
-// optsPermissions is Options.Permissions, or when it is nil the default policy
-// with the working directory, home and artifacts dir as its variables.
-func optsPermissions(opts *Options) (*permissions.Engine, error) {
-	if opts.Permissions != nil {
-		return opts.Permissions, nil
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return nil, fmt.Errorf("executor: default policy: %w", err)
-	}
-	home, _ := os.UserHomeDir()
-	return &permissions.Engine{
-		Policy: permissions.DefaultPolicy(),
-		Vars:   permissions.Vars{Workdir: wd, Home: home, Artifacts: opts.Workspace.ArtifactsDir()},
-		Logger: opts.Logger,
-	}, nil
-}
-
-// sessionGuard returns a copy of perm whose policy also denies reading any session's
-// private directory: one agent must not stage another session's files through the
-// host path. The rule names the denial early; the workspace refuses to stage from
-// any of kernelbox's own directories (the artifacts directory and the backend's
-// StateDirs too) whatever the policy says (workspace.ErrPrivate).
-func sessionGuard(perm *permissions.Engine, ws *workspace.Manager) *permissions.Engine {
-	p := *perm
-	p.Policy.Rules = append(append([]permissions.Rule(nil), perm.Policy.Rules...), permissions.Rule{
-		Effect:     permissions.Deny,
-		Capability: "*",
-		Target:     filepath.Join(ws.Root(), "sessions", "**"),
-		Reason:     "session directories are private to their sessions",
-		Source:     "executor",
-	})
-	return &p
 }
 
 // Backend returns the executor's backend name ("" when it has none; see Disabled).
@@ -183,27 +147,27 @@ func (e *Executor) Health(ctx context.Context) error {
 }
 
 // Execute runs one call and returns its result. The error is non-nil only when the
-// call could not run: an invalid request (ErrInvalidRequest), a denial (ErrDenied; the
-// result is then also returned, with status denied), execution disabled (ErrDisabled),
-// overload (ErrTooManySessions, ErrQueueFull), a backend failure (ErrBackend) or
-// shutdown (ErrClosed, ErrSessionClosed). Errors raised by the code, timeouts and
+// call could not run: an invalid request (api.ErrInvalidRequest), a denial (api.ErrDenied; the
+// result is then also returned, with status denied), execution disabled (api.ErrDisabled),
+// overload (api.ErrTooManySessions, api.ErrQueueFull), a backend failure (api.ErrBackend) or
+// shutdown (api.ErrClosed, api.ErrSessionClosed). Errors raised by the code, timeouts and
 // kernel deaths are results, with a nil error.
-func (e *Executor) Execute(ctx context.Context, req Request) (*Result, error) {
+func (e *Executor) Execute(ctx context.Context, req api.Request) (*api.Result, error) {
 	return e.ExecuteStream(ctx, req, nil)
 }
 
 // Validate checks a request's shape as Execute does before anything else
 // (session id, code, limits; not permissions), without running it. It returns an
-// error wrapping ErrInvalidRequest, or nil. The calls registry uses it to refuse
+// error wrapping api.ErrInvalidRequest, or nil. The calls registry uses it to refuse
 // a detached call at once instead of registering one that can only fail.
-func (e *Executor) Validate(req Request) error {
+func (e *Executor) Validate(req api.Request) error {
 	return validateRequest(&req, &e.opts)
 }
 
 // ExecuteStream is Execute with onEvent called, on the calling goroutine's behalf but
 // from the session's worker, for each output as it arrives. onEvent must not block
 // for long: it holds up the session.
-func (e *Executor) ExecuteStream(ctx context.Context, req Request, onEvent func(Event)) (*Result, error) {
+func (e *Executor) ExecuteStream(ctx context.Context, req api.Request, onEvent func(api.Event)) (*api.Result, error) {
 	start := time.Now()
 	if err := validateRequest(&req, &e.opts); err != nil {
 		return nil, err
@@ -215,13 +179,13 @@ func (e *Executor) ExecuteStream(ctx context.Context, req Request, onEvent func(
 	if err != nil {
 		var denied *permissions.DeniedError
 		if errors.As(err, &denied) {
-			e.opts.Observer.CallFinished(StatusDenied, time.Since(start))
-			return &Result{
+			e.opts.Observer.CallFinished(api.StatusDenied, time.Since(start))
+			return &api.Result{
 				SessionID:  req.SessionID,
-				Status:     StatusDenied,
-				Outputs:    []Output{},
-				Artifacts:  []Artifact{},
-				Error:      &ErrorInfo{Ename: "PermissionDenied", Evalue: denied.Error()},
+				Status:     api.StatusDenied,
+				Outputs:    []api.Output{},
+				Artifacts:  []api.Artifact{},
+				Error:      &api.ErrorInfo{Ename: "PermissionDenied", Evalue: denied.Error()},
 				DurationMS: time.Since(start).Milliseconds(),
 			}, err
 		}
@@ -230,7 +194,7 @@ func (e *Executor) ExecuteStream(ctx context.Context, req Request, onEvent func(
 	// A session closed by idle culling between lookup and the start of the call is
 	// replaced by a fresh one: the call was never run, so it is safe to try again.
 	// A call queued on a session closed on request fails, as CloseSession says.
-	var res *Result
+	var res *api.Result
 	for attempt := 0; ; attempt++ {
 		var s *session
 		if s, err = e.session(ctx, req.SessionID, req.Template); err != nil {
@@ -245,7 +209,7 @@ func (e *Executor) ExecuteStream(ctx context.Context, req Request, onEvent func(
 				break
 			}
 		}
-		if !errors.Is(err, ErrSessionClosed) || attempt >= 2 {
+		if !errors.Is(err, api.ErrSessionClosed) || attempt >= 2 {
 			return res, err
 		}
 	}
@@ -256,7 +220,7 @@ func (e *Executor) ExecuteStream(ctx context.Context, req Request, onEvent func(
 }
 
 // check runs the permission engine over the call and returns the inputs to stage.
-func (e *Executor) check(ctx context.Context, req Request) ([]workspace.Input, error) {
+func (e *Executor) check(ctx context.Context, req api.Request) ([]workspace.Input, error) {
 	args := map[string]any{}
 	if len(req.Inputs) > 0 {
 		args[permissions.InputsArg] = req.Inputs
@@ -264,10 +228,10 @@ func (e *Executor) check(ctx context.Context, req Request) ([]workspace.Input, e
 	report, err := e.perm.Check(ctx, permissions.ExecuteCapabilities(), args)
 	if err != nil {
 		if errors.Is(err, permissions.ErrInvalidArgument) {
-			return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+			return nil, fmt.Errorf("%w: %w", api.ErrInvalidRequest, err)
 		}
 		if errors.Is(err, permissions.ErrDenied) {
-			return nil, fmt.Errorf("%w: %w", ErrDenied, err)
+			return nil, fmt.Errorf("%w: %w", api.ErrDenied, err)
 		}
 		return nil, err
 	}
@@ -295,13 +259,13 @@ func (e *Executor) session(ctx context.Context, id, template string) (*session, 
 		e.mu.Lock()
 		if e.closed {
 			e.mu.Unlock()
-			return nil, ErrClosed
+			return nil, api.ErrClosed
 		}
 		if s := e.sessions[id]; s != nil {
 			e.mu.Unlock()
 			if template != "" && s.tmpl != t {
 				return nil, fmt.Errorf("%w: session %q was created with template %q; this call names %q (close the session to change its template)",
-					ErrTemplateMismatch, id, s.tmpl.Name, t.Name)
+					api.ErrTemplateMismatch, id, s.tmpl.Name, t.Name)
 			}
 			return s, nil
 		}
@@ -311,13 +275,13 @@ func (e *Executor) session(ctx context.Context, id, template string) (*session, 
 			case <-wait:
 				continue
 			case <-ctx.Done():
-				return nil, fmt.Errorf("%w: %q is still closing: %w", ErrSessionClosed, id, ctx.Err())
+				return nil, fmt.Errorf("%w: %q is still closing: %w", api.ErrSessionClosed, id, ctx.Err())
 			}
 		}
 		defer e.mu.Unlock()
 		if n := e.liveCountLocked(); n >= e.opts.MaxSessions {
 			return nil, fmt.Errorf("%w: %d sessions are live, the limit; close one, or wait for idle sessions to be closed",
-				ErrTooManySessions, n)
+				api.ErrTooManySessions, n)
 		}
 		s := newSession(e, id, t)
 		e.sessions[id] = s
@@ -343,19 +307,19 @@ func (e *Executor) lookup(id string) (*session, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
-		return nil, ErrClosed
+		return nil, api.ErrClosed
 	}
 	s := e.sessions[id]
 	if s == nil {
-		return nil, fmt.Errorf("no such session %q: %w", id, ErrNoSession)
+		return nil, fmt.Errorf("no such session %q: %w", id, api.ErrNotFound)
 	}
 	return s, nil
 }
 
 // Sessions returns the live sessions, sorted by id.
-func (e *Executor) Sessions() []SessionInfo {
+func (e *Executor) Sessions() []api.SessionInfo {
 	list := e.sessionList()
-	infos := make([]SessionInfo, 0, len(list))
+	infos := make([]api.SessionInfo, 0, len(list))
 	for _, s := range list {
 		infos = append(infos, s.info())
 	}
@@ -364,10 +328,10 @@ func (e *Executor) Sessions() []SessionInfo {
 }
 
 // Session returns one live session's state.
-func (e *Executor) Session(id string) (SessionInfo, error) {
+func (e *Executor) Session(id string) (api.SessionInfo, error) {
 	s, err := e.lookup(id)
 	if err != nil {
-		return SessionInfo{}, err
+		return api.SessionInfo{}, err
 	}
 	return s.info(), nil
 }
@@ -389,7 +353,7 @@ func (e *Executor) ResetSession(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	j := newJob(ctx, jobReset, Request{SessionID: id}, nil, nil, time.Now())
+	j := newJob(ctx, jobReset, api.Request{SessionID: id}, nil, nil, time.Now())
 	if err := s.enqueue(j); err != nil {
 		return err
 	}
@@ -398,17 +362,17 @@ func (e *Executor) ResetSession(ctx context.Context, id string) error {
 }
 
 // CloseSession stops the session's kernel, fails its queued calls with
-// ErrSessionClosed and deletes its directory. Its artifacts stay.
+// api.ErrSessionClosed and deletes its directory. Its artifacts stay.
 func (e *Executor) CloseSession(ctx context.Context, id string) error {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
-		return ErrClosed
+		return api.ErrClosed
 	}
 	s := e.sessions[id]
 	if s == nil {
 		e.mu.Unlock()
-		return fmt.Errorf("no such session %q: %w", id, ErrNoSession)
+		return fmt.Errorf("no such session %q: %w", id, api.ErrNotFound)
 	}
 	delete(e.sessions, id)
 	done := make(chan struct{})
@@ -424,7 +388,7 @@ func (e *Executor) CloseSession(ctx context.Context, id string) error {
 }
 
 // Close stops every session and the backend, within Options.ShutdownTimeout. Calls in
-// flight end (as timeouts, or with ErrSessionClosed if still queued). With a StateDir,
+// flight end (as timeouts, or with api.ErrSessionClosed if still queued). With a StateDir,
 // Options.OnClose may keep the sessions' kernels running or hibernate them first,
 // for the next executor to take back (keepstate.go).
 func (e *Executor) Close() error {
@@ -476,18 +440,18 @@ func (e *Executor) Close() error {
 // CreateSession creates session id with a template ("" is the default one) without
 // starting its kernel; its first call starts one or takes a warm one. A session
 // that exists already is returned as it is when template is empty or its own, and
-// is an error wrapping ErrTemplateMismatch otherwise. It also fails with
-// ErrInvalidRequest (the id, an unknown template), ErrTooManySessions and ErrClosed.
-func (e *Executor) CreateSession(ctx context.Context, id, template string) (SessionInfo, error) {
+// is an error wrapping api.ErrTemplateMismatch otherwise. It also fails with
+// api.ErrInvalidRequest (the id, an unknown template), api.ErrTooManySessions and api.ErrClosed.
+func (e *Executor) CreateSession(ctx context.Context, id, template string) (api.SessionInfo, error) {
 	if !api.ValidSessionID(id) {
-		return SessionInfo{}, invalidf("invalid session id %q: use %s", clip(id, 80), api.SessionIDRule)
+		return api.SessionInfo{}, invalidf("invalid session id %q: use %s", clip(id, 80), api.SessionIDRule)
 	}
 	if e.disabled != nil {
-		return SessionInfo{}, e.disabled
+		return api.SessionInfo{}, e.disabled
 	}
 	s, err := e.session(ctx, id, template)
 	if err != nil {
-		return SessionInfo{}, err
+		return api.SessionInfo{}, err
 	}
 	return s.info(), nil
 }

@@ -15,28 +15,28 @@ type callFacts struct {
 	notes      []string           // state, staging, file sync and artifact notes, in order
 	end        ending
 	out        collected
-	artifacts  []Artifact
+	artifacts  []api.Artifact
 	codeStart  time.Time // when the execute_request was sent: outputs older than this are not the call's
 }
 
 // ending is how an execution ended: its execute_reply, or the executor's verdict on a
 // timeout, a death or a lost connection.
 type ending struct {
-	status Status
+	status api.Status
 	count  int // the execution count, when a reply told it
 
 	// verdict says why the call did not end ok. For an error it yields to the
 	// error output, which says the same with the kernel's own traceback; for a
 	// timeout or a death it is the executor's account and wins.
-	verdict *ErrorInfo
+	verdict *api.ErrorInfo
 
 	// stateLost: the kernel died or was restarted during the call.
 	stateLost bool
 }
 
 // result builds the call's Result from its facts.
-func (f *callFacts) result(sessionID string, took time.Duration) *Result {
-	r := &Result{
+func (f *callFacts) result(sessionID string, took time.Duration) *api.Result {
+	r := &api.Result{
 		SessionID:      sessionID,
 		Status:         f.end.status,
 		ExecutionCount: f.end.count,
@@ -53,14 +53,14 @@ func (f *callFacts) result(sessionID string, took time.Duration) *Result {
 		Notes:          f.notes,
 		DurationMS:     took.Milliseconds(),
 	}
-	if f.out.err != nil && (r.Status == StatusOK || r.Status == StatusError) {
+	if f.out.err != nil && (r.Status == api.StatusOK || r.Status == api.StatusError) {
 		r.Error = f.out.err
 	}
 	if r.Outputs == nil {
-		r.Outputs = []Output{}
+		r.Outputs = []api.Output{}
 	}
 	if r.Artifacts == nil {
-		r.Artifacts = []Artifact{}
+		r.Artifacts = []api.Artifact{}
 	}
 	return r
 }

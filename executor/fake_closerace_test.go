@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/api"
 )
 
 // Calls, resets and closes of one session raced hundreds of times: each ends at
@@ -44,10 +44,10 @@ func TestFakeCloseRace(t *testing.T) {
 				defer cancel()
 				r, err := e.Execute(ctx, req(id, "set x 1\nprint hi"))
 				if err != nil {
-					require.ErrorIs(t, err, executor.ErrSessionClosed, "round %d", i)
+					require.ErrorIs(t, err, api.ErrSessionClosed, "round %d", i)
 					return
 				}
-				require.Contains(t, []executor.Status{executor.StatusOK, executor.StatusTimeout, executor.StatusKernelDied}, r.Status, "round %d: %+v", i, r.Error)
+				require.Contains(t, []api.Status{api.StatusOK, api.StatusTimeout, api.StatusKernelDied}, r.Status, "round %d: %+v", i, r.Error)
 			})
 		}
 		go execute(0)
@@ -58,7 +58,7 @@ func TestFakeCloseRace(t *testing.T) {
 			time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
 			timed(func() {
 				err := e.CloseSession(context.Background(), id)
-				if err != nil && !errors.Is(err, executor.ErrNoSession) {
+				if err != nil && !errors.Is(err, api.ErrNotFound) {
 					t.Errorf("round %d: close: %v", i, err)
 				}
 			})
@@ -78,7 +78,7 @@ func TestFakeCloseRace(t *testing.T) {
 		}
 	}
 	r := e.run(t, id, "print done")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	_, err := os.Stat(filepath.Join(dir, "outputs"))
 	require.NoError(t, err)
 	t.Logf("slowest operation in 300 rounds: %s", slowest)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 )
 
@@ -69,9 +70,9 @@ func TestWarmEarlyAdopterNotOnFirstCall(t *testing.T) {
 		o.Templates = []executor.Template{{Name: "pooled", Warm: 1}}
 	})
 	require.Eventually(t, func() bool { return e.WarmReadyOf("pooled") == 1 }, 10*time.Second, 10*time.Millisecond)
-	r, err := e.Execute(context.Background(), executor.Request{SessionID: "taker", Code: "print hi", Template: "pooled"})
+	r, err := e.Execute(context.Background(), api.Request{SessionID: "taker", Code: "print hi", Template: "pooled"})
 	require.NoError(t, err)
-	require.Equal(t, executor.StatusOK, r.Status)
+	require.Equal(t, api.StatusOK, r.Status)
 	now, adopted := b.seen()
 	require.Equal(t, []string{"taker"}, now, "AdoptNow before the first call")
 	require.Empty(t, adopted, "the first result came while Adopt was still blocked")
@@ -90,7 +91,7 @@ func TestWarmEarlyAdopterBoundedAtClose(t *testing.T) {
 		o.Templates = []executor.Template{{Name: "pooled", Warm: 1}}
 	})
 	require.Eventually(t, func() bool { return e.WarmReadyOf("pooled") == 1 }, 10*time.Second, 10*time.Millisecond)
-	_, err := e.Execute(context.Background(), executor.Request{SessionID: "taker", Code: "print hi", Template: "pooled"})
+	_, err := e.Execute(context.Background(), api.Request{SessionID: "taker", Code: "print hi", Template: "pooled"})
 	require.NoError(t, err)
 	t0 := time.Now()
 	require.NoError(t, e.Close())

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/jupyter/jupytertest"
 )
@@ -45,24 +46,24 @@ func (e *env) fakeKernel(t *testing.T, b *fakeBackend, id string) *jupytertest.K
 
 // call is one Execute running in the background.
 type call struct {
-	res    *executor.Result
+	res    *api.Result
 	err    error
 	done   chan struct{}
-	events chan executor.Event
+	events chan api.Event
 }
 
 // start runs req in the background, recording its events; the test waits for it
 // (wait) before it ends.
-func (e *env) start(t *testing.T, ctx context.Context, req executor.Request) *call {
+func (e *env) start(t *testing.T, ctx context.Context, req api.Request) *call {
 	t.Helper()
-	c := &call{done: make(chan struct{}), events: make(chan executor.Event, 100)}
+	c := &call{done: make(chan struct{}), events: make(chan api.Event, 100)}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	t.Cleanup(wg.Wait)
 	go func() {
 		defer wg.Done()
 		defer close(c.done)
-		c.res, c.err = e.ExecuteStream(ctx, req, func(ev executor.Event) {
+		c.res, c.err = e.ExecuteStream(ctx, req, func(ev api.Event) {
 			select {
 			case c.events <- ev:
 			default:
@@ -73,7 +74,7 @@ func (e *env) start(t *testing.T, ctx context.Context, req executor.Request) *ca
 }
 
 // wait returns the call's outcome, failing t if it takes over 15 s.
-func (c *call) wait(t *testing.T) (*executor.Result, error) {
+func (c *call) wait(t *testing.T) (*api.Result, error) {
 	t.Helper()
 	select {
 	case <-c.done:
@@ -139,6 +140,6 @@ func waitCell(t *testing.T, e *env, b *fakeBackend, id string) *jupytertest.Kern
 	return k
 }
 
-func req(id, code string) executor.Request {
-	return executor.Request{SessionID: id, Code: code}
+func req(id, code string) api.Request {
+	return api.Request{SessionID: id, Code: code}
 }

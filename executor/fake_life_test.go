@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/jupyter"
 )
@@ -27,14 +28,14 @@ func TestFakeTooManySessions(t *testing.T) {
 	e.run(t, "a", "print a")
 	e.run(t, "b", "print b")
 	_, err := e.Execute(context.Background(), req("c", "print c"))
-	require.ErrorIs(t, err, executor.ErrTooManySessions)
+	require.ErrorIs(t, err, api.ErrTooManySessions)
 	assert.Equal(t, "too many sessions: 2 sessions are live, the limit; close one, or wait for idle sessions to be closed", err.Error())
 	assert.NotContains(t, err.Error(), "--", "no CLI advice from the library")
 	assert.NotContains(t, err.Error(), "/v1/", "no HTTP advice from the library")
 
 	require.NoError(t, e.CloseSession(context.Background(), "a"))
 	r := e.run(t, "c", "print c")
-	assert.Equal(t, executor.StatusOK, r.Status)
+	assert.Equal(t, api.StatusOK, r.Status)
 }
 
 // A new session takes a warm kernel (started before the call) and the pool refills.
@@ -51,7 +52,7 @@ func TestFakeWarmPool(t *testing.T) {
 	require.Len(t, warm, 2)
 
 	r := e.run(t, "w", "set x 1\nget x")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	assert.False(t, r.StateLost)
 	info, err := e.Session("w")
 	require.NoError(t, err)
@@ -61,7 +62,7 @@ func TestFakeWarmPool(t *testing.T) {
 }
 
 // Closing a session during a call ends the call and fails the calls queued behind
-// it with ErrSessionClosed; the kernel's placement is released.
+// it with api.ErrSessionClosed; the kernel's placement is released.
 func TestFakeCloseSessionDuringCall(t *testing.T) {
 	t.Parallel()
 	e, b := newFakeEnv(t, nil, nil)
@@ -73,14 +74,14 @@ func TestFakeCloseSessionDuringCall(t *testing.T) {
 	require.NoError(t, e.CloseSession(context.Background(), "x"))
 	for i, c := range []*call{running, queued} {
 		r, err := c.wait(t)
-		require.ErrorIs(t, err, executor.ErrSessionClosed, "call %d: %+v", i, r)
+		require.ErrorIs(t, err, api.ErrSessionClosed, "call %d: %+v", i, r)
 	}
 	assert.True(t, b.placements()[0].isClosed())
 	_, err := e.Session("x")
-	require.ErrorIs(t, err, executor.ErrNoSession)
+	require.ErrorIs(t, err, api.ErrNotFound)
 }
 
-// Closing the executor during a call ends it; later calls get ErrClosed.
+// Closing the executor during a call ends it; later calls get api.ErrClosed.
 func TestFakeCloseExecutorDuringCall(t *testing.T) {
 	t.Parallel()
 	e, b := newFakeEnv(t, nil, nil)
@@ -90,9 +91,9 @@ func TestFakeCloseExecutorDuringCall(t *testing.T) {
 	require.NoError(t, e.Close())
 	assert.Less(t, time.Since(start), 5*time.Second)
 	_, err := running.wait(t)
-	require.ErrorIs(t, err, executor.ErrSessionClosed)
+	require.ErrorIs(t, err, api.ErrSessionClosed)
 	_, err = e.Execute(context.Background(), req("x", "print late"))
-	require.ErrorIs(t, err, executor.ErrClosed)
+	require.ErrorIs(t, err, api.ErrClosed)
 	for _, p := range b.placements() {
 		assert.True(t, p.isClosed())
 	}
@@ -119,7 +120,7 @@ func TestFakeCallerCancels(t *testing.T) {
 	cancel()
 	r, err := running.wait(t)
 	require.NoError(t, err)
-	require.Equal(t, executor.StatusTimeout, r.Status)
+	require.Equal(t, api.StatusTimeout, r.Status)
 	assert.Contains(t, r.Error.Evalue, "the caller canceled the call")
 	assert.False(t, r.StateLost)
 	assert.Equal(t, "kept", e.run(t, "x", "get x").Result, "the canceled queued call never ran")
@@ -142,14 +143,14 @@ type fakeStartError struct{ image string }
 
 func (e *fakeStartError) Error() string { return "no such image " + e.image }
 
-// A backend that cannot place a session: ErrBackend, with the backend's typed error
+// A backend that cannot place a session: api.ErrBackend, with the backend's typed error
 // still reachable; the next call tries again.
 func TestFakeBackendErrorKeepsCause(t *testing.T) {
 	t.Parallel()
 	e, b := newFakeEnv(t, nil, nil)
 	b.setOpenErr(fmt.Errorf("create container: %w", &fakeStartError{image: "missing:latest"}))
 	_, err := e.Execute(context.Background(), req("b", "print hi"))
-	require.ErrorIs(t, err, executor.ErrBackend)
+	require.ErrorIs(t, err, api.ErrBackend)
 	var se *fakeStartError
 	require.True(t, errors.As(err, &se), "typed cause lost: %v", err)
 	assert.Equal(t, "missing:latest", se.image)
@@ -157,7 +158,7 @@ func TestFakeBackendErrorKeepsCause(t *testing.T) {
 
 	b.setOpenErr(nil)
 	r := e.run(t, "b", "print hi")
-	assert.Equal(t, executor.StatusOK, r.Status)
+	assert.Equal(t, api.StatusOK, r.Status)
 }
 
 // A call refused after the session's kernel was replaced (here: a bad input) leaves
@@ -166,11 +167,11 @@ func TestFakeStateLostReportSurvivesRefusedCall(t *testing.T) {
 	t.Parallel()
 	e, _ := newFakeEnv(t, nil, nil)
 	e.run(t, "s", "set x 1")
-	require.Equal(t, executor.StatusKernelDied, e.run(t, "s", "die").Status)
+	require.Equal(t, api.StatusKernelDied, e.run(t, "s", "die").Status)
 	dir := filepath.Join(e.Data, "adir")
 	require.NoError(t, os.Mkdir(dir, 0o755))
-	_, err := e.Execute(context.Background(), executor.Request{SessionID: "s", Code: "print hi", Inputs: []string{dir}})
-	require.ErrorIs(t, err, executor.ErrInvalidRequest)
+	_, err := e.Execute(context.Background(), api.Request{SessionID: "s", Code: "print hi", Inputs: []string{dir}})
+	require.ErrorIs(t, err, api.ErrInvalidRequest)
 
 	r := e.run(t, "s", "print hi")
 	assert.True(t, r.StateLost, "the report was not lost with the refused call")
@@ -195,7 +196,7 @@ func TestFakeRestartBehindOurBack(t *testing.T) {
 	require.NoError(t, err)
 
 	r := e.run(t, "r", "get x")
-	assert.Equal(t, executor.StatusError, r.Status, "x is gone")
+	assert.Equal(t, api.StatusError, r.Status, "x is gone")
 	assert.True(t, r.StateLost, "the restart must be told")
 	assert.Contains(t, fmt.Sprint(r.Notes), "execution count went from 2 back to 1")
 	r = e.run(t, "r", "set y 2")

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/api"
 )
 
 // Timeout counts the code's run only; MaxWait bounds the whole call (issue 25 item
@@ -18,26 +18,26 @@ func TestFakeMaxWait(t *testing.T) {
 	t.Parallel()
 	e, _ := newFakeEnv(t, nil, nil)
 	e.run(t, "w", "set x 1")
-	_, err := e.Execute(context.Background(), executor.Request{SessionID: "w", Code: "set z 1", MaxWait: -time.Second})
-	require.ErrorIs(t, err, executor.ErrInvalidRequest, "a negative max wait")
+	_, err := e.Execute(context.Background(), api.Request{SessionID: "w", Code: "set z 1", MaxWait: -time.Second})
+	require.ErrorIs(t, err, api.ErrInvalidRequest, "a negative max wait")
 	long := e.start(t, context.Background(), req("w", "sleep 3s"))
 	time.Sleep(100 * time.Millisecond)
 
 	// Queued past its max wait: it ends at the max wait and never runs.
 	start := time.Now()
-	r, err := e.Execute(context.Background(), executor.Request{SessionID: "w", Code: "set y 1", MaxWait: time.Second, Timeout: 10 * time.Second})
+	r, err := e.Execute(context.Background(), api.Request{SessionID: "w", Code: "set y 1", MaxWait: time.Second, Timeout: 10 * time.Second})
 	took := time.Since(start)
 	require.NoError(t, err)
-	assert.Equal(t, executor.StatusTimeout, r.Status)
+	assert.Equal(t, api.StatusTimeout, r.Status)
 	assert.Contains(t, r.Error.Evalue, "did not run")
 	assert.InDelta(t, time.Second.Seconds(), took.Seconds(), 0.5, "ends at its max wait")
 
 	// Without one, a call's timeout counts only its run: queued behind the 3 s
 	// call, a 1 s-timeout call that runs briefly is ok.
 	start = time.Now()
-	r, err = e.Execute(context.Background(), executor.Request{SessionID: "w", Code: "print ok", Timeout: time.Second})
+	r, err = e.Execute(context.Background(), api.Request{SessionID: "w", Code: "print ok", Timeout: time.Second})
 	require.NoError(t, err)
-	assert.Equal(t, executor.StatusOK, r.Status)
+	assert.Equal(t, api.StatusOK, r.Status)
 	assert.Greater(t, time.Since(start), 1500*time.Millisecond, "it waited for the long call")
 	_, err = long.wait(t)
 	require.NoError(t, err)
@@ -49,10 +49,10 @@ func TestFakeMaxWait(t *testing.T) {
 	long = e.start(t, context.Background(), req("w", "sleep 1s"))
 	time.Sleep(100 * time.Millisecond)
 	start = time.Now()
-	r, err = e.Execute(context.Background(), executor.Request{SessionID: "w", Code: "sleep 10s", MaxWait: 2 * time.Second, Timeout: 30 * time.Second})
+	r, err = e.Execute(context.Background(), api.Request{SessionID: "w", Code: "sleep 10s", MaxWait: 2 * time.Second, Timeout: 30 * time.Second})
 	took = time.Since(start)
 	require.NoError(t, err)
-	assert.Equal(t, executor.StatusTimeout, r.Status)
+	assert.Equal(t, api.StatusTimeout, r.Status)
 	assert.Contains(t, r.Error.Evalue, "max wait of 2s")
 	assert.Less(t, took, 4*time.Second)
 	_, _ = long.wait(t)

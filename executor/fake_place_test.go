@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 )
 
@@ -32,7 +33,7 @@ func TestFakeLossReporter(t *testing.T) {
 	r, err := c.wait(t)
 	require.NoError(t, err)
 	assert.Less(t, time.Since(start), 5*time.Second)
-	require.Equal(t, executor.StatusKernelDied, r.Status)
+	require.Equal(t, api.StatusKernelDied, r.Status)
 	assert.Equal(t, "the kernel died during the call: the gateway left the rotation; the next call starts a fresh kernel", r.Error.Evalue)
 	assert.True(t, r.StateLost)
 
@@ -55,17 +56,17 @@ func TestFakeFileSyncer(t *testing.T) {
 	require.NoError(t, os.WriteFile(in, []byte("a,b\n"), 0o644))
 
 	r := e.run(t, "f", "print one")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Len(t, r.Artifacts, 1, "the pulled file is collected")
 	assert.Equal(t, "pulled.txt", r.Artifacts[0].Name)
 
-	r, err := e.Execute(context.Background(), executor.Request{SessionID: "f", Code: "print two", Inputs: []string{in}})
+	r, err := e.Execute(context.Background(), api.Request{SessionID: "f", Code: "print two", Inputs: []string{in}})
 	require.NoError(t, err)
-	require.Equal(t, executor.StatusOK, r.Status)
+	require.Equal(t, api.StatusOK, r.Status)
 	assert.Contains(t, r.Notes, "staged inputs/in.csv (4 bytes)")
 
 	r = e.run(t, "f", "raise")
-	require.Equal(t, executor.StatusError, r.Status)
+	require.Equal(t, api.StatusError, r.Status)
 	assert.Empty(t, r.Artifacts, "no probe result: nothing pulled")
 
 	p := b.placements()[0]
@@ -102,9 +103,9 @@ func TestFakeDisplayArtifacts(t *testing.T) {
 	t.Parallel()
 	e, _ := newFakeEnv(t, nil, nil)
 	r := e.run(t, "d", "png\ngif\nhtml\nprint text only")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Len(t, r.Artifacts, 3)
-	byMIME := map[string]executor.Artifact{}
+	byMIME := map[string]api.Artifact{}
 	for _, a := range r.Artifacts {
 		byMIME[a.MIME] = a
 		assert.True(t, strings.HasPrefix(a.Name, "display/cell1-"), a.Name)
@@ -116,7 +117,7 @@ func TestFakeDisplayArtifacts(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "fake gif bytes", string(data), "decoded from base64")
 
-	var displays []executor.Output
+	var displays []api.Output
 	for _, o := range r.Outputs {
 		if o.OutputType == "display_data" {
 			displays = append(displays, o)

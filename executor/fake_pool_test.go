@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/jupyter"
 	"github.com/kernelbox/kernelbox/jupyter/jupytertest"
@@ -60,7 +61,7 @@ func TestWarmHungPreloadDoesNotStarveOtherPools(t *testing.T) {
 	require.Eventually(t, func() bool { return e.WarmReadyOf("good") == 2 }, 5*time.Second, 10*time.Millisecond,
 		"the good template's pool did not fill beside the hung start")
 	// Take one: the pool refills while the other template's start still hangs.
-	r, err := e.Execute(context.Background(), executor.Request{SessionID: "g1", Code: "get p", Template: "good"})
+	r, err := e.Execute(context.Background(), api.Request{SessionID: "g1", Code: "get p", Template: "good"})
 	require.NoError(t, err)
 	require.Equal(t, "good", r.Result)
 	require.Eventually(t, func() bool { return e.WarmReadyOf("good") == 2 }, 3*time.Second, 10*time.Millisecond,
@@ -79,9 +80,9 @@ func TestPreloadTimeout(t *testing.T) {
 	})
 	ctx := context.Background()
 	t0 := time.Now()
-	_, err := e.Execute(ctx, executor.Request{SessionID: "h1", Code: "print hi", Template: "hang", Timeout: 5 * time.Second})
+	_, err := e.Execute(ctx, api.Request{SessionID: "h1", Code: "print hi", Template: "hang", Timeout: 5 * time.Second})
 	took := time.Since(t0)
-	require.ErrorIs(t, err, executor.ErrBackend)
+	require.ErrorIs(t, err, api.ErrBackend)
 	var te *executor.PreloadTimeoutError
 	require.True(t, errors.As(err, &te), "%v", err)
 	require.Equal(t, "hang", te.Template)
@@ -104,9 +105,9 @@ func TestPreloadTimeout(t *testing.T) {
 		o.Templates = []executor.Template{{Name: "hang", Preload: "hang", PreloadTimeout: 8 * time.Second}}
 	})
 	t0 = time.Now()
-	r, err := e2.Execute(ctx, executor.Request{SessionID: "h2", Code: "print hi", Template: "hang", MaxWait: 300 * time.Millisecond})
+	r, err := e2.Execute(ctx, api.Request{SessionID: "h2", Code: "print hi", Template: "hang", MaxWait: 300 * time.Millisecond})
 	require.NoError(t, err)
-	require.Equal(t, executor.StatusTimeout, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusTimeout, r.Status, "%+v", r.Error)
 	require.Contains(t, r.Error.Evalue, "max wait of 300ms passed while the session's kernel started")
 	require.Less(t, time.Since(t0), 5*time.Second)
 }
@@ -125,8 +126,8 @@ func TestStartTimeoutNamed(t *testing.T) {
 	e := newEnvOn(t, &hangingOpens{newFakeBackend(t)}, func(o *executor.Options) {
 		o.StartTimeout = time.Second
 	})
-	_, err := e.Execute(context.Background(), executor.Request{SessionID: "s", Code: "print hi"})
-	require.ErrorIs(t, err, executor.ErrBackend)
+	_, err := e.Execute(context.Background(), api.Request{SessionID: "s", Code: "print hi"})
+	require.ErrorIs(t, err, api.ErrBackend)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Contains(t, err.Error(), "the kernel start ran out of time after 1")
 	require.Contains(t, err.Error(), "bounded by the start timeout, 1s,")
@@ -182,8 +183,8 @@ func TestPreloadKernelDeathDiagnosed(t *testing.T) {
 		o.StartTimeout = 10 * time.Second
 		o.Templates = []executor.Template{{Name: "small", Preload: "print allocating\ndie"}}
 	})
-	_, err := e.Execute(context.Background(), executor.Request{SessionID: "s", Code: "print hi", Template: "small"})
-	require.ErrorIs(t, err, executor.ErrBackend)
+	_, err := e.Execute(context.Background(), api.Request{SessionID: "s", Code: "print hi", Template: "small"})
+	require.ErrorIs(t, err, api.ErrBackend)
 	require.Contains(t, err.Error(), `template "small": the kernel died while it ran the preload: kernel was OOM-killed (memory limit 256 MiB)`)
 	require.ErrorIs(t, err, jupyter.ErrKernelDied)
 
@@ -192,8 +193,8 @@ func TestPreloadKernelDeathDiagnosed(t *testing.T) {
 	e2 := newEnvOn(t, newDiagnosing(t, ""), func(o *executor.Options) {
 		o.Templates = []executor.Template{{Name: "small", Preload: "die"}}
 	})
-	_, err = e2.Execute(context.Background(), executor.Request{SessionID: "s", Code: "print hi", Template: "small"})
-	require.ErrorIs(t, err, executor.ErrBackend)
+	_, err = e2.Execute(context.Background(), api.Request{SessionID: "s", Code: "print hi", Template: "small"})
+	require.ErrorIs(t, err, api.ErrBackend)
 	require.Contains(t, err.Error(), `template "small": the kernel died while it ran the preload: kernel died (the server is restarting it; its state is lost); no cause known (common causes: os._exit, a crash in native code, running out of memory)`)
 }
 
@@ -206,9 +207,9 @@ func TestWarmPlacementAdopted(t *testing.T) {
 		o.Templates = []executor.Template{{Name: "pooled", Warm: 1}}
 	})
 	require.Eventually(t, func() bool { return e.WarmReadyOf("pooled") == 1 }, 10*time.Second, 10*time.Millisecond)
-	r, err := e.Execute(context.Background(), executor.Request{SessionID: "taker", Code: "print hi", Template: "pooled"})
+	r, err := e.Execute(context.Background(), api.Request{SessionID: "taker", Code: "print hi", Template: "pooled"})
 	require.NoError(t, err)
-	require.Equal(t, executor.StatusOK, r.Status)
+	require.Equal(t, api.StatusOK, r.Status)
 	e.run(t, "cold", "print hi")
 	b.mu.Lock()
 	defer b.mu.Unlock()

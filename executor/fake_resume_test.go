@@ -26,9 +26,9 @@ func newFakeResumeEnv(t *testing.T, id string) (*env, *fakeBackend, *fakePlaceme
 	})
 	poolReady := func() bool { return e.WarmReadyOf("pooled") == 1 }
 	require.Eventually(t, poolReady, 10*time.Second, 5*time.Millisecond)
-	r, err := e.Execute(context.Background(), executor.Request{SessionID: id, Template: "pooled", Code: "set x 41"})
+	r, err := e.Execute(context.Background(), api.Request{SessionID: id, Template: "pooled", Code: "set x 41"})
 	require.NoError(t, err)
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.NoError(t, os.WriteFile(filepath.Join(e.WS.Root(), "sessions", id, "outputs", "kept.txt"), []byte("kept"), 0o644))
 	require.Eventually(t, poolReady, 10*time.Second, 5*time.Millisecond, "the pool refills")
 	info, err := e.Hibernate(context.Background(), id)
@@ -51,7 +51,7 @@ func TestFakeResumeTakesWarmKernel(t *testing.T) {
 	e, b, ready := newFakeResumeEnv(t, "sleeper")
 	opened := len(b.placements())
 
-	r, err := e.Execute(context.Background(), executor.Request{SessionID: "sleeper", Code: "get x"})
+	r, err := e.Execute(context.Background(), api.Request{SessionID: "sleeper", Code: "get x"})
 	require.NoError(t, err)
 	require.Equal(t, "41", r.Result, "%+v %v", r.Error, r.Notes)
 	require.NotNil(t, r.StateRestored, "%v", r.Notes)
@@ -81,7 +81,7 @@ func TestFakeResumeFallsBackCold(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(ready.spec.Dir, "clash"), []byte("warm's"), 0o644))
 	opened := len(b.placements())
 
-	r, err := e.Execute(context.Background(), executor.Request{SessionID: "sleeper", Code: "get x"})
+	r, err := e.Execute(context.Background(), api.Request{SessionID: "sleeper", Code: "get x"})
 	require.NoError(t, err)
 	require.Equal(t, "41", r.Result, "%+v %v", r.Error, r.Notes)
 	require.NotNil(t, r.StateRestored, "%v", r.Notes)
@@ -127,7 +127,7 @@ func TestFakeResumeStranded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	r, err := e.Execute(ctx, executor.Request{SessionID: "sleeper", Code: "get x"})
+	r, err := e.Execute(ctx, api.Request{SessionID: "sleeper", Code: "get x"})
 	require.NoError(t, err)
 	require.Equal(t, "41", r.Result, "%+v %v", r.Error, r.Notes)
 	require.NotNil(t, r.StateRestored, "%v", r.Notes)
@@ -142,11 +142,11 @@ func TestFakeResumeStranded(t *testing.T) {
 
 	// The pool refills with another kernel, which the next new session takes.
 	require.Eventually(t, func() bool { return e.WarmReadyOf("pooled") == 1 }, 10*time.Second, 5*time.Millisecond)
-	r, err = e.Execute(ctx, executor.Request{SessionID: "fresh", Template: "pooled", Code: "set y 1"})
+	r, err = e.Execute(ctx, api.Request{SessionID: "fresh", Template: "pooled", Code: "set y 1"})
 	require.NoError(t, err)
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, coldBefore+1, cold(), "the new session took a warm kernel")
-	r, err = e.Execute(ctx, executor.Request{SessionID: "sleeper", Code: "get x"})
+	r, err = e.Execute(ctx, api.Request{SessionID: "sleeper", Code: "get x"})
 	require.NoError(t, err)
 	require.Equal(t, "41", r.Result, "%+v %v", r.Error, r.Notes)
 	require.Equal(t, "kept", readFileT(t, filepath.Join(ready.spec.Dir, "kept.txt")), "the warm directory is still kept")

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/jupyter"
 	"github.com/kernelbox/kernelbox/jupyter/jupytertest"
@@ -25,7 +26,7 @@ func TestFakeServerSilentBeforeCall(t *testing.T) {
 	t.Parallel()
 	e, b := newFakeEnv(t, nil, func(o *executor.Options) { o.ConnectTimeout = 3 * time.Second })
 	r := e.run(t, "s", "set x 1")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 
 	k := e.fakeKernel(t, b, "s")
 	var mu sync.Mutex
@@ -40,11 +41,11 @@ func TestFakeServerSilentBeforeCall(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // past the quiet period: the check is made
 
 	start := time.Now()
-	_, err := e.Execute(context.Background(), executor.Request{SessionID: "s", Code: "print never", Timeout: 3 * time.Second})
+	_, err := e.Execute(context.Background(), api.Request{SessionID: "s", Code: "print never", Timeout: 3 * time.Second})
 	took := time.Since(start)
 	t.Logf("a 3 s call on a silent server: %s: %v", took.Round(time.Millisecond), err)
 	require.Error(t, err)
-	assert.ErrorIs(t, err, executor.ErrBackend)
+	assert.ErrorIs(t, err, api.ErrBackend)
 	assert.Contains(t, err.Error(), "its code was not sent and did not run")
 	assert.Less(t, took, 5*time.Second, "kernel_info 1 s, then the server 1 s")
 	mu.Lock()
@@ -53,7 +54,7 @@ func TestFakeServerSilentBeforeCall(t *testing.T) {
 
 	srv.Silence(false)
 	r = e.run(t, "s", "print again")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	assert.Equal(t, "again\n", r.Stdout)
 	assert.True(t, r.StateLost, "its kernel was given up")
 	assert.Len(t, b.placements(), 2)
@@ -73,7 +74,7 @@ func TestFakeConnectStepTimeout(t *testing.T) {
 	took := time.Since(start)
 	t.Logf("start on a server that never answers kernel_info: %s: %v", took.Round(time.Millisecond), err)
 	require.Error(t, err)
-	assert.ErrorIs(t, err, executor.ErrBackend)
+	assert.ErrorIs(t, err, api.ErrBackend)
 	var st *executor.StepTimeoutError
 	require.True(t, errors.As(err, &st), "%v", err)
 	assert.Equal(t, "kernel_info", st.Step)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/workspace"
 )
@@ -22,9 +23,9 @@ func TestTemplateKeptAndMismatch(t *testing.T) {
 		o.Templates = []executor.Template{{Name: "analyst", Preload: "set p preloaded"}}
 	})
 	ctx := context.Background()
-	r, err := e.Execute(ctx, executor.Request{SessionID: "s1", Code: "get p", Template: "analyst"})
+	r, err := e.Execute(ctx, api.Request{SessionID: "s1", Code: "get p", Template: "analyst"})
 	require.NoError(t, err)
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "preloaded", r.Result)
 	require.Equal(t, 1, r.ExecutionCount, "the preload is silent: the first call is In [1]")
 	require.Equal(t, "analyst", b.placements()[0].spec.Template.Name)
@@ -36,22 +37,22 @@ func TestTemplateKeptAndMismatch(t *testing.T) {
 	// Naming no template, or its own, runs in the session.
 	r = e.run(t, "s1", "get p")
 	require.Equal(t, "preloaded", r.Result)
-	_, err = e.Execute(ctx, executor.Request{SessionID: "s1", Code: "get p", Template: "analyst"})
+	_, err = e.Execute(ctx, api.Request{SessionID: "s1", Code: "get p", Template: "analyst"})
 	require.NoError(t, err)
 
-	_, err = e.Execute(ctx, executor.Request{SessionID: "s1", Code: "get p", Template: "default"})
-	require.ErrorIs(t, err, executor.ErrTemplateMismatch)
+	_, err = e.Execute(ctx, api.Request{SessionID: "s1", Code: "get p", Template: "default"})
+	require.ErrorIs(t, err, api.ErrTemplateMismatch)
 	require.ErrorContains(t, err, `"analyst"`)
 	require.ErrorContains(t, err, `"default"`)
 
 	// A default session has no preload.
 	r = e.run(t, "s2", "get p")
-	require.Equal(t, executor.StatusError, r.Status)
-	_, err = e.Execute(ctx, executor.Request{SessionID: "s2", Code: "get p", Template: "analyst"})
-	require.ErrorIs(t, err, executor.ErrTemplateMismatch)
+	require.Equal(t, api.StatusError, r.Status)
+	_, err = e.Execute(ctx, api.Request{SessionID: "s2", Code: "get p", Template: "analyst"})
+	require.ErrorIs(t, err, api.ErrTemplateMismatch)
 
-	_, err = e.Execute(ctx, executor.Request{SessionID: "s3", Code: "get p", Template: "nope"})
-	require.ErrorIs(t, err, executor.ErrInvalidRequest)
+	_, err = e.Execute(ctx, api.Request{SessionID: "s3", Code: "get p", Template: "nope"})
+	require.ErrorIs(t, err, api.ErrInvalidRequest)
 	require.ErrorContains(t, err, `unknown template "nope"`)
 	require.ErrorContains(t, err, "analyst, default")
 }
@@ -69,16 +70,16 @@ func TestCreateSessionTemplate(t *testing.T) {
 	_, err = e.CreateSession(ctx, "c1", "analyst")
 	require.NoError(t, err, "creating it again with its own template is idempotent")
 	_, err = e.CreateSession(ctx, "c1", "default")
-	require.ErrorIs(t, err, executor.ErrTemplateMismatch)
+	require.ErrorIs(t, err, api.ErrTemplateMismatch)
 	r := e.run(t, "c1", "get p")
 	require.Equal(t, "1", r.Result)
 	_, err = e.CreateSession(ctx, "bad id", "")
-	require.ErrorIs(t, err, executor.ErrInvalidRequest)
+	require.ErrorIs(t, err, api.ErrInvalidRequest)
 	_, err = e.CreateSession(ctx, "c2", "")
 	require.NoError(t, err)
 	info, err = e.Session("c2")
 	require.NoError(t, err)
-	require.Equal(t, executor.DefaultTemplate, info.Template)
+	require.Equal(t, api.DefaultTemplateName, info.Template)
 }
 
 // A preload that raises fails the kernel's start with the error and its traceback.
@@ -86,8 +87,8 @@ func TestTemplatePreloadFails(t *testing.T) {
 	e, b := newFakeEnv(t, nil, func(o *executor.Options) {
 		o.Templates = []executor.Template{{Name: "broken", Preload: "print loading\nraise"}}
 	})
-	_, err := e.Execute(context.Background(), executor.Request{SessionID: "p1", Code: "get p", Template: "broken"})
-	require.ErrorIs(t, err, executor.ErrBackend)
+	_, err := e.Execute(context.Background(), api.Request{SessionID: "p1", Code: "get p", Template: "broken"})
+	require.ErrorIs(t, err, api.ErrBackend)
 	var pe *executor.PreloadError
 	require.True(t, errors.As(err, &pe), "%v", err)
 	require.Equal(t, "broken", pe.Template)
@@ -113,7 +114,7 @@ func TestResetKeepsTemplate(t *testing.T) {
 		o.Templates = []executor.Template{{Name: "analyst", Preload: "set p 1"}}
 	})
 	ctx := context.Background()
-	_, err := e.Execute(ctx, executor.Request{SessionID: "r1", Code: "set p 2", Template: "analyst"})
+	_, err := e.Execute(ctx, api.Request{SessionID: "r1", Code: "set p 2", Template: "analyst"})
 	require.NoError(t, err)
 	require.Equal(t, "2", e.run(t, "r1", "get p").Result)
 	require.NoError(t, e.ResetSession(ctx, "r1"))
@@ -129,9 +130,9 @@ func TestTemplateWarmPool(t *testing.T) {
 		o.Templates = []executor.Template{{Name: "analyst", Preload: "set p warm", Warm: 1}}
 	})
 	require.Eventually(t, func() bool { return e.WarmReadyOf("analyst") == 1 }, 10*time.Second, 10*time.Millisecond)
-	require.Equal(t, 0, e.WarmReadyOf(executor.DefaultTemplate))
+	require.Equal(t, 0, e.WarmReadyOf(api.DefaultTemplateName))
 	require.Len(t, b.placements(), 1)
-	r, err := e.Execute(context.Background(), executor.Request{SessionID: "w1", Code: "get p", Template: "analyst"})
+	r, err := e.Execute(context.Background(), api.Request{SessionID: "w1", Code: "get p", Template: "analyst"})
 	require.NoError(t, err)
 	require.Equal(t, "warm", r.Result, "the warm kernel ran its preload before it was handed out")
 	info, err := e.Session("w1")
@@ -151,7 +152,7 @@ func TestWarmRefillWaitsForCalls(t *testing.T) {
 	})
 	require.Eventually(t, func() bool { return e.WarmReadyOf("analyst") == 1 }, 10*time.Second, 10*time.Millisecond)
 	ctx := context.Background()
-	busy := e.start(t, ctx, executor.Request{SessionID: "busy", Code: "sleep 3s"})
+	busy := e.start(t, ctx, api.Request{SessionID: "busy", Code: "sleep 3s"})
 	// Busy with its kernel: a session is busy from the moment its call is taken,
 	// before it opens its own placement, which must not be counted as a refill.
 	require.Eventually(t, func() bool {
@@ -159,7 +160,7 @@ func TestWarmRefillWaitsForCalls(t *testing.T) {
 		return err == nil && i.State == "busy" && i.KernelID != ""
 	}, 10*time.Second, 10*time.Millisecond)
 	opened := len(b.placements())
-	r, err := e.Execute(ctx, executor.Request{SessionID: "w1", Code: "get p", Template: "analyst"})
+	r, err := e.Execute(ctx, api.Request{SessionID: "w1", Code: "get p", Template: "analyst"})
 	require.NoError(t, err)
 	require.Equal(t, "warm", r.Result)
 	// While "busy" runs, the pool stays empty: no placement is opened.
@@ -252,7 +253,7 @@ func TestWarmRefillOneAtATime(t *testing.T) {
 	}
 	// The kernels are each their template's, past its preload.
 	for _, tmpl := range []string{"a", "b"} {
-		r, err := e.Execute(context.Background(), executor.Request{SessionID: "s-" + tmpl, Code: "get p", Template: tmpl})
+		r, err := e.Execute(context.Background(), api.Request{SessionID: "s-" + tmpl, Code: "get p", Template: tmpl})
 		require.NoError(t, err)
 		require.Equal(t, tmpl, r.Result)
 	}

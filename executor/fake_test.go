@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 )
 
@@ -21,7 +22,7 @@ func TestFakeStateAndErrors(t *testing.T) {
 	t.Parallel()
 	e, _ := newFakeEnv(t, nil, nil)
 	r := e.run(t, "s", "set x 41\nprint hello")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	assert.Equal(t, "hello\n", r.Stdout)
 	assert.False(t, r.StateLost)
 	assert.Equal(t, 1, r.ExecutionCount)
@@ -31,7 +32,7 @@ func TestFakeStateAndErrors(t *testing.T) {
 	assert.Equal(t, 2, r.ExecutionCount)
 
 	r = e.run(t, "s", "print before\nraise")
-	require.Equal(t, executor.StatusError, r.Status)
+	require.Equal(t, api.StatusError, r.Status)
 	require.NotNil(t, r.Error)
 	assert.Equal(t, "ValueError", r.Error.Ename)
 	assert.Equal(t, []string{"ValueError: raised by the script"}, r.Error.Traceback, "ANSI colors stripped")
@@ -60,7 +61,7 @@ func TestFakeQueueFIFOAndFull(t *testing.T) {
 	third.waitStatus(t, "queued")
 
 	_, err = e.Execute(context.Background(), req("q", "print refused"))
-	require.ErrorIs(t, err, executor.ErrQueueFull)
+	require.ErrorIs(t, err, api.ErrQueueFull)
 	info, err = e.Session("q")
 	require.NoError(t, err)
 	assert.Equal(t, 2, info.Queued)
@@ -69,7 +70,7 @@ func TestFakeQueueFIFOAndFull(t *testing.T) {
 	for _, c := range []*call{first, second, third} {
 		r, err := c.wait(t)
 		require.NoError(t, err)
-		require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+		require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 		counts = append(counts, r.ExecutionCount)
 	}
 	assert.Equal(t, []int{1, 2, 3}, counts, "arrival order")
@@ -84,9 +85,9 @@ func TestFakeTimeoutInterruptHonoured(t *testing.T) {
 	e, b := newFakeEnv(t, nil, nil)
 	e.run(t, "t", "set x kept")
 	start := time.Now()
-	r, err := e.Execute(context.Background(), executor.Request{SessionID: "t", Code: "sleep 1m", Timeout: 200 * time.Millisecond})
+	r, err := e.Execute(context.Background(), api.Request{SessionID: "t", Code: "sleep 1m", Timeout: 200 * time.Millisecond})
 	require.NoError(t, err)
-	require.Equal(t, executor.StatusTimeout, r.Status)
+	require.Equal(t, api.StatusTimeout, r.Status)
 	assert.Less(t, time.Since(start), 5*time.Second)
 	require.NotNil(t, r.Error)
 	assert.Equal(t, "Timeout", r.Error.Ename, "the executor's verdict, not the KeyboardInterrupt output")
@@ -110,10 +111,10 @@ func TestFakeTimeoutInterruptIgnored(t *testing.T) {
 	e, b := newFakeEnv(t, nil, nil)
 	e.run(t, "t", "set x gone")
 	start := time.Now()
-	r, err := e.Execute(context.Background(), executor.Request{SessionID: "t", Code: "hang", Timeout: 200 * time.Millisecond})
+	r, err := e.Execute(context.Background(), api.Request{SessionID: "t", Code: "hang", Timeout: 200 * time.Millisecond})
 	require.NoError(t, err)
 	took := time.Since(start)
-	require.Equal(t, executor.StatusTimeout, r.Status)
+	require.Equal(t, api.StatusTimeout, r.Status)
 	assert.True(t, r.StateLost)
 	assert.Contains(t, r.Error.Evalue, "did not stop within 300ms of an interrupt and was restarted")
 	assert.Less(t, took, 5*time.Second)
@@ -122,7 +123,7 @@ func TestFakeTimeoutInterruptIgnored(t *testing.T) {
 	assert.Equal(t, 1, k.Interrupts())
 	assert.Equal(t, 1, k.Restarts())
 	r = e.run(t, "t", "get x")
-	require.Equal(t, executor.StatusError, r.Status)
+	require.Equal(t, api.StatusError, r.Status)
 	assert.Equal(t, "NameError", r.Error.Ename)
 	assert.False(t, r.StateLost, "the timeout already said so")
 	assert.Equal(t, 1, r.ExecutionCount, "a fresh interpreter counts from 1")
@@ -136,7 +137,7 @@ func TestFakeKernelDiesMidCall(t *testing.T) {
 	e, b := newFakeEnv(t, nil, nil)
 	e.run(t, "d", "set x 1")
 	r := e.run(t, "d", "print last words\ndie")
-	require.Equal(t, executor.StatusKernelDied, r.Status)
+	require.Equal(t, api.StatusKernelDied, r.Status)
 	assert.True(t, r.StateLost)
 	assert.Equal(t, "last words\n", r.Stdout)
 	assert.Equal(t, "KernelDied", r.Error.Ename)
@@ -162,14 +163,14 @@ func TestFakeConnectionDropKernelAlive(t *testing.T) {
 	e.run(t, "c", "set x still here")
 	k := e.fakeKernel(t, b, "c")
 	r := e.run(t, "c", "print partial\ndrop")
-	require.Equal(t, executor.StatusError, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusError, r.Status, "%+v", r.Error)
 	assert.Equal(t, "ConnectionLost", r.Error.Ename)
 	assert.Contains(t, r.Error.Evalue, "the session's state is kept")
 	assert.False(t, r.StateLost)
 
 	k.Refuse(0)
 	r = e.run(t, "c", "get x")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	assert.Equal(t, "still here", r.Result)
 	assert.False(t, r.StateLost)
 	assert.Len(t, b.placements(), 1)
@@ -186,12 +187,12 @@ func TestFakeServerGone(t *testing.T) {
 	b.placements()[0].srv.Close()
 	r, err := c.wait(t)
 	require.NoError(t, err)
-	require.Equal(t, executor.StatusKernelDied, r.Status)
+	require.Equal(t, api.StatusKernelDied, r.Status)
 	assert.Contains(t, r.Error.Evalue, "its server went away")
 	assert.True(t, r.StateLost)
 
 	r = e.run(t, "g", "print again")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	assert.True(t, r.StateLost)
 	require.Len(t, b.placements(), 2)
 	assert.True(t, b.placements()[0].isClosed())

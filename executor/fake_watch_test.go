@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 )
 
@@ -20,10 +21,10 @@ func TestFakeWatch(t *testing.T) {
 	t.Parallel()
 	e, _ := newFakeEnv(t, nil, nil)
 	_, err := e.Watch("nobody", func(executor.Watched) {})
-	require.ErrorIs(t, err, executor.ErrNoSession)
+	require.ErrorIs(t, err, api.ErrNotFound)
 
 	r := e.run(t, "w", "set x 1")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	var mu sync.Mutex
 	var seen []executor.Watched
 	stop, err := e.Watch("w", func(w executor.Watched) {
@@ -34,8 +35,8 @@ func TestFakeWatch(t *testing.T) {
 	require.NoError(t, err)
 
 	r = e.run(t, "w", "print hello")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
-	_, err = e.Execute(context.Background(), executor.Request{SessionID: "w", Code: "print again", Source: "jupyter"})
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
+	_, err = e.Execute(context.Background(), api.Request{SessionID: "w", Code: "print again", Source: "jupyter"})
 	require.NoError(t, err)
 	mu.Lock()
 	got := append([]executor.Watched(nil), seen...)
@@ -62,7 +63,7 @@ func TestFakeWatch(t *testing.T) {
 	// After stop nothing more arrives.
 	stop()
 	r = e.run(t, "w", "print unseen")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	mu.Lock()
 	assert.Len(t, seen, len(got))
 	mu.Unlock()

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/api"
 )
 
 // Bytes written to the kernel's fds 1 and 2 (by the kernel and by its subprocesses)
@@ -22,7 +22,7 @@ os.write(1, b'A\xff\xfeB\n')
 os.write(2, b'E\x00\xffF\n')
 subprocess.run(['sh', '-c', 'printf "S\\377T\\n"; printf "U\\000V\\n" >&2'])
 time.sleep(0.5)`)
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	t.Logf("stdout %q stderr %q notes %q", r.Stdout, r.Stderr, r.Notes)
 	require.Contains(t, r.Stdout, "A\ufffd\ufffdB\n")
 	require.Contains(t, r.Stdout, "S\ufffdT\n")
@@ -33,13 +33,13 @@ time.sleep(0.5)`)
 	// Capture goes on: later fd output arrives, and a subprocess writing 200 kB
 	// does not block.
 	start := time.Now()
-	r, err := e.Execute(t.Context(), executor.Request{SessionID: "fd", Timeout: 20 * time.Second, Code: `import os, subprocess, time
+	r, err := e.Execute(t.Context(), api.Request{SessionID: "fd", Timeout: 20 * time.Second, Code: `import os, subprocess, time
 os.system('echo after')
 subprocess.run('head -c 200000 /dev/zero | tr "\\0" x', shell=True)
 time.sleep(0.5)`})
 	require.NoError(t, err)
 	took := time.Since(start)
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Contains(t, r.Stdout, "after\n")
 	require.Equal(t, 200000, strings.Count(r.Stdout, "x"), "took %s", took)
 	require.Less(t, took, 10*time.Second)

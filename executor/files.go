@@ -13,7 +13,7 @@ import (
 // ErrFilesUnsupported: the session's kernel does not see the host session
 // directory and its placement does not offer the kernel's files (it is not a
 // FileSyncer), so the files API would not reach them.
-var ErrFilesUnsupported = fmt.Errorf("%w: the files API is not available for this session's backend", ErrInvalidRequest)
+var ErrFilesUnsupported = fmt.Errorf("%w: the files API is not available for this session's backend", api.ErrInvalidRequest)
 
 // FileSyncingBackend is implemented by backends whose kernels do not see the
 // host session directory, only what a FileSyncer placement copies (the remote
@@ -32,20 +32,20 @@ type FileSyncingBackend interface {
 // for that: the reader reads through the kernel's connection).
 //
 // op says whether fn reads or writes files, which the permission policy must
-// allow (files.read, files.write: a denial is ErrDenied and nothing is done),
+// allow (files.read, files.write: a denial is api.ErrDenied and nothing is done),
 // and, with op.Create, that a session that does not exist yet is created, as
 // Execute does (its kernel starts with its first call); otherwise a missing
-// session is ErrNoSession. The session's first call after a Files that opened
+// session is api.ErrNotFound. The session's first call after a Files that opened
 // its directory starts a fresh kernel rather than taking a warm one. For a
 // backend whose kernels do not see the host directory (remote, swarm), the files
 // are the kernel's: Files starts the session's kernel if it has none, as a call
-// would, and fails with ErrBackend when it cannot. Files fails with the errors
-// of Execute's session lookup (ErrInvalidRequest, ErrTooManySessions,
-// ErrQueueFull, ErrSessionClosed, ErrClosed).
+// would, and fails with api.ErrBackend when it cannot. Files fails with the errors
+// of Execute's session lookup (api.ErrInvalidRequest, api.ErrTooManySessions,
+// api.ErrQueueFull, api.ErrSessionClosed, api.ErrClosed).
 func (e *Executor) Files(ctx context.Context, id string, op FileOp, fn func(ctx context.Context, files SessionFiles) error) error {
 	create := op.Create
 	if err := paths.CheckSessionID(id); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+		return fmt.Errorf("%w: %w", api.ErrInvalidRequest, err)
 	}
 	if err := e.checkFiles(ctx, id, op); err != nil {
 		return err
@@ -61,7 +61,7 @@ func (e *Executor) Files(ctx context.Context, id string, op FileOp, fn func(ctx 
 		if err != nil {
 			return err
 		}
-		j := newJob(ctx, jobFiles, Request{SessionID: id}, nil, nil, time.Now())
+		j := newJob(ctx, jobFiles, api.Request{SessionID: id}, nil, nil, time.Now())
 		j.files = fn
 		if err = s.enqueue(j); err == nil {
 			_, err = j.wait()
@@ -69,7 +69,7 @@ func (e *Executor) Files(ctx context.Context, id string, op FileOp, fn func(ctx 
 				return err
 			}
 		}
-		if !errors.Is(err, ErrSessionClosed) || attempt >= 2 || !create {
+		if !errors.Is(err, api.ErrSessionClosed) || attempt >= 2 || !create {
 			return err
 		}
 	}
@@ -107,12 +107,12 @@ func (s *session) files(j *job) error {
 
 // closedDuring returns err, the error of a files job's function, unless the
 // session's close cut it (its context ended while the caller's did not): then
-// it is ErrSessionClosed (session_closed), not the context.Canceled the work
+// it is api.ErrSessionClosed (session_closed), not the context.Canceled the work
 // ended with, which front ends answer as a caller that went away (499). A
 // caller that went away keeps its context's error.
 func (s *session) closedDuring(j *job, err error) error {
 	if err == nil || !errors.Is(err, context.Canceled) || j.ctx.Err() != nil || s.ctx.Err() == nil {
 		return err
 	}
-	return fmt.Errorf("%w: %q was closed during the files operation (%v)", ErrSessionClosed, s.id, err)
+	return fmt.Errorf("%w: %q was closed during the files operation (%v)", api.ErrSessionClosed, s.id, err)
 }

@@ -27,19 +27,19 @@ func put(ctx context.Context, e *executor.Executor, id, path, content string, cr
 }
 
 // TestFilesSessionLifecycle: an upload creates a session that has no kernel
-// ("new"); reads of an unknown session are ErrNoSession; a backend whose
+// ("new"); reads of an unknown session are api.ErrNotFound; a backend whose
 // kernels do not see the host directory and whose placements do not offer the
 // kernel's files is refused.
 func TestFilesSessionLifecycle(t *testing.T) {
 	e, _ := newFakeEnv(t, nil, nil)
 	ctx := context.Background()
-	require.ErrorIs(t, put(ctx, e.Executor, "nobody", "x", "1", false), executor.ErrNoSession)
+	require.ErrorIs(t, put(ctx, e.Executor, "nobody", "x", "1", false), api.ErrNotFound)
 	require.NoError(t, put(ctx, e.Executor, "f", "inputs/x.txt", "1", true))
 	info, err := e.Session("f")
 	require.NoError(t, err)
 	assert.Equal(t, api.StateNew, info.State)
 	assert.Empty(t, info.KernelID)
-	require.ErrorIs(t, put(ctx, e.Executor, "bad id!", "x", "1", true), executor.ErrInvalidRequest)
+	require.ErrorIs(t, put(ctx, e.Executor, "bad id!", "x", "1", true), api.ErrInvalidRequest)
 
 	// Its files are the kernel's: a placement that does not offer them
 	// (not a FileSyncer) is refused once the kernel is there.

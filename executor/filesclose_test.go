@@ -7,11 +7,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 )
 
 // TestFilesCutByClose (issue 33 item 7d): files work that the session's close
-// cuts ends with ErrSessionClosed (session_closed), not context.Canceled,
+// cuts ends with api.ErrSessionClosed (session_closed), not context.Canceled,
 // which says the caller went away (499); a caller that does go away still
 // gets context.Canceled.
 func TestFilesCutByClose(t *testing.T) {
@@ -41,12 +42,12 @@ func TestFilesCutByClose(t *testing.T) {
 			code, status := executor.ErrorCode(err)
 			t.Logf("%s: %v -> %s (%d)", cut, err, code, status)
 			if cut == "session closed" {
-				require.ErrorIs(t, err, executor.ErrSessionClosed)
+				require.ErrorIs(t, err, api.ErrSessionClosed)
 				require.False(t, errors.Is(err, context.Canceled), "%v", err)
 				require.Equal(t, 409, status)
 			} else {
 				require.ErrorIs(t, err, context.Canceled)
-				require.False(t, errors.Is(err, executor.ErrSessionClosed), "%v", err)
+				require.False(t, errors.Is(err, api.ErrSessionClosed), "%v", err)
 				require.Equal(t, 499, status)
 			}
 		})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/permissions"
 )
 
@@ -20,7 +21,7 @@ type FileOp struct {
 	// Write: the call uploads or deletes files.
 	Write bool
 	// Create: a session that does not exist yet is created, as Execute does;
-	// otherwise a missing session is ErrNoSession.
+	// otherwise a missing session is api.ErrNotFound.
 	Create bool
 }
 
@@ -35,15 +36,15 @@ var (
 )
 
 // checkFiles asks the permission engine whether op may run on session id. A
-// denial wraps ErrDenied and is a *permissions.DeniedError; nothing has been
+// denial wraps api.ErrDenied and is a *permissions.DeniedError; nothing has been
 // looked up, created or touched yet.
 func (e *Executor) checkFiles(ctx context.Context, id string, op FileOp) error {
 	if !op.Read && !op.Write {
-		return fmt.Errorf("%w: a files operation must read or write", ErrInvalidRequest)
+		return fmt.Errorf("%w: a files operation must read or write", api.ErrInvalidRequest)
 	}
 	if _, err := e.perm.Check(ctx, permissions.FilesCapabilities(op.Read, op.Write), nil); err != nil {
 		if errors.Is(err, permissions.ErrDenied) {
-			return fmt.Errorf("%w: session files of %q: %w", ErrDenied, id, err)
+			return fmt.Errorf("%w: session files of %q: %w", api.ErrDenied, id, err)
 		}
 		return err
 	}

@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/kernelbox/kernelbox/executor"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kernelbox/kernelbox/api"
 )
 
 // kernelbox's kernel launcher makes a flush with nothing new to send return at once
@@ -25,7 +26,7 @@ func TestLocalOutputAtTimedFlushKeptWithItsCell(t *testing.T) {
 			text := fmt.Sprintf("cell %d at %d ms", k, ms)
 			code := fmt.Sprintf("sys.%s.write(%q)\nif %d %% 2: sys.%s.write('\\n')\ntime.sleep(%g)", stream, text, k, stream, float64(ms)/1000)
 			r := e.run(t, "f", code)
-			require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+			require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 			want := text
 			if k%2 == 1 {
 				want += "\n"
@@ -63,7 +64,7 @@ sys.stdout.session.send = _slow`)
 	for k := 1; k <= 5; k++ {
 		text := fmt.Sprintf("held %d\n", k)
 		r := e.run(t, "f", fmt.Sprintf("sys.stdout.write(%q)\nsys.stdout.pub_thread.schedule(sys.stdout._flush)\ntime.sleep(0.03)", text))
-		require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+		require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 		require.Equal(t, text, r.Stdout, "call %d: its output, with it", k)
 		require.Empty(t, r.Notes, "call %d: nothing stray", k)
 	}

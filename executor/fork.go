@@ -20,7 +20,7 @@ import (
 // while its namespace is saved and its files copied; newID's kernel then starts and
 // restores the namespace before Fork returns. newID must not be a live session, and
 // no earlier session of that id may have left files. It fails as Hibernate does
-// when the original cannot be saved (ErrCannotHibernate, ErrSnapshotTooLarge);
+// when the original cannot be saved (api.ErrCannotHibernate, api.ErrSnapshotTooLarge);
 // newID is then closed and its directory removed.
 func (e *Executor) Fork(ctx context.Context, id, newID string) (api.ResumeResult, error) {
 	if !api.ValidSessionID(newID) {
@@ -51,10 +51,10 @@ func (e *Executor) Fork(ctx context.Context, id, newID string) (api.ResumeResult
 	if err != nil && src.ctx.Err() != nil && ctx.Err() == nil {
 		// The source was closed (DELETE) while the fork waited for it or saved
 		// it: as if it had not existed, not a client that went away.
-		err = fmt.Errorf("no such session %q: it was closed while it was being forked: %w", id, ErrNoSession)
+		err = fmt.Errorf("no such session %q: it was closed while it was being forked: %w", id, api.ErrNotFound)
 	}
 	if err != nil {
-		if cerr := e.CloseSession(context.WithoutCancel(ctx), newID); cerr != nil && !errors.Is(cerr, ErrNoSession) {
+		if cerr := e.CloseSession(context.WithoutCancel(ctx), newID); cerr != nil && !errors.Is(cerr, api.ErrNotFound) {
 			err = errors.Join(err, cerr)
 		}
 		return api.ResumeResult{}, err
@@ -107,7 +107,7 @@ func (s *session) forkInto(ctx context.Context, dst *session) error {
 		}
 		err := s.e.opts.Workspace.CopyTree(src, d.ws, workspace.CopyOptions{Limit: s.e.forkCopyLimit(), Skip: forkSkip})
 		if errors.Is(err, workspace.ErrTooLarge) {
-			err = fmt.Errorf("%w: %w", ErrSnapshotTooLarge, err)
+			err = fmt.Errorf("%w: %w", api.ErrSnapshotTooLarge, err)
 		}
 		if err != nil {
 			return fmt.Errorf("fork: copy the session's files: %w", err)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/api"
 )
 
 // A Jupyter server frozen with SIGSTOP mid-call (issue 25 item 1: the call took
@@ -26,13 +26,13 @@ func TestLocalFrozenServer(t *testing.T) {
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
 
 	type answer struct {
-		r    *executor.Result
+		r    *api.Result
 		took time.Duration
 	}
 	done := make(chan answer, 1)
 	start := time.Now()
 	go func() {
-		r, err := e.Execute(context.Background(), executor.Request{SessionID: "victim", Code: "import time\ntime.sleep(60)", Timeout: 5 * time.Second})
+		r, err := e.Execute(context.Background(), api.Request{SessionID: "victim", Code: "import time\ntime.sleep(60)", Timeout: 5 * time.Second})
 		require.NoError(t, err)
 		done <- answer{r, time.Since(start)}
 	}()
@@ -47,7 +47,7 @@ func TestLocalFrozenServer(t *testing.T) {
 		t.Fatal("the call did not return within 40 s of a 5 s timeout")
 	}
 	t.Logf("call with a 5 s timeout on a frozen server: %s, status %s, state_lost %v: %s", a.took, a.r.Status, a.r.StateLost, a.r.Error.Evalue)
-	require.Equal(t, executor.StatusTimeout, a.r.Status)
+	require.Equal(t, api.StatusTimeout, a.r.Status)
 	require.True(t, a.r.StateLost)
 	require.Less(t, a.took, 5*time.Second+10*time.Second, "timeout plus the stated grace (interrupt 3 s + 3 s)")
 
@@ -58,15 +58,15 @@ func TestLocalFrozenServer(t *testing.T) {
 	// A new session's first call ends within bounds (on the new server, or with a
 	// clear error while the old one is being replaced), and soon runs.
 	newStart := time.Now()
-	r, err := e.Execute(context.Background(), executor.Request{SessionID: "newcomer", Code: "1 + 1"})
+	r, err := e.Execute(context.Background(), api.Request{SessionID: "newcomer", Code: "1 + 1"})
 	t.Logf("a new session's first call during the freeze: %s (err %v)", time.Since(newStart).Round(100*time.Millisecond), err)
 	require.Less(t, time.Since(newStart), 40*time.Second)
 	require.NoError(t, err)
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 
 	for _, id := range []string{"victim", "bystander", "newcomer"} {
 		r := e.run(t, id, "1 + 1")
-		require.Equal(t, executor.StatusOK, r.Status, "%s: %+v", id, r.Error)
+		require.Equal(t, api.StatusOK, r.Status, "%s: %+v", id, r.Error)
 		if id != "newcomer" {
 			require.True(t, r.StateLost, "%s must be told its state is gone", id)
 		}
@@ -83,29 +83,29 @@ func TestLocalServerStoppedMidCall(t *testing.T) {
 	e := newOwnEnv(t, nil)
 	e.run(t, "s", "x = 1")
 	pid := e.jupyterPID(t)
-	done := make(chan *executor.Result, 1)
+	done := make(chan *api.Result, 1)
 	go func() {
-		r, err := e.Execute(context.Background(), executor.Request{SessionID: "s", Code: "import time\nfor i in range(300):\n    print(i, flush=True)\n    time.sleep(0.1)"})
+		r, err := e.Execute(context.Background(), api.Request{SessionID: "s", Code: "import time\nfor i in range(300):\n    print(i, flush=True)\n    time.sleep(0.1)"})
 		require.NoError(t, err)
 		done <- r
 	}()
 	time.Sleep(1500 * time.Millisecond)
 	require.NoError(t, syscall.Kill(pid, syscall.SIGTERM))
-	var r *executor.Result
+	var r *api.Result
 	select {
 	case r = <-done:
 	case <-time.After(30 * time.Second):
 		t.Fatal("the call did not return after the server was stopped")
 	}
 	t.Logf("status %s, state_lost %v, error %+v", r.Status, r.StateLost, r.Error)
-	require.Equal(t, executor.StatusKernelDied, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusKernelDied, r.Status, "%+v", r.Error)
 	require.True(t, r.StateLost)
 	require.Contains(t, r.Error.Evalue, "shut down")
 
 	start := time.Now()
 	r = e.run(t, "s", "'x' in dir()")
 	t.Logf("next call: %s in %s", r.Status, time.Since(start))
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "False", r.Result)
 	require.True(t, r.StateLost)
 }
@@ -125,17 +125,17 @@ func TestLocalFrozenBetweenCalls(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // past the quiet period: the check is made
 
 	start := time.Now()
-	r, err := e.Execute(context.Background(), executor.Request{SessionID: "s", Code: "import time\ntime.sleep(1)", Timeout: 3 * time.Second})
+	r, err := e.Execute(context.Background(), api.Request{SessionID: "s", Code: "import time\ntime.sleep(1)", Timeout: 3 * time.Second})
 	took := time.Since(start)
 	t.Logf("a 3 s call on a server frozen before it: %s: %+v, %v", took.Round(100*time.Millisecond), r, err)
-	require.ErrorIs(t, err, executor.ErrBackend)
+	require.ErrorIs(t, err, api.ErrBackend)
 	require.Contains(t, err.Error(), "its code was not sent and did not run")
 	require.Less(t, took, 9*time.Second, "kernel_info 3 s, then the server 3 s")
 
 	start = time.Now()
 	r = e.run(t, "s", "'x' in dir()")
 	t.Logf("the next call: %s in %s", r.Status, time.Since(start).Round(100*time.Millisecond))
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "False", r.Result)
 	require.True(t, r.StateLost)
 }

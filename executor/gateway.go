@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/jupyter"
 )
 
@@ -16,14 +17,14 @@ import (
 // StartKernel creates session id with a template ("" is the default one), as
 // CreateSession does, and starts its kernel (from the template's warm pool when it
 // has one) as a job on the session's worker, so that the session is ready when it
-// returns. It fails as CreateSession does, and with ErrBackend when no kernel
+// returns. It fails as CreateSession does, and with api.ErrBackend when no kernel
 // could be started.
-func (e *Executor) StartKernel(ctx context.Context, id, template string) (SessionInfo, error) {
+func (e *Executor) StartKernel(ctx context.Context, id, template string) (api.SessionInfo, error) {
 	if _, err := e.CreateSession(ctx, id, template); err != nil {
-		return SessionInfo{}, err
+		return api.SessionInfo{}, err
 	}
 	if err := e.ensureKernelJob(ctx, id); err != nil {
-		return SessionInfo{}, err
+		return api.SessionInfo{}, err
 	}
 	return e.Session(id)
 }
@@ -34,7 +35,7 @@ func (e *Executor) ensureKernelJob(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	j := newJob(ctx, jobFunc, Request{SessionID: id}, nil, nil, time.Now())
+	j := newJob(ctx, jobFunc, api.Request{SessionID: id}, nil, nil, time.Now())
 	j.fn = func(s *session) error { return s.ensureKernel(j) }
 	if err := s.enqueue(j); err != nil {
 		return err
@@ -58,7 +59,7 @@ func (e *Executor) liveConn(ctx context.Context, id string) (*jupyter.Conn, erro
 			return k.conn, nil
 		}
 		if attempt > 0 {
-			return nil, fmt.Errorf("%w: session %q has no live kernel connection", ErrBackend, id)
+			return nil, fmt.Errorf("%w: session %q has no live kernel connection", api.ErrBackend, id)
 		}
 		if err := e.ensureKernelJob(ctx, id); err != nil {
 			return nil, err

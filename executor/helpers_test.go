@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
 	"github.com/kernelbox/kernelbox/workspace"
@@ -55,9 +56,9 @@ func newEnvOn(t testing.TB, b executor.Backend, mod func(*executor.Options)) *en
 	return &env{Executor: te.Exec, WS: te.WS, Data: te.Data, Home: te.Home}
 }
 
-func (e *env) run(t testing.TB, session, code string) *executor.Result {
+func (e *env) run(t testing.TB, session, code string) *api.Result {
 	t.Helper()
-	r, err := e.Execute(context.Background(), executor.Request{SessionID: session, Code: code})
+	r, err := e.Execute(context.Background(), api.Request{SessionID: session, Code: code})
 	require.NoError(t, err)
 	return r
 }

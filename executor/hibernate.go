@@ -52,7 +52,7 @@ func (s *session) saveSnapshotTo(ctx context.Context, name string, timeout time.
 		return nil, err
 	}
 	if !s.k.alive() {
-		return nil, fmt.Errorf("%w: session %q's kernel is not alive", ErrCannotHibernate, s.id)
+		return nil, fmt.Errorf("%w: session %q's kernel is not alive", api.ErrCannotHibernate, s.id)
 	}
 	sctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -74,22 +74,22 @@ func (s *session) saveSnapshotTo(ctx context.Context, name string, timeout time.
 			limitWhy = "past the time the operation had (" + context.Cause(ctx).Error() + ")"
 		}
 		return nil, fmt.Errorf("%w: saving the namespace was stopped after %s, %s; the kernel was interrupted and keeps its namespace",
-			ErrCannotHibernate, took.Round(time.Millisecond), limitWhy)
+			api.ErrCannotHibernate, took.Round(time.Millisecond), limitWhy)
 	case err != nil:
-		return nil, fmt.Errorf("%w: %w", ErrCannotHibernate, err)
+		return nil, fmt.Errorf("%w: %w", api.ErrCannotHibernate, err)
 	case r.TooBig:
 		var big []string
 		for _, l := range r.Largest {
 			big = append(big, fmt.Sprintf("%v (%v bytes)", l[0], l[1]))
 		}
 		return nil, fmt.Errorf("%w: session %q's namespace passed %d bytes, its snapshot limit (the disk quota or the server's snapshot limit), at %q; largest: %s; nothing was saved, the session stays live",
-			ErrSnapshotTooLarge, s.id, limit, r.Name, strings.Join(big, ", "))
+			api.ErrSnapshotTooLarge, s.id, limit, r.Name, strings.Join(big, ", "))
 	case r.NoSpace:
-		return nil, fmt.Errorf("%w: %s (the session's disk is full: its quota); nothing was saved, the session stays live", ErrSnapshotTooLarge, r.Error)
+		return nil, fmt.Errorf("%w: %s (the session's disk is full: its quota); nothing was saved, the session stays live", api.ErrSnapshotTooLarge, r.Error)
 	case r.Error != "":
-		return nil, fmt.Errorf("%w: %s", ErrCannotHibernate, r.Error)
+		return nil, fmt.Errorf("%w: %s", api.ErrCannotHibernate, r.Error)
 	case !r.OK:
-		return nil, fmt.Errorf("%w: the snapshot code reported no outcome", ErrCannotHibernate)
+		return nil, fmt.Errorf("%w: the snapshot code reported no outcome", api.ErrCannotHibernate)
 	}
 	snapObserver(s.e.opts.Observer).SnapshotTaken(r.Bytes, took)
 	return &api.SnapshotInfo{Bytes: r.Bytes, Names: nonNil(r.Names), Modules: r.Modules, Skipped: r.Skipped,
@@ -143,7 +143,7 @@ func (s *session) hibernate(ctx context.Context) (*api.SnapshotInfo, error) {
 		return &info, nil
 	}
 	if s.k != nil && !s.k.alive() {
-		return nil, fmt.Errorf("%w: session %q's kernel died; its next call starts a fresh one", ErrCannotHibernate, s.id)
+		return nil, fmt.Errorf("%w: session %q's kernel died; its next call starts a fresh one", api.ErrCannotHibernate, s.id)
 	}
 	info, err := s.saveSnapshot(ctx)
 	if err != nil {
@@ -181,7 +181,7 @@ func (s *session) hibernateCapped(ctx context.Context) (*api.SnapshotInfo, error
 	if s.sleep == nil {
 		if n := s.e.hibernatedCount(); n >= s.e.opts.MaxHibernated {
 			return nil, fmt.Errorf("%w: the server keeps at most %d hibernated sessions (--max-hibernated) and has %d; none is deleted to make room: close or resume one",
-				ErrCannotHibernate, s.e.opts.MaxHibernated, n)
+				api.ErrCannotHibernate, s.e.opts.MaxHibernated, n)
 		}
 	}
 	return s.hibernate(ctx)
@@ -195,7 +195,7 @@ func (s *session) hibernateCapped(ctx context.Context) (*api.SnapshotInfo, error
 // whole; the snapshot file is removed only once the state without it is on disk.
 // A kernel that dies or runs out of time while loading (an OOM under a smaller
 // memory limit) leaves the session hibernated with its snapshot, and the error
-// (ErrCannotResume) says why and how to recover.
+// (api.ErrCannotResume) says why and how to recover.
 func (s *session) restore(ctx context.Context) error {
 	sl := s.sleep
 	p, err := s.kernelSnapshotPath()
@@ -311,7 +311,7 @@ func (s *session) backToSleep(ctx context.Context, err error, took time.Duration
 	s.e.stateChanged()
 	return fmt.Errorf("%w: session %q's snapshot (%d bytes) could not be loaded: %s; it is kept and the session stays hibernated: "+
 		"give its template more memory (or time) and resume it, or reset or close the session to discard it",
-		ErrCannotResume, s.id, s.sleep.info.Bytes, why)
+		api.ErrCannotResume, s.id, s.sleep.info.Bytes, why)
 }
 
 // restoredNote sums up a restore for a result's notes.

@@ -10,11 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/serverflags"
 	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
 	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
-	"github.com/stretchr/testify/require"
 )
 
 // requireNoOutputLostWhileServerStalls runs a cell printing 30,000 flushed lines (12 MB)
@@ -32,11 +34,11 @@ func requireNoOutputLostWhileServerStalls(t *testing.T, e *env, serverPID func()
 	const lines, size = 30000, 400
 	printing := make(chan struct{})
 	var once sync.Once
-	done := make(chan *executor.Result, 1)
+	done := make(chan *api.Result, 1)
 	go func() {
-		r, err := e.ExecuteStream(context.Background(), executor.Request{SessionID: "s", Timeout: time.Minute,
+		r, err := e.ExecuteStream(context.Background(), api.Request{SessionID: "s", Timeout: time.Minute,
 			Code: "for _ in range(30000):\n    sys.stdout.write('x' * 399 + '\\n'); sys.stdout.flush()"},
-			func(ev executor.Event) {
+			func(ev api.Event) {
 				if ev.Type == "stream" {
 					once.Do(func() { close(printing) })
 				}
@@ -64,7 +66,7 @@ func requireNoOutputLostWhileServerStalls(t *testing.T, e *env, serverPID func()
 	require.NoError(t, syscall.Kill(pid, syscall.SIGCONT))
 	r := <-done
 	require.NotNil(t, r)
-	require.Equal(t, executor.StatusOK, r.Status, "after %d of %d bytes in %d ms: %+v", len(r.Stdout), lines*size, r.DurationMS, r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "after %d of %d bytes in %d ms: %+v", len(r.Stdout), lines*size, r.DurationMS, r.Error)
 	require.False(t, r.Truncated, r.TruncationNote)
 	require.Equal(t, lines*size, len(r.Stdout), "output lost between the kernel and the server")
 }

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/workspace"
 )
 
@@ -22,14 +23,14 @@ const (
 type job struct {
 	ctx     context.Context
 	kind    jobKind
-	req     Request
+	req     api.Request
 	inputs  []workspace.Input
-	onEvent func(Event)
+	onEvent func(api.Event)
 	start   time.Time
 
 	// tap shows the job's events to the session's watchers once it runs
 	// (watch.go); set by the worker while the caller may be emitting.
-	tap atomic.Pointer[func(Event)]
+	tap atomic.Pointer[func(api.Event)]
 
 	// files is a jobFiles job's work (files.go).
 	files func(context.Context, SessionFiles) error
@@ -53,7 +54,7 @@ type job struct {
 
 	state  atomic.Int32 // jobQueued, jobRunning, jobCanceled
 	done   chan struct{}
-	res    *Result
+	res    *api.Result
 	err    error
 	notRun bool // the session closed before the job started
 }
@@ -67,7 +68,7 @@ const (
 	jobCanceled
 )
 
-func newJob(ctx context.Context, kind jobKind, req Request, inputs []workspace.Input, onEvent func(Event), start time.Time) *job {
+func newJob(ctx context.Context, kind jobKind, req api.Request, inputs []workspace.Input, onEvent func(api.Event), start time.Time) *job {
 	j := &job{ctx: ctx, kind: kind, req: req, inputs: inputs, onEvent: onEvent, start: start, done: make(chan struct{})}
 	if req.MaxWait > 0 {
 		j.deadline = start.Add(req.MaxWait)
@@ -80,13 +81,13 @@ func (j *job) expired() bool { return !j.deadline.IsZero() && !time.Now().Before
 
 // waitedOut is the Result of a call whose max wait passed before its code could
 // start: it did not run.
-func (j *job) waitedOut(where string) *Result {
-	return &Result{
+func (j *job) waitedOut(where string) *api.Result {
+	return &api.Result{
 		SessionID:  j.req.SessionID,
-		Status:     StatusTimeout,
-		Outputs:    []Output{},
-		Artifacts:  []Artifact{},
-		Error:      &ErrorInfo{Ename: "Timeout", Evalue: fmt.Sprintf("the call's max wait of %s passed %s; its code did not run", j.req.MaxWait, where)},
+		Status:     api.StatusTimeout,
+		Outputs:    []api.Output{},
+		Artifacts:  []api.Artifact{},
+		Error:      &api.ErrorInfo{Ename: "Timeout", Evalue: fmt.Sprintf("the call's max wait of %s passed %s; its code did not run", j.req.MaxWait, where)},
 		Notes:      []string{"not run: max wait reached " + where},
 		DurationMS: time.Since(j.start).Milliseconds(),
 	}
@@ -97,7 +98,7 @@ func (j *job) begin() bool {
 	return j.state.CompareAndSwap(jobQueued, jobRunning)
 }
 
-func (j *job) finish(r *Result, err error) {
+func (j *job) finish(r *api.Result, err error) {
 	j.res, j.err = r, err
 	close(j.done)
 }
@@ -105,7 +106,7 @@ func (j *job) finish(r *Result, err error) {
 // wait blocks until the job is done. A caller whose context ends while its job is
 // still queued gets the context's error at once; a running job reacts to the
 // context itself (as a timeout) and wait returns its result.
-func (j *job) wait() (*Result, error) {
+func (j *job) wait() (*api.Result, error) {
 	var expire <-chan time.Time
 	if !j.deadline.IsZero() {
 		t := time.NewTimer(time.Until(j.deadline))
@@ -150,7 +151,7 @@ func (j *job) wait() (*Result, error) {
 
 // emitComm passes a comm event to the caller when it asked for them
 // (Request.Comms) and to the session's watchers.
-func (j *job) emitComm(e Event) {
+func (j *job) emitComm(e api.Event) {
 	if j.req.Comms && j.onEvent != nil {
 		j.onEvent(e)
 	}
@@ -159,7 +160,7 @@ func (j *job) emitComm(e Event) {
 	}
 }
 
-func (j *job) emit(e Event) {
+func (j *job) emit(e api.Event) {
 	if j.onEvent != nil {
 		j.onEvent(e)
 	}

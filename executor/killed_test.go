@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/procwatch"
 	"github.com/kernelbox/kernelbox/internal/serverflags"
@@ -58,14 +59,14 @@ func killedBetweenCalls(t *testing.T, e *env, root func(session string) int) {
 		id := fmt.Sprintf("killed-%d", gap.Milliseconds())
 		for round := range 10 {
 			r := e.run(t, id, fmt.Sprintf("x = %d", round))
-			require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+			require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 			killKernel(t, e, id, root(id))
 			time.Sleep(gap)
 			start := time.Now()
 			r = e.run(t, id, "print('x' in dir())")
 			took := time.Since(start)
 			t.Logf("gap %s round %d: status %s, stdout %q, state_lost %v, took %s, notes %q", gap, round, r.Status, r.Stdout, r.StateLost, took.Round(time.Millisecond), r.Notes)
-			require.Equal(t, executor.StatusOK, r.Status, "gap %s round %d: the call after the kill must run: %+v", gap, round, r.Error)
+			require.Equal(t, api.StatusOK, r.Status, "gap %s round %d: the call after the kill must run: %+v", gap, round, r.Error)
 			require.Equal(t, "False\n", r.Stdout, "gap %s round %d: it ran on a fresh kernel", gap, round)
 			require.True(t, r.StateLost, "gap %s round %d", gap, round)
 			notes := strings.Join(r.Notes, "\n")
@@ -103,10 +104,10 @@ func TestLocalWarmKernelKilled(t *testing.T) {
 		require.Eventually(t, func() bool { return e.WarmReadyOf("warm") == 1 }, 60*time.Second, 20*time.Millisecond)
 		n := killKernels(t, e.Backend.ServerPID())
 		require.GreaterOrEqual(t, n, 1, "the warm kernel (and the earlier rounds' sessions' kernels)")
-		r, err := e.Execute(context.Background(), executor.Request{SessionID: fmt.Sprintf("w%d", round), Template: "warm", Code: "print('ran')"})
+		r, err := e.Execute(context.Background(), api.Request{SessionID: fmt.Sprintf("w%d", round), Template: "warm", Code: "print('ran')"})
 		require.NoError(t, err)
 		t.Logf("round %d: status %s, stdout %q, notes %q", round, r.Status, r.Stdout, r.Notes)
-		require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+		require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 		require.Equal(t, "ran\n", r.Stdout)
 	}
 }

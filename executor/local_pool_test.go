@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 )
 
@@ -41,9 +42,9 @@ func TestLocalHungPreloadBesideGoodPool(t *testing.T) {
 	require.Equal(t, 0, e.WarmReadyOf("hang"))
 
 	// Take one: it is refilled while the hung preload goes on.
-	r, err := e.Execute(context.Background(), executor.Request{SessionID: "g", Template: "good", Code: "json.dumps([1])"})
+	r, err := e.Execute(context.Background(), api.Request{SessionID: "g", Template: "good", Code: "json.dumps([1])"})
 	require.NoError(t, err)
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "'[1]'", r.Result)
 	t1 := time.Now()
 	require.Eventually(t, func() bool { return e.WarmReadyOf("good") == 2 }, 40*time.Second, 20*time.Millisecond,
@@ -54,9 +55,9 @@ func TestLocalHungPreloadBesideGoodPool(t *testing.T) {
 	// A call on a template whose preload hangs, with a 5 s timeout: it fails at the
 	// template's preload timeout (3 s), naming it.
 	t2 := time.Now()
-	_, err = e.Execute(context.Background(), executor.Request{SessionID: "s", Template: "stuck", Code: "1", Timeout: 5 * time.Second})
+	_, err = e.Execute(context.Background(), api.Request{SessionID: "s", Template: "stuck", Code: "1", Timeout: 5 * time.Second})
 	took := time.Since(t2)
-	require.ErrorIs(t, err, executor.ErrBackend)
+	require.ErrorIs(t, err, api.ErrBackend)
 	var te *executor.PreloadTimeoutError
 	require.True(t, errors.As(err, &te), "%v", err)
 	require.Contains(t, err.Error(), `template "stuck": preload timed out after 3s (the template's preload_timeout)`)

@@ -8,22 +8,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kernelbox/kernelbox/executor"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kernelbox/kernelbox/api"
 )
 
 func TestLocalStatePersists(t *testing.T) {
 	e := newEnv(t, nil)
 	r := e.run(t, "s1", "x = 41")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.False(t, r.StateLost)
 	r = e.run(t, "s1", "x + 1")
-	require.Equal(t, executor.StatusOK, r.Status)
+	require.Equal(t, api.StatusOK, r.Status)
 	require.Equal(t, "42", r.Result)
 	require.Equal(t, 2, r.ExecutionCount)
 
 	r = e.run(t, "s1", "1/0")
-	require.Equal(t, executor.StatusError, r.Status)
+	require.Equal(t, api.StatusError, r.Status)
 	require.Equal(t, "ZeroDivisionError", r.Error.Ename)
 	require.NotEmpty(t, r.Error.Traceback)
 	for _, l := range r.Error.Traceback {
@@ -36,7 +37,7 @@ func TestLocalStatePersists(t *testing.T) {
 
 	// Another session does not see x.
 	r = e.run(t, "s2", "x")
-	require.Equal(t, executor.StatusError, r.Status)
+	require.Equal(t, api.StatusError, r.Status)
 	require.Equal(t, "NameError", r.Error.Ename)
 }
 
@@ -44,13 +45,13 @@ func TestLocalInputsAndArtifacts(t *testing.T) {
 	e := newEnv(t, nil)
 	csv := filepath.Join(e.Data, "bench.csv")
 	require.NoError(t, os.WriteFile(csv, []byte("a,b\n1,2\n3,4\n"), 0o644))
-	r, err := e.Execute(context.Background(), executor.Request{
+	r, err := e.Execute(context.Background(), api.Request{
 		SessionID: "art",
 		Code:      "import pandas as pd\ndf = pd.read_csv('inputs/bench.csv')\nopen('outputs/a.txt','w').write(str(df.b.sum()))\ndf.b.sum()",
 		Inputs:    []string{csv},
 	})
 	require.NoError(t, err)
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "6", r.Result)
 	require.Len(t, r.Artifacts, 1)
 	require.Equal(t, "a.txt", r.Artifacts[0].Name)
@@ -65,7 +66,7 @@ func TestLocalInputsAndArtifacts(t *testing.T) {
 
 	// A plot lands as an artifact file.
 	r = e.run(t, "art", "import matplotlib.pyplot as plt\nplt.plot([1,2,3])\nplt.show()")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	var png bool
 	for _, a := range r.Artifacts {
 		png = png || a.MIME == "image/png"
@@ -80,9 +81,9 @@ func TestLocalDenied(t *testing.T) {
 	link := filepath.Join(e.Data, "innocent.csv")
 	require.NoError(t, os.Symlink(secret, link))
 	for _, in := range []string{secret, link, "/etc/shadow"} {
-		r, err := e.Execute(context.Background(), executor.Request{SessionID: "d", Code: "1", Inputs: []string{in}})
-		require.ErrorIs(t, err, executor.ErrDenied)
-		require.Equal(t, executor.StatusDenied, r.Status)
+		r, err := e.Execute(context.Background(), api.Request{SessionID: "d", Code: "1", Inputs: []string{in}})
+		require.ErrorIs(t, err, api.ErrDenied)
+		require.Equal(t, api.StatusDenied, r.Status)
 		require.Contains(t, r.Error.Evalue, "rule")
 	}
 	require.Empty(t, e.Sessions(), "a denied call creates no session")
@@ -90,7 +91,7 @@ func TestLocalDenied(t *testing.T) {
 
 func TestLocalBadRequests(t *testing.T) {
 	e := newEnv(t, nil)
-	for name, req := range map[string]executor.Request{
+	for name, req := range map[string]api.Request{
 		"empty id":   {SessionID: "", Code: "1"},
 		"bad id":     {SessionID: "../x", Code: "1"},
 		"long id":    {SessionID: strings.Repeat("a", 65), Code: "1"},
@@ -111,9 +112,9 @@ func TestLocalTimeoutKeepsState(t *testing.T) {
 	e.run(t, "t", "x = 7")
 	for _, code := range []string{"while True: pass", "import time\ntime.sleep(600)"} {
 		start := time.Now()
-		r, err := e.Execute(context.Background(), executor.Request{SessionID: "t", Code: code, Timeout: 2 * time.Second})
+		r, err := e.Execute(context.Background(), api.Request{SessionID: "t", Code: code, Timeout: 2 * time.Second})
 		require.NoError(t, err)
-		require.Equal(t, executor.StatusTimeout, r.Status)
+		require.Equal(t, api.StatusTimeout, r.Status)
 		require.False(t, r.StateLost)
 		require.Less(t, time.Since(start), 5*time.Second)
 		r = e.run(t, "t", "x")
@@ -125,13 +126,13 @@ func TestLocalTimeoutIgnoringSIGINT(t *testing.T) {
 	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newEnv(t, nil)
 	e.run(t, "t", "x = 7")
-	r, err := e.Execute(context.Background(), executor.Request{SessionID: "t", Timeout: time.Second,
+	r, err := e.Execute(context.Background(), api.Request{SessionID: "t", Timeout: time.Second,
 		Code: "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(600)"})
 	require.NoError(t, err)
-	require.Equal(t, executor.StatusTimeout, r.Status)
+	require.Equal(t, api.StatusTimeout, r.Status)
 	require.True(t, r.StateLost)
 	r = e.run(t, "t", "'x' in dir()")
-	require.Equal(t, executor.StatusOK, r.Status)
+	require.Equal(t, api.StatusOK, r.Status)
 	require.Equal(t, "False", r.Result)
 }
 
@@ -141,10 +142,10 @@ func TestLocalKernelDeath(t *testing.T) {
 	for _, code := range []string{"import os; os._exit(1)", "import os; os.kill(os.getpid(), 9)"} {
 		e.run(t, "k", "x = 1")
 		r := e.run(t, "k", code)
-		require.Equal(t, executor.StatusKernelDied, r.Status, "%+v", r.Error)
+		require.Equal(t, api.StatusKernelDied, r.Status, "%+v", r.Error)
 		require.True(t, r.StateLost)
 		r = e.run(t, "k", "'x' in dir()")
-		require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+		require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 		require.Equal(t, "False", r.Result)
 		require.True(t, r.StateLost)
 	}
@@ -157,10 +158,10 @@ func TestLocalRestageInput(t *testing.T) {
 	csv := filepath.Join(e.Data, "bench.csv")
 	require.NoError(t, os.WriteFile(csv, []byte("a,b\n1,2\n"), 0o644))
 	time.Sleep(1100 * time.Millisecond) // a file changed within a second is always copied
-	call := func(code string) *executor.Result {
-		r, err := e.Execute(context.Background(), executor.Request{SessionID: "re", Code: code, Inputs: []string{csv}})
+	call := func(code string) *api.Result {
+		r, err := e.Execute(context.Background(), api.Request{SessionID: "re", Code: code, Inputs: []string{csv}})
 		require.NoError(t, err)
-		require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+		require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 		return r
 	}
 	read := "open('inputs/bench.csv').read()"

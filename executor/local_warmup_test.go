@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 )
 
@@ -16,9 +17,9 @@ import (
 func TestLocalWarmUpLeavesNoTrace(t *testing.T) {
 	e := newEnv(t, func(o *executor.Options) { o.Warm = 1 })
 	require.Eventually(t, func() bool { return e.WarmReady() == 1 }, 60*time.Second, 20*time.Millisecond)
-	r, err := e.Execute(context.Background(), executor.Request{SessionID: "w", Code: "(repr(_), len(Out), len(In))"})
+	r, err := e.Execute(context.Background(), api.Request{SessionID: "w", Code: "(repr(_), len(Out), len(In))"})
 	require.NoError(t, err)
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, `("''", 0, 2)`, r.Result, "the warm-up left a value or a history entry")
 	require.Equal(t, 1, r.ExecutionCount)
 }

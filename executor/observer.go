@@ -1,13 +1,17 @@
 package executor
 
-import "time"
+import (
+	"time"
+
+	"github.com/kernelbox/kernelbox/api"
+)
 
 // Observer receives the executor's events, for metrics. Its methods are called from
 // many goroutines and must be fast and safe for concurrent use.
 type Observer interface {
 	// CallFinished is called once per call that ran or was denied, with its status
 	// and duration.
-	CallFinished(status Status, d time.Duration)
+	CallFinished(status api.Status, d time.Duration)
 	// KernelStarted is called when a kernel was started (for a session or the warm
 	// pool).
 	KernelStarted()
@@ -20,10 +24,10 @@ type Observer interface {
 // nopObserver is the default Observer.
 type nopObserver struct{}
 
-func (nopObserver) CallFinished(Status, time.Duration) {}
-func (nopObserver) KernelStarted()                     {}
-func (nopObserver) KernelDied()                        {}
-func (nopObserver) ArtifactsCollected(int, int64)      {}
+func (nopObserver) CallFinished(api.Status, time.Duration) {}
+func (nopObserver) KernelStarted()                         {}
+func (nopObserver) KernelDied()                            {}
+func (nopObserver) ArtifactsCollected(int, int64)          {}
 
 // SnapshotObserver is implemented by Observers that also count hibernation (the
 // executor finds it by type assertion on Options.Observer).

@@ -15,7 +15,7 @@ import (
 // zero value means the documented default.
 type Options struct {
 	// Backend provides a Jupyter server per session. Nil disables execution:
-	// every call fails with ErrDisabled.
+	// every call fails with api.ErrDisabled.
 	Backend Backend
 
 	// Workspace owns the session directories and the artifacts directory.
@@ -115,7 +115,7 @@ type Options struct {
 	// stay, its snapshot is deleted). Defaults to 7 days; negative keeps them.
 	HibernatedRetention time.Duration
 	// SnapshotMaxBytes caps a session's snapshot: a bigger namespace is not
-	// saved (ErrSnapshotTooLarge). Defaults to the workspace's disk quota when
+	// saved (api.ErrSnapshotTooLarge). Defaults to the workspace's disk quota when
 	// it has one, else 8 GiB.
 	SnapshotMaxBytes int64
 	// Checkpoint is the checkpoint setting of templates that set none (see
@@ -132,10 +132,10 @@ type Options struct {
 	SnapshotTimeout time.Duration
 	// RestoreTimeout bounds loading one snapshot (or checkpoint) in a new
 	// kernel; past it the session stays hibernated with its snapshot
-	// (ErrCannotResume). Defaults to 10 minutes.
+	// (api.ErrCannotResume). Defaults to 10 minutes.
 	RestoreTimeout time.Duration
 	// MaxHibernated bounds the hibernated sessions kept at once: a hibernate
-	// past it is refused (ErrCannotHibernate, the session stays live; an idle
+	// past it is refused (api.ErrCannotHibernate, the session stays live; an idle
 	// one is closed as before, told), never made room for by deleting another.
 	// Hibernated sessions are kept for HibernatedRetention, their directories
 	// never evicted for the workspace's MaxKeptSessions. Defaults to 1,000.
@@ -147,7 +147,7 @@ type Options struct {
 	Warm int
 
 	// Templates are the named session shapes callers may choose (see Template).
-	// The template named DefaultTemplate, when absent, is made from these
+	// The template named api.DefaultTemplateName, when absent, is made from these
 	// Options. Defaults to that one alone.
 	Templates []Template
 

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/jupyter"
 )
 
@@ -20,10 +21,10 @@ type collector struct {
 	maxStream  int
 	maxOutputs int
 	maxRich    int
-	onEvent    func(Event)
-	onComm     func(Event) // a comm message of the call (job.emitComm)
+	onEvent    func(api.Event)
+	onComm     func(api.Event) // a comm message of the call (job.emitComm)
 
-	outputs []Output
+	outputs []api.Output
 	// tail holds the text of the last output while stream messages extend it;
 	// settle stores it in that output. (Appending to the output's string instead
 	// copies all of it each time: a cell printing 4 MB in 10,000 flushed lines
@@ -39,7 +40,7 @@ type collector struct {
 	serverDropped  bool
 }
 
-func newCollector(o *Options, onEvent func(Event)) *collector {
+func newCollector(o *Options, onEvent func(api.Event)) *collector {
 	return &collector{
 		maxStream:  o.MaxStreamBytes,
 		maxOutputs: o.MaxOutputs,
@@ -48,7 +49,7 @@ func newCollector(o *Options, onEvent func(Event)) *collector {
 	}
 }
 
-func (c *collector) emit(e Event) {
+func (c *collector) emit(e api.Event) {
 	if c.onEvent != nil {
 		c.onEvent(e)
 	}
@@ -104,7 +105,7 @@ func (c *collector) display(m *jupyter.Message) {
 	if m.DecodeContent(&d) != nil {
 		return
 	}
-	out := Output{OutputType: m.Type(), Data: d.Data, Metadata: d.Metadata, DisplayID: displayID(d.Transient)}
+	out := api.Output{OutputType: m.Type(), Data: d.Data, Metadata: d.Metadata, DisplayID: displayID(d.Transient)}
 	if m.Type() == "execute_result" {
 		n := d.ExecutionCount
 		out.ExecutionCount = &n
@@ -118,14 +119,14 @@ func (c *collector) display(m *jupyter.Message) {
 		typ = "result"
 	}
 	if c.addRich(out) {
-		c.emit(Event{Type: typ, Output: &out})
+		c.emit(api.Event{Type: typ, Output: &out})
 	}
 }
 
 // comm forwards a comm message of the call (a widget's) whole, or not at all.
 func (c *collector) comm(m *jupyter.Message) {
 	if !m.Truncated && c.onComm != nil {
-		c.onComm(Event{Type: "comm", MsgType: m.Type(), Comm: m.Content})
+		c.onComm(api.Event{Type: "comm", MsgType: m.Type(), Comm: m.Content})
 	}
 }
 
@@ -141,8 +142,8 @@ func (c *collector) updateDisplay(m *jupyter.Message) {
 			c.outputs[i].Data, c.outputs[i].Metadata = d.Data, d.Metadata
 		}
 	}
-	out := Output{OutputType: "display_data", Data: d.Data, Metadata: d.Metadata, DisplayID: id}
-	c.emit(Event{Type: "update_display", Output: &out})
+	out := api.Output{OutputType: "display_data", Data: d.Data, Metadata: d.Metadata, DisplayID: id}
+	c.emit(api.Event{Type: "update_display", Output: &out})
 }
 
 // errorOutput adds the cell's error output (after a pending clear_output).
@@ -151,10 +152,10 @@ func (c *collector) errorOutput(m *jupyter.Message) {
 	if m.DecodeContent(&e) != nil {
 		return
 	}
-	out := Output{OutputType: "error", Ename: e.Ename, Evalue: e.Evalue, Traceback: e.Traceback}
+	out := api.Output{OutputType: "error", Ename: e.Ename, Evalue: e.Evalue, Traceback: e.Traceback}
 	c.applyClear()
 	c.append(out)
-	c.emit(Event{Type: "error", Output: &out})
+	c.emit(api.Event{Type: "error", Output: &out})
 }
 
 // clearOutput clears the outputs now, or with wait at the next output.
@@ -166,7 +167,7 @@ func (c *collector) clearOutput(m *jupyter.Message) {
 	} else {
 		c.clear()
 	}
-	c.emit(Event{Type: "clear_output", Wait: cl.Wait})
+	c.emit(api.Event{Type: "clear_output", Wait: cl.Wait})
 }
 
 func (c *collector) addStream(name, text string) {
@@ -181,7 +182,7 @@ func (c *collector) addStream(name, text string) {
 		return
 	}
 	c.streamBytes += len(text)
-	c.emit(Event{Type: "stream", Name: name, Text: text})
+	c.emit(api.Event{Type: "stream", Name: name, Text: text})
 	if n := len(c.outputs); n > 0 && c.outputs[n-1].OutputType == "stream" && c.outputs[n-1].Name == name {
 		if c.tail.Len() == 0 {
 			c.tail.WriteString(c.outputs[n-1].Text)
@@ -189,11 +190,11 @@ func (c *collector) addStream(name, text string) {
 		c.tail.WriteString(text)
 		return
 	}
-	c.append(Output{OutputType: "stream", Name: name, Text: text})
+	c.append(api.Output{OutputType: "stream", Name: name, Text: text})
 }
 
 // addRich appends a display or result, unless it would pass the rich-data cap.
-func (c *collector) addRich(out Output) bool {
+func (c *collector) addRich(out api.Output) bool {
 	c.applyClear()
 	size := 0
 	for _, v := range out.Data {
@@ -215,7 +216,7 @@ func (c *collector) settle() {
 	}
 }
 
-func (c *collector) append(out Output) bool {
+func (c *collector) append(out api.Output) bool {
 	c.settle()
 	if len(c.outputs) >= c.maxOutputs {
 		c.droppedOutputs++
@@ -258,10 +259,10 @@ func (c *collector) truncation() (bool, string) {
 
 // collected is what a collector gathered, in the Result's shape.
 type collected struct {
-	outputs        []Output
+	outputs        []api.Output
 	stdout, stderr string
-	result         string     // the text/plain of the execute_result
-	err            *ErrorInfo // from the last error output, or nil
+	result         string         // the text/plain of the execute_result
+	err            *api.ErrorInfo // from the last error output, or nil
 	truncated      bool
 	truncationNote string
 }
@@ -286,7 +287,7 @@ func (c *collector) finish() collected {
 			for i, l := range o.Traceback {
 				tb[i] = StripANSI(l)
 			}
-			out.err = &ErrorInfo{Ename: o.Ename, Evalue: o.Evalue, Traceback: tb}
+			out.err = &api.ErrorInfo{Ename: o.Ename, Evalue: o.Evalue, Traceback: tb}
 		}
 	}
 	// One stream output (the usual case) is shared, not copied.
@@ -305,7 +306,7 @@ func displayID(transient map[string]json.RawMessage) string {
 
 // jsonText decodes a mime bundle value that is a string or a list of strings.
 func jsonText(raw json.RawMessage) (string, bool) {
-	s, err := MultilineString(raw)
+	s, err := api.MultilineString(raw)
 	return s, err == nil && len(raw) > 0
 }
 

@@ -7,12 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kernelbox/kernelbox/executor"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/internal/jupyterproc"
 	"github.com/kernelbox/kernelbox/internal/serverflags"
 	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
 	"github.com/kernelbox/kernelbox/jupyter"
-	"github.com/stretchr/testify/require"
 )
 
 // TestOverheadBreakdown compares a trivial call through the executor with the same
@@ -34,7 +35,7 @@ func TestOverheadBreakdown(t *testing.T) {
 	var a, b []float64
 	for i := 0; i < 400; i++ {
 		t0 := time.Now()
-		_, err := e.Execute(context.Background(), executor.Request{SessionID: "o", Code: fmt.Sprintf("x = %d; x + 1", i)})
+		_, err := e.Execute(context.Background(), api.Request{SessionID: "o", Code: fmt.Sprintf("x = %d; x + 1", i)})
 		require.NoError(t, err)
 		a = append(a, float64(time.Since(t0).Microseconds())/1000)
 		t0 = time.Now()

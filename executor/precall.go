@@ -4,13 +4,15 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/kernelbox/kernelbox/api"
 )
 
 // kernelReady checks, before a call, that the session's kernel can take it. It
 // reports true when the call may be sent; false when the kernel must be recovered or
 // replaced first (its connection ended, its watched process exited, its server lost
 // it). A kernel whose server answers nothing at all within the check's bound is
-// given up (the next call starts a fresh one) and the call fails with ErrBackend
+// given up (the next call starts a fresh one) and the call fails with api.ErrBackend
 // without being sent: sending it would hold it until its own timeout and grace, and
 // its code would not run either.
 func (s *session) kernelReady(ctx context.Context) (bool, error) {
@@ -29,7 +31,7 @@ func (s *session) kernelReady(ctx context.Context) (bool, error) {
 		s.log.Warn("the kernel's server does not answer; giving the kernel up", "err", err)
 		s.abandonKernel()
 		s.markLost("the kernel's server stopped answering before an earlier call, so its kernel was given up")
-		return false, fmt.Errorf("%w: %w: its code was not sent and did not run; the kernel was given up (its state is lost) and the next call starts a fresh one", ErrBackend, err)
+		return false, fmt.Errorf("%w: %w: its code was not sent and did not run; the kernel was given up (its state is lost) and the next call starts a fresh one", api.ErrBackend, err)
 	}
 	return ok, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/permissions"
 	"github.com/kernelbox/kernelbox/workspace"
@@ -46,11 +47,11 @@ func TestFakePrivateDirsNotStageable(t *testing.T) {
 	}
 
 	for _, src := range []string{token, other} {
-		_, err := e.Execute(context.Background(), executor.Request{SessionID: "s", Code: "print hi", Inputs: []string{src}})
-		require.ErrorIs(t, err, executor.ErrDenied, src)
+		_, err := e.Execute(context.Background(), api.Request{SessionID: "s", Code: "print hi", Inputs: []string{src}})
+		require.ErrorIs(t, err, api.ErrDenied, src)
 		assert.ErrorIs(t, err, workspace.ErrPrivate, src)
 	}
-	r, err := e.Execute(context.Background(), executor.Request{SessionID: "s", Code: "print hi", Inputs: []string{public}})
+	r, err := e.Execute(context.Background(), api.Request{SessionID: "s", Code: "print hi", Inputs: []string{public}})
 	require.NoError(t, err)
-	assert.Equal(t, executor.StatusOK, r.Status)
+	assert.Equal(t, api.StatusOK, r.Status)
 }

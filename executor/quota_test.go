@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
 	"github.com/kernelbox/kernelbox/workspace"
@@ -72,7 +73,7 @@ func TestLocalDiskQuota(t *testing.T) {
 	t.Logf("status %s, stdout %q, notes %q; host free space fell by %d bytes", r.Status, r.Stdout, r.Notes, free-after)
 	if _, off := ws.DiskQuota(); off == "" {
 		// The kernel's own file system refused the excess.
-		require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+		require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 		f := strings.Fields(r.Stdout)
 		require.Len(t, f, 3, r.Stdout)
 		assert.Equal(t, "ENOSPC", f[0])
@@ -80,19 +81,19 @@ func TestLocalDiskQuota(t *testing.T) {
 		// Other processes share the host file system: some slack.
 		assert.Less(t, free-after, int64(64<<20+16<<20))
 	} else {
-		require.Equal(t, executor.StatusError, r.Status)
+		require.Equal(t, api.StatusError, r.Status)
 		require.Equal(t, "DiskQuotaExceeded", r.Error.Ename)
 	}
 	// The session goes on working.
 	r = e.run(t, "q", "import os\nif os.path.exists('big'): os.remove('big')\n'fine'")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 }
 
 func TestLocalDiskQuotaCheckOnly(t *testing.T) {
 	_, mod := quotaWorkspace(t, true)
 	e := newEnv(t, mod)
 	r := e.run(t, "q", "open('outputs/big', 'wb').write(b'x' * (100 << 20))")
-	require.Equal(t, executor.StatusError, r.Status, "%+v", r)
+	require.Equal(t, api.StatusError, r.Status, "%+v", r)
 	require.Equal(t, "DiskQuotaExceeded", r.Error.Ename)
 	assert.Contains(t, r.Error.Evalue, "outputs/big")
 	assert.Contains(t, strings.Join(r.Notes, "\n"), "quota: ")
@@ -113,19 +114,19 @@ func TestDockerDiskQuota(t *testing.T) {
 	after := hostFree(t, ws.Root())
 	t.Logf("status %s, stdout %q, notes %q; host free space fell by %d bytes", r.Status, r.Stdout, r.Notes, free-after)
 	if _, off := ws.DiskQuota(); off == "" {
-		require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+		require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 		f := strings.Fields(r.Stdout)
 		require.Len(t, f, 3, r.Stdout)
 		assert.Equal(t, "ENOSPC", f[0])
 		assert.Equal(t, "ENOSPC", f[1])
 		assert.Less(t, free-after, int64(64<<20+16<<20))
 	} else {
-		require.Equal(t, executor.StatusError, r.Status)
+		require.Equal(t, api.StatusError, r.Status)
 		require.Equal(t, "DiskQuotaExceeded", r.Error.Ename)
 	}
 	// Files written in the container are the host's to collect as usual.
 	r = e.run(t, "dq", "import os\nif os.path.exists('big'): os.remove('big')\nopen('outputs/a.txt', 'w').write('hi')")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Len(t, r.Artifacts, 1)
 	require.NoError(t, e.CloseSession(context.Background(), "dq"))
 	assert.NoFileExists(t, filepath.Join(ws.Root(), "disks", "dq.img"))
@@ -141,7 +142,7 @@ func TestDockerDiskQuotaWarm(t *testing.T) {
 	require.Eventually(t, func() bool { return e.WarmReady() == 1 }, 60*time.Second, 50*time.Millisecond)
 	// The warm container's disk moves to the session that takes it.
 	r := e.run(t, "w1", fillCode+"open('outputs/a.txt', 'w').write('hi')\n")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	assert.True(t, strings.HasPrefix(r.Stdout, "ENOSPC ENOSPC "), r.Stdout)
 	require.Len(t, r.Artifacts, 1)
 	assert.FileExists(t, filepath.Join(ws.Root(), "sessions", "w1", "big"))
@@ -156,7 +157,7 @@ func TestLocalArtifactsBudgetAndClose(t *testing.T) {
 	e := newEnv(t, func(o *executor.Options) { o.Workspace = ws })
 	// One session holds at most half the total (its share).
 	r := e.run(t, "a", "for n in '123':\n    open('outputs/' + n, 'wb').write(n.encode() * (100 << 10))")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	assert.Len(t, r.Artifacts, 1)
 	notes := strings.Join(r.Notes, "\n")
 	assert.Contains(t, notes, "artifacts: ")

@@ -12,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
-	"github.com/stretchr/testify/require"
 )
 
 func TestLocalServerDeathMidCell(t *testing.T) {
@@ -26,9 +28,9 @@ func TestLocalServerDeathMidCell(t *testing.T) {
 	pid := b.ServerPID()
 	require.NotZero(t, pid)
 
-	done := make(chan *executor.Result, 1)
+	done := make(chan *api.Result, 1)
 	go func() {
-		r, err := e.Execute(context.Background(), executor.Request{SessionID: "victim", Code: "import time\ntime.sleep(30)"})
+		r, err := e.Execute(context.Background(), api.Request{SessionID: "victim", Code: "import time\ntime.sleep(30)"})
 		require.NoError(t, err)
 		done <- r
 	}()
@@ -36,7 +38,7 @@ func TestLocalServerDeathMidCell(t *testing.T) {
 	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
 	select {
 	case r := <-done:
-		require.Equal(t, executor.StatusKernelDied, r.Status, "%+v", r.Error)
+		require.Equal(t, api.StatusKernelDied, r.Status, "%+v", r.Error)
 		require.True(t, r.StateLost)
 		require.Contains(t, r.Error.Evalue, "server")
 	case <-time.After(20 * time.Second):
@@ -45,7 +47,7 @@ func TestLocalServerDeathMidCell(t *testing.T) {
 	// Both sessions recover on a new server, each told its state is gone.
 	for _, id := range []string{"victim", "bystander"} {
 		r := e.run(t, id, "1 + 1")
-		require.Equal(t, executor.StatusOK, r.Status, "%s: %+v", id, r.Error)
+		require.Equal(t, api.StatusOK, r.Status, "%s: %+v", id, r.Error)
 		require.True(t, r.StateLost, id)
 	}
 	require.NotEqual(t, pid, b.ServerPID())
@@ -77,7 +79,7 @@ func TestLocalOutputFlood(t *testing.T) {
 		`for i in range(1_000_000): print(f"line {i:07d} " + "." * 40)`,
 	} {
 		r := e.run(t, "flood", code)
-		require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+		require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 		require.True(t, r.Truncated)
 		require.Contains(t, r.TruncationNote, "dropped")
 		require.LessOrEqual(t, len(r.Stdout), 8<<20)
@@ -111,7 +113,7 @@ func TestLocalConcurrency(t *testing.T) {
 			defer wg.Done()
 			id := fmt.Sprintf("c%02d", s)
 			for c := 0; c < calls; c++ {
-				r, err := e.Execute(context.Background(), executor.Request{SessionID: id,
+				r, err := e.Execute(context.Background(), api.Request{SessionID: id,
 					Code: fmt.Sprintf("n = globals().get('n', 0) + 1\nprint('%s', n)", id)})
 				if err != nil {
 					errs <- err
@@ -137,7 +139,7 @@ func TestLocalConcurrency(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := e.Execute(context.Background(), executor.Request{SessionID: "one",
+			r, err := e.Execute(context.Background(), api.Request{SessionID: "one",
 				Code: "import time\nk = globals().get('k', 0) + 1\ntime.sleep(0.05)\nk"})
 			require.NoError(t, err)
 			var v int
@@ -161,22 +163,22 @@ func TestLocalOverload(t *testing.T) {
 	e := newEnv(t, func(o *executor.Options) { o.MaxSessions = 2; o.QueueSize = 1 })
 	e.run(t, "a", "1")
 	e.run(t, "b", "1")
-	_, err := e.Execute(context.Background(), executor.Request{SessionID: "c", Code: "1"})
-	require.ErrorIs(t, err, executor.ErrTooManySessions)
+	_, err := e.Execute(context.Background(), api.Request{SessionID: "c", Code: "1"})
+	require.ErrorIs(t, err, api.ErrTooManySessions)
 	require.Contains(t, err.Error(), "close one")
 
 	// One running, one queued: the third is refused at once.
-	go e.Execute(context.Background(), executor.Request{SessionID: "a", Code: "import time; time.sleep(2)"})
+	go e.Execute(context.Background(), api.Request{SessionID: "a", Code: "import time; time.sleep(2)"})
 	time.Sleep(300 * time.Millisecond)
-	go e.Execute(context.Background(), executor.Request{SessionID: "a", Code: "1"})
+	go e.Execute(context.Background(), api.Request{SessionID: "a", Code: "1"})
 	time.Sleep(300 * time.Millisecond)
-	_, err = e.Execute(context.Background(), executor.Request{SessionID: "a", Code: "1"})
-	require.ErrorIs(t, err, executor.ErrQueueFull)
+	_, err = e.Execute(context.Background(), api.Request{SessionID: "a", Code: "1"})
+	require.ErrorIs(t, err, api.ErrQueueFull)
 
 	// A caller that gives up while queued gets its context error and the call never runs.
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	_, err = e.Execute(ctx, executor.Request{SessionID: "b", Code: "1"})
+	_, err = e.Execute(ctx, api.Request{SessionID: "b", Code: "1"})
 	require.NoError(t, err)
 	_ = ctx
 
@@ -199,9 +201,9 @@ func TestLocalCancelBehavesAsTimeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	start := time.Now()
-	r, err := e.Execute(ctx, executor.Request{SessionID: "c", Code: "import time\ntime.sleep(60)"})
+	r, err := e.Execute(ctx, api.Request{SessionID: "c", Code: "import time\ntime.sleep(60)"})
 	require.NoError(t, err)
-	require.Equal(t, executor.StatusTimeout, r.Status)
+	require.Equal(t, api.StatusTimeout, r.Status)
 	require.Less(t, time.Since(start), 5*time.Second)
 	require.Equal(t, "5", e.run(t, "c", "x").Result)
 }
@@ -211,16 +213,16 @@ func TestLocalCloseWithCallsInFlight(t *testing.T) {
 	e.run(t, "z", "1")
 	errc := make(chan error, 1)
 	go func() {
-		_, err := e.Execute(context.Background(), executor.Request{SessionID: "z", Code: "import time\ntime.sleep(60)"})
+		_, err := e.Execute(context.Background(), api.Request{SessionID: "z", Code: "import time\ntime.sleep(60)"})
 		errc <- err
 	}()
 	time.Sleep(500 * time.Millisecond)
 	start := time.Now()
 	require.NoError(t, e.Close())
 	require.Less(t, time.Since(start), 15*time.Second)
-	require.ErrorIs(t, <-errc, executor.ErrSessionClosed)
-	_, err := e.Execute(context.Background(), executor.Request{SessionID: "z", Code: "1"})
-	require.ErrorIs(t, err, executor.ErrClosed)
+	require.ErrorIs(t, <-errc, api.ErrSessionClosed)
+	_, err := e.Execute(context.Background(), api.Request{SessionID: "z", Code: "1"})
+	require.ErrorIs(t, err, api.ErrClosed)
 }
 
 // TestLocalSoak runs mixed calls with random faults and checks that none hangs and
@@ -282,7 +284,7 @@ func soak(t *testing.T, e *env, n int, extra func(rng *rand.Rand, session string
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 			defer cancel()
-			r, err := e.Execute(ctx, executor.Request{SessionID: session, Code: c.code, Timeout: 2 * time.Second})
+			r, err := e.Execute(ctx, api.Request{SessionID: session, Code: c.code, Timeout: 2 * time.Second})
 			mu.Lock()
 			defer mu.Unlock()
 			switch {

@@ -8,7 +8,7 @@ import (
 )
 
 // validateRequest checks the request's shape (not its permissions).
-func validateRequest(r *Request, o *Options) error {
+func validateRequest(r *api.Request, o *Options) error {
 	if !api.ValidSessionID(r.SessionID) {
 		return invalidf("invalid session id %q: use %s", clip(r.SessionID, 80), api.SessionIDRule)
 	}
@@ -34,7 +34,7 @@ func validateRequest(r *Request, o *Options) error {
 }
 
 func invalidf(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalidRequest, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%w: %s", api.ErrInvalidRequest, fmt.Sprintf(format, args...))
 }
 
 func clip(s string, n int) string {

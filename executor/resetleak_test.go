@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/api"
 )
 
 // TestLocalResetAfterDeathLeaksNothing: a reset right after the kernel died (while
@@ -20,11 +20,11 @@ func TestLocalResetAfterDeathLeaksNothing(t *testing.T) {
 	const rounds = 20
 	for i := range rounds {
 		r := e.run(t, "rd", "x = 1\nimport os; os._exit(1)")
-		require.Equal(t, executor.StatusKernelDied, r.Status, "round %d: %+v", i, r.Error)
+		require.Equal(t, api.StatusKernelDied, r.Status, "round %d: %+v", i, r.Error)
 		require.NoError(t, e.ResetSession(ctx, "rd"), "round %d", i)
 	}
 	r := e.run(t, "rd", "'x' in dir()")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "False", r.Result)
 	require.Eventually(t, func() bool { return len(e.Backend.Kernels()) == 1 }, 20*time.Second, 200*time.Millisecond,
 		"after %d deaths and resets of one session: %d kernel processes, want 1", rounds, len(e.Backend.Kernels()))
@@ -32,7 +32,7 @@ func TestLocalResetAfterDeathLeaksNothing(t *testing.T) {
 	for i := range rounds {
 		id := "cd" + string(rune('a'+i))
 		r := e.run(t, id, "import os; os._exit(1)")
-		require.Equal(t, executor.StatusKernelDied, r.Status, "round %d: %+v", i, r.Error)
+		require.Equal(t, api.StatusKernelDied, r.Status, "round %d: %+v", i, r.Error)
 		require.NoError(t, e.CloseSession(ctx, id), "round %d", i)
 	}
 	require.NoError(t, e.CloseSession(ctx, "rd"))
@@ -49,13 +49,13 @@ func TestLocalDeathsInARow(t *testing.T) {
 	e := newOwnEnv(t, nil)
 	for i := range 8 {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		r, err := e.Execute(ctx, executor.Request{SessionID: "dr", Code: "import os; os._exit(1)"})
+		r, err := e.Execute(ctx, api.Request{SessionID: "dr", Code: "import os; os._exit(1)"})
 		cancel()
 		require.NoError(t, err, "round %d", i)
-		require.Equal(t, executor.StatusKernelDied, r.Status, "round %d: %+v", i, r.Error)
+		require.Equal(t, api.StatusKernelDied, r.Status, "round %d: %+v", i, r.Error)
 	}
 	r := e.run(t, "dr", "1 + 1")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "2", r.Result)
 	require.NoError(t, e.CloseSession(context.Background(), "dr"))
 	require.Eventually(t, func() bool { return len(e.Backend.Kernels()) == 0 }, 20*time.Second, 200*time.Millisecond,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
 	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
@@ -41,9 +42,9 @@ func TestRKernelMissingInImage(t *testing.T) {
 	e := newDockerEnv(t, testexec.Real{}, func(o *executor.Options) { o.Kernel = "ir" })
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	_, err := e.Execute(ctx, executor.Request{SessionID: "r", Code: "1"})
+	_, err := e.Execute(ctx, api.Request{SessionID: "r", Code: "1"})
 	require.ErrorIs(t, err, executor.ErrKernelUnavailable)
-	require.ErrorIs(t, err, executor.ErrBackend)
+	require.ErrorIs(t, err, api.ErrBackend)
 	require.Contains(t, err.Error(), `no kernelspec "ir"`)
 	require.Contains(t, err.Error(), "kernelbox-python3")
 	t.Log(err)
@@ -54,17 +55,17 @@ func TestRKernelMissingInImage(t *testing.T) {
 // kernel's inline image/png), a staged CSV read with read.csv.
 func rSession(t *testing.T, e *env) {
 	t.Helper()
-	run := func(code string, inputs ...string) *executor.Result {
+	run := func(code string, inputs ...string) *api.Result {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		r, err := e.Execute(ctx, executor.Request{SessionID: "r", Code: code, Inputs: inputs})
+		r, err := e.Execute(ctx, api.Request{SessionID: "r", Code: code, Inputs: inputs})
 		require.NoError(t, err)
 		return r
 	}
-	ok := func(r *executor.Result) {
+	ok := func(r *api.Result) {
 		t.Helper()
-		require.Equal(t, executor.StatusOK, r.Status, "error: %+v\nnotes: %v\nstderr: %s", r.Error, r.Notes, r.Stderr)
+		require.Equal(t, api.StatusOK, r.Status, "error: %+v\nnotes: %v\nstderr: %s", r.Error, r.Notes, r.Stderr)
 	}
 
 	r := run("x <- 41")
@@ -81,7 +82,7 @@ func rSession(t *testing.T, e *env) {
 	require.Contains(t, r.Stderr, "to stderr")
 
 	r = run(`stop("no such column: ", x)`)
-	require.Equal(t, executor.StatusError, r.Status)
+	require.Equal(t, api.StatusError, r.Status)
 	require.NotNil(t, r.Error)
 	require.Contains(t, r.Error.Evalue, "no such column: 41")
 	require.Equal(t, "error", r.Outputs[len(r.Outputs)-1].OutputType)
@@ -94,9 +95,9 @@ func rSession(t *testing.T, e *env) {
 	// leaves it), and the session's state survives.
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	r, err := e.Execute(ctx, executor.Request{SessionID: "r", Code: `y <- 1; Sys.sleep(120); y <- 2`, Timeout: 2 * time.Second})
+	r, err := e.Execute(ctx, api.Request{SessionID: "r", Code: `y <- 1; Sys.sleep(120); y <- 2`, Timeout: 2 * time.Second})
 	require.NoError(t, err)
-	require.Equal(t, executor.StatusTimeout, r.Status, "%+v", r)
+	require.Equal(t, api.StatusTimeout, r.Status, "%+v", r)
 	r = run("c(x, y)")
 	ok(r)
 	require.Equal(t, "[1] 41  1", plainText(t, r, "display_data"))
@@ -136,7 +137,7 @@ func rSession(t *testing.T, e *env) {
 }
 
 // plainText returns the text/plain of r's last output of type typ.
-func plainText(t *testing.T, r *executor.Result, typ string) string {
+func plainText(t *testing.T, r *api.Result, typ string) string {
 	t.Helper()
 	for i := len(r.Outputs) - 1; i >= 0; i-- {
 		if o := r.Outputs[i]; o.OutputType == typ {
@@ -150,7 +151,7 @@ func plainText(t *testing.T, r *executor.Result, typ string) string {
 }
 
 // artifact returns r's artifact called name.
-func artifact(t *testing.T, r *executor.Result, name string) executor.Artifact {
+func artifact(t *testing.T, r *api.Result, name string) api.Artifact {
 	t.Helper()
 	for _, a := range r.Artifacts {
 		if a.Name == name {
@@ -158,5 +159,5 @@ func artifact(t *testing.T, r *executor.Result, name string) executor.Artifact {
 		}
 	}
 	t.Fatalf("no artifact %s in %+v (notes %v)", name, r.Artifacts, r.Notes)
-	return executor.Artifact{}
+	return api.Artifact{}
 }

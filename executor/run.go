@@ -15,7 +15,7 @@ import (
 
 // callBound is a call's own time bound: its timeout (the default when it sets
 // none, capped by MaxTimeout) and the grace an interrupted call has to stop.
-func (e *Executor) callBound(req Request) time.Duration {
+func (e *Executor) callBound(req api.Request) time.Duration {
 	t := req.Timeout
 	if t == 0 {
 		t = e.opts.DefaultTimeout
@@ -25,7 +25,7 @@ func (e *Executor) callBound(req Request) time.Duration {
 
 // execute runs one call on the session's worker: it gathers what the call produced in
 // a callFacts, then builds the Result from it once.
-func (s *session) execute(j *job) (*Result, error) {
+func (s *session) execute(j *job) (*api.Result, error) {
 	o := &s.e.opts
 	timeout := j.req.Timeout
 	if timeout == 0 {
@@ -34,7 +34,7 @@ func (s *session) execute(j *job) (*Result, error) {
 	timeout = min(timeout, o.MaxTimeout)
 
 	if err := s.ensureKernel(j); err != nil {
-		if j.expired() && !errors.Is(err, ErrSessionClosed) {
+		if j.expired() && !errors.Is(err, api.ErrSessionClosed) {
 			return j.waitedOut("while the session's kernel started (" + err.Error() + ")"), nil
 		}
 		return nil, err
@@ -58,7 +58,7 @@ func (s *session) execute(j *job) (*Result, error) {
 	syncer, _ := s.syncer()
 	if syncer != nil && (len(names) > 0 || s.k.fresh) {
 		if err := syncer.PushInputs(j.ctx, s.k.conn, s.ws.Dir(), names); err != nil {
-			return nil, fmt.Errorf("%w: push inputs to the kernel: %w", ErrBackend, err)
+			return nil, fmt.Errorf("%w: push inputs to the kernel: %w", api.ErrBackend, err)
 		}
 	}
 	s.k.fresh = false
@@ -86,7 +86,7 @@ func (s *session) execute(j *job) (*Result, error) {
 	col := newCollector(o, j.emit)
 	col.onComm = j.emitComm
 	s.interrupted.Store(false)
-	j.emit(Event{Type: "status", State: "running"})
+	j.emit(api.Event{Type: "status", State: "running"})
 	ex, err := s.call(runCtx, j, col, syncer, timeout, &f)
 	if err != nil {
 		return nil, err
@@ -157,7 +157,7 @@ func (s *session) await(ctx context.Context, j *job, ex *jupyter.Execution, col 
 			return s.completed(ex), nil
 		case ctx.Err() != nil:
 			if s.ctx.Err() != nil {
-				return ending{}, fmt.Errorf("%w: %q closed during the call", ErrSessionClosed, s.id)
+				return ending{}, fmt.Errorf("%w: %q closed during the call", api.ErrSessionClosed, s.id)
 			}
 			why := fmt.Sprintf("the call exceeded its %s timeout", timeout)
 			if j.cutByWait {
@@ -184,21 +184,21 @@ func (s *session) completed(ex *jupyter.Execution) ending {
 			return s.kernelFailed(s.ctx, ex, err)
 		}
 	}
-	end := ending{status: StatusOK, count: reply.ExecutionCount}
+	end := ending{status: api.StatusOK, count: reply.ExecutionCount}
 	switch reply.Status {
 	case "ok":
 	case "aborted":
-		end.status = StatusError
-		end.verdict = &ErrorInfo{Ename: "Aborted", Evalue: "the kernel aborted the execution"}
+		end.status = api.StatusError
+		end.verdict = &api.ErrorInfo{Ename: "Aborted", Evalue: "the kernel aborted the execution"}
 	default:
-		end.status = StatusError
+		end.status = api.StatusError
 		// The iopub error output normally says the same; this covers a kernel
 		// that sends none (the result then keeps the output's version).
 		tb := make([]string, len(reply.Traceback))
 		for i, l := range reply.Traceback {
 			tb[i] = StripANSI(l)
 		}
-		end.verdict = &ErrorInfo{Ename: reply.Ename, Evalue: reply.Evalue, Traceback: tb}
+		end.verdict = &api.ErrorInfo{Ename: reply.Ename, Evalue: reply.Evalue, Traceback: tb}
 	}
 	return end
 }
@@ -248,8 +248,8 @@ func (s *session) timedOut(ctx context.Context, ex *jupyter.Execution, col *coll
 				continue
 			}
 			if err == io.EOF {
-				end := ending{status: StatusTimeout,
-					verdict: &ErrorInfo{Ename: "Timeout", Evalue: why + "; it was interrupted and the session's state is kept"}}
+				end := ending{status: api.StatusTimeout,
+					verdict: &api.ErrorInfo{Ename: "Timeout", Evalue: why + "; it was interrupted and the session's state is kept"}}
 				if reply, rerr := ex.Reply(); rerr == nil {
 					end.count = reply.ExecutionCount
 				}
@@ -257,7 +257,7 @@ func (s *session) timedOut(ctx context.Context, ex *jupyter.Execution, col *coll
 			}
 			if gctx.Err() == nil { // the kernel died while being interrupted
 				end := s.kernelFailed(ctx, ex, err)
-				end.status = StatusTimeout
+				end.status = api.StatusTimeout
 				return end
 			}
 			break
@@ -268,13 +268,13 @@ func (s *session) timedOut(ctx context.Context, ex *jupyter.Execution, col *coll
 		// starts a fresh one.
 		s.log.Warn("the kernel's server did not take an interrupt; abandoning the kernel", "err", ierr)
 		s.abandonKernel()
-		return ending{status: StatusTimeout, stateLost: true,
-			verdict: &ErrorInfo{Ename: "Timeout", Evalue: fmt.Sprintf("%s; the kernel's server did not answer an interrupt (%v), so the kernel was given up and the session's state is lost", why, ierr)}}
+		return ending{status: api.StatusTimeout, stateLost: true,
+			verdict: &api.ErrorInfo{Ename: "Timeout", Evalue: fmt.Sprintf("%s; the kernel's server did not answer an interrupt (%v), so the kernel was given up and the session's state is lost", why, ierr)}}
 	}
 	// The kernel ignored the interrupt (or the interrupt failed): restart it.
 	s.log.Warn("kernel did not stop after interrupt; restarting it", "grace", o.InterruptGrace)
-	end := ending{status: StatusTimeout, stateLost: true,
-		verdict: &ErrorInfo{Ename: "Timeout", Evalue: fmt.Sprintf("%s; the kernel did not stop within %s of an interrupt and was restarted, so the session's state is lost", why, o.InterruptGrace)}}
+	end := ending{status: api.StatusTimeout, stateLost: true,
+		verdict: &api.ErrorInfo{Ename: "Timeout", Evalue: fmt.Sprintf("%s; the kernel did not stop within %s of an interrupt and was restarted, so the session's state is lost", why, o.InterruptGrace)}}
 	rctx, rcancel := context.WithTimeout(ctx, min(o.StartTimeout, restartBound))
 	defer rcancel()
 	if err := s.restartKernel(rctx); err != nil {
@@ -323,7 +323,7 @@ func (s *session) kernelFailed(ctx context.Context, ex *jupyter.Execution, err e
 	if !errors.Is(err, jupyter.ErrKernelDied) && s.k.serverAlive(ctx) && cause == "" {
 		if kr, kerr := s.k.client.Kernel(ctx, s.k.id); kerr == nil && kr.ExecutionState != "dead" {
 			// Only the connection failed; the kernel and its state are fine.
-			return ending{status: StatusError, verdict: &ErrorInfo{Ename: "ConnectionLost",
+			return ending{status: api.StatusError, verdict: &api.ErrorInfo{Ename: "ConnectionLost",
 				Evalue: fmt.Sprintf("the connection to the kernel dropped during the call (%v); its output may be incomplete, the session's state is kept", err)}}
 		}
 	}
@@ -347,5 +347,5 @@ func (s *session) kernelFailed(ctx context.Context, ex *jupyter.Execution, err e
 	if s.k.conn != nil {
 		_ = s.k.conn.Close()
 	}
-	return ending{status: StatusKernelDied, stateLost: true, verdict: &ErrorInfo{Ename: "KernelDied", Evalue: msg}}
+	return ending{status: api.StatusKernelDied, stateLost: true, verdict: &api.ErrorInfo{Ename: "KernelDied", Evalue: msg}}
 }

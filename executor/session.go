@@ -70,7 +70,7 @@ type session struct {
 	taps taps // the session's watchers (watch.go)
 
 	mu      sync.Mutex
-	state   SessionInfo
+	state   api.SessionInfo
 	noSleep string  // why the last idle hibernation failed; cleared by a call (cull.go)
 	kref    *kernel // the kernel, for Interrupt
 	whole   int     // the last acknowledged call that left the namespace whole (wholelog.go)
@@ -91,7 +91,7 @@ func newSession(e *Executor, id string, t *Template) *session {
 		ctx:    ctx,
 		cancel: cancel,
 		done:   make(chan struct{}),
-		state:  SessionInfo{ID: id, Template: t.Name, State: api.StateNew, Created: now, LastActivity: now},
+		state:  api.SessionInfo{ID: id, Template: t.Name, State: api.StateNew, Created: now, LastActivity: now},
 	}
 	if why, ok := e.takeRetired(id); ok {
 		s.lost, s.lostWhy = true, why
@@ -104,17 +104,17 @@ func (s *session) enqueue(j *job) error {
 	s.qmu.Lock()
 	defer s.qmu.Unlock()
 	if s.released || s.ctx.Err() != nil {
-		return fmt.Errorf("%w: %q", ErrSessionClosed, s.id)
+		return fmt.Errorf("%w: %q", api.ErrSessionClosed, s.id)
 	}
 	busy := s.snapshot().State == "busy" || len(s.queue) > 0
 	select {
 	case s.queue <- j:
 	default:
 		return fmt.Errorf("%w: session %q has %d calls waiting (the limit); wait for them or interrupt the running one",
-			ErrQueueFull, s.id, cap(s.queue))
+			api.ErrQueueFull, s.id, cap(s.queue))
 	}
 	if busy {
-		j.emit(Event{Type: "status", State: "queued"})
+		j.emit(api.Event{Type: "status", State: "queued"})
 	}
 	return nil
 }
@@ -146,7 +146,7 @@ func (s *session) run() {
 				continue
 			}
 			s.setState(api.StateBusy)
-			var r *Result
+			var r *api.Result
 			var err error
 			switch j.kind {
 			case jobReset:
@@ -187,7 +187,7 @@ func (s *session) release() {
 		case j := <-s.queue:
 			if j.begin() {
 				j.notRun = true
-				j.finish(nil, fmt.Errorf("%w: %q", ErrSessionClosed, s.id))
+				j.finish(nil, fmt.Errorf("%w: %q", api.ErrSessionClosed, s.id))
 			}
 			continue
 		default:
@@ -330,7 +330,7 @@ func (s *session) setState(state api.SessionState) {
 }
 
 // touch records the end of a job.
-func (s *session) touch(r *Result) {
+func (s *session) touch(r *api.Result) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.state.LastActivity = time.Now()
@@ -353,13 +353,13 @@ func (s *session) touch(r *Result) {
 	}
 }
 
-func (s *session) snapshot() SessionInfo {
+func (s *session) snapshot() api.SessionInfo {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.state
 }
 
-func (s *session) info() SessionInfo {
+func (s *session) info() api.SessionInfo {
 	i := s.snapshot()
 	i.Queued = len(s.queue)
 	return i

@@ -105,7 +105,7 @@ func (s *session) runKernelFiles(j *job) {
 	if syncer, ok := s.syncer(); err == nil && ok && s.k.fresh {
 		ctx, cancel := context.WithTimeout(j.ctx, s.e.opts.StartTimeout)
 		if err = syncer.PushInputs(ctx, s.k.conn, s.ws.Dir(), nil); err != nil {
-			err = fmt.Errorf("%w: set up the session's files in the kernel: %w", ErrBackend, err)
+			err = fmt.Errorf("%w: set up the session's files in the kernel: %w", api.ErrBackend, err)
 		} else {
 			s.k.fresh = false
 		}
@@ -119,7 +119,7 @@ func (s *session) runKernelFiles(j *job) {
 	fs, err := kf.KernelFiles(s.k.conn, s.e.fileLimits())
 	if err != nil {
 		s.touch(nil)
-		j.finish(nil, fmt.Errorf("%w: the session's files: %w", ErrBackend, err))
+		j.finish(nil, fmt.Errorf("%w: the session's files: %w", api.ErrBackend, err))
 		return
 	}
 	ctx, cancel := context.WithCancel(j.ctx)

@@ -56,7 +56,7 @@ func (s *session) ensureKernel(j *job) error {
 			return err
 		}
 	}
-	j.emit(Event{Type: "status", State: "starting"})
+	j.emit(api.Event{Type: "status", State: "starting"})
 	s.setState(api.StateStarting)
 	k, err := s.e.acquireKernel(ctx, s)
 	if err != nil {
@@ -66,13 +66,13 @@ func (s *session) ensureKernel(j *job) error {
 		} else {
 			s.setState(api.StateDead)
 		}
-		if errors.Is(err, ErrDisabled) {
+		if errors.Is(err, api.ErrDisabled) {
 			return err
 		}
 		if s.ctx.Err() != nil {
-			return fmt.Errorf("%w: %q", ErrSessionClosed, s.id)
+			return fmt.Errorf("%w: %q", api.ErrSessionClosed, s.id)
 		}
-		return fmt.Errorf("%w: start kernel for session %q on %s: %w", ErrBackend, s.id, s.e.Backend(), err)
+		return fmt.Errorf("%w: start kernel for session %q on %s: %w", api.ErrBackend, s.id, s.e.Backend(), err)
 	}
 	if s.everAlive && s.sleep == nil {
 		s.markLost("the session's kernel was replaced")

@@ -10,6 +10,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/jupyter"
 )
 
@@ -138,17 +139,17 @@ func runSnapshot(ctx context.Context, conn *jupyter.Conn, call string) (*snapRep
 }
 
 // kernelSnapshotPath is where the session's kernel sees its snapshot file, or an
-// error wrapping ErrCannotHibernate when the session cannot keep one.
+// error wrapping api.ErrCannotHibernate when the session cannot keep one.
 func (s *session) kernelSnapshotPath() (string, error) {
 	if s.k == nil || s.ws == nil {
-		return "", fmt.Errorf("%w: session %q has no kernel (it never ran a call, or its kernel died)", ErrCannotHibernate, s.id)
+		return "", fmt.Errorf("%w: session %q has no kernel (it never ran a call, or its kernel died)", api.ErrCannotHibernate, s.id)
 	}
 	if !s.k.python() {
-		return "", fmt.Errorf("%w: session %q runs a %s kernel; only Python sessions hibernate or fork (an R session is closed when idle, as before)", ErrCannotHibernate, s.id, s.k.languageName())
+		return "", fmt.Errorf("%w: session %q runs a %s kernel; only Python sessions hibernate or fork (an R session is closed when idle, as before)", api.ErrCannotHibernate, s.id, s.k.languageName())
 	}
 	d, ok := s.k.placement.(SessionDirer)
 	if !ok {
-		return "", fmt.Errorf("%w: the %s backend keeps a kernel's files in its own container, away from the session directory, so its sessions cannot hibernate", ErrCannotHibernate, s.e.Backend())
+		return "", fmt.Errorf("%w: the %s backend keeps a kernel's files in its own container, away from the session directory, so its sessions cannot hibernate", api.ErrCannotHibernate, s.e.Backend())
 	}
 	return path.Join(d.KernelDir(s.ws.Dir()), SnapshotFile), nil
 }

@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kernelbox/kernelbox/executor"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
 	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
-	"github.com/stretchr/testify/require"
 )
 
 // dyingKernels returns a local backend whose kernels exit as they start, the first
@@ -45,9 +46,9 @@ func TestLocalKernelDroppedAtStartIsReplaced(t *testing.T) {
 	}
 	e := newLocalEnv(t, dyingKernels(t, 6), nil)
 	start := time.Now()
-	r, err := e.Execute(context.Background(), executor.Request{SessionID: "s", Code: "x = 41\nx + 1"})
+	r, err := e.Execute(context.Background(), api.Request{SessionID: "s", Code: "x = 41\nx + 1"})
 	require.NoError(t, err)
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	require.Equal(t, "42", r.Result)
 	require.False(t, r.StateLost, "a kernel that never ran code loses nothing")
 	t.Logf("first result after one dropped kernel: %s", time.Since(start))
@@ -62,9 +63,9 @@ func TestLocalKernelThatAlwaysDiesFailsClearly(t *testing.T) {
 	}
 	e := newLocalEnv(t, dyingKernels(t, -1), nil)
 	start := time.Now()
-	_, err := e.Execute(context.Background(), executor.Request{SessionID: "s", Code: "1"})
+	_, err := e.Execute(context.Background(), api.Request{SessionID: "s", Code: "1"})
 	took := time.Since(start)
-	require.ErrorIs(t, err, executor.ErrBackend)
+	require.ErrorIs(t, err, api.ErrBackend)
 	msg := err.Error()
 	require.Contains(t, msg, "the server dropped 3 kernels in a row right after starting them")
 	require.Contains(t, msg, "kernelbox test: this kernel exits as it starts")

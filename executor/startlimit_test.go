@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 )
 
@@ -80,8 +81,8 @@ func TestStartLimit(t *testing.T) {
 			errs := make(chan error, n)
 			for i := 0; i < n; i++ {
 				go func() {
-					res, err := e.Execute(ctx, executor.Request{SessionID: fmt.Sprintf("s%d", i), Code: "1"})
-					if err == nil && res.Status != executor.StatusOK {
+					res, err := e.Execute(ctx, api.Request{SessionID: fmt.Sprintf("s%d", i), Code: "1"})
+					if err == nil && res.Status != api.StatusOK {
 						err = fmt.Errorf("status %s: %+v", res.Status, res.Error)
 					}
 					errs <- err
@@ -108,13 +109,13 @@ func TestStartLimit(t *testing.T) {
 		defer cancel()
 		first := make(chan error, 1)
 		go func() {
-			_, err := e.Execute(ctx, executor.Request{SessionID: "holder", Code: "1"})
+			_, err := e.Execute(ctx, api.Request{SessionID: "holder", Code: "1"})
 			first <- err
 		}()
 		require.Eventually(t, func() bool { return b.inFlight() == 1 }, 10*time.Second, time.Millisecond)
-		res, err := e.Execute(ctx, executor.Request{SessionID: "waiter", Code: "1", MaxWait: 300 * time.Millisecond})
+		res, err := e.Execute(ctx, api.Request{SessionID: "waiter", Code: "1", MaxWait: 300 * time.Millisecond})
 		require.NoError(t, err)
-		require.Equal(t, executor.StatusTimeout, res.Status, "%+v", res)
+		require.Equal(t, api.StatusTimeout, res.Status, "%+v", res)
 		require.Len(t, res.Notes, 1)
 		require.Contains(t, res.Notes[0], "kernel start slots")
 		b.gate <- struct{}{}

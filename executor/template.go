@@ -13,15 +13,6 @@ import (
 	"github.com/kernelbox/kernelbox/egress"
 )
 
-// DefaultTemplate is the name of the template a session gets when its creator names
-// none. Unless Options.Templates defines it, it is Options itself: the server's
-// kernel, image, limits, data mounts, warm pool size and idle timeout.
-const DefaultTemplate = api.DefaultTemplateName
-
-// ErrTemplateMismatch: a call named a template other than the one its session was
-// created with. A session keeps its template for its whole life.
-var ErrTemplateMismatch = api.ErrTemplateMismatch
-
 // Template shapes the sessions created with it: which kernel they run, where, with
 // what limits, and what runs in every fresh kernel before it is handed out. Every
 // zero field means the server's own setting (Options, and the backend's options).
@@ -144,10 +135,10 @@ func checkTemplates(o *Options) (map[string]*Template, error) {
 		t.Data = slices.Clone(t.Data)
 		byName[t.Name] = &t
 	}
-	def := byName[DefaultTemplate]
+	def := byName[api.DefaultTemplateName]
 	if def == nil {
-		def = &Template{Name: DefaultTemplate, Description: "the server's own settings"}
-		byName[DefaultTemplate] = def
+		def = &Template{Name: api.DefaultTemplateName, Description: "the server's own settings"}
+		byName[api.DefaultTemplateName] = def
 	}
 	// The flags' values are the default template's unless the file sets them.
 	if def.Warm == 0 {
@@ -357,8 +348,8 @@ func (e *Executor) Templates() []Template {
 		out = append(out, c)
 	}
 	sort.Slice(out, func(i, j int) bool {
-		if (out[i].Name == DefaultTemplate) != (out[j].Name == DefaultTemplate) {
-			return out[i].Name == DefaultTemplate
+		if (out[i].Name == api.DefaultTemplateName) != (out[j].Name == api.DefaultTemplateName) {
+			return out[i].Name == api.DefaultTemplateName
 		}
 		return out[i].Name < out[j].Name
 	})
@@ -368,7 +359,7 @@ func (e *Executor) Templates() []Template {
 // template returns the template a request names ("" is the default one).
 func (e *Executor) template(name string) (*Template, error) {
 	if name == "" {
-		name = DefaultTemplate
+		name = api.DefaultTemplateName
 	}
 	t := e.templates[name]
 	if t == nil {

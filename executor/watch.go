@@ -2,6 +2,8 @@ package executor
 
 import (
 	"sync"
+
+	"github.com/kernelbox/kernelbox/api"
 )
 
 // WatchKind says what a Watched reports.
@@ -28,10 +30,10 @@ type Watched struct {
 	// Source is the call's Request.Source ("" for /v1, MCP and the CLI).
 	Source string
 
-	Code           string // WatchStart: the call's code
-	ExecutionCount int    // WatchStart: the execution count the code runs as (the kernel's may differ after a restart)
-	Event          Event  // WatchEvent
-	Result         *Result
+	Code           string    // WatchStart: the call's code
+	ExecutionCount int       // WatchStart: the execution count the code runs as (the kernel's may differ after a restart)
+	Event          api.Event // WatchEvent
+	Result         *api.Result
 	Err            error
 }
 
@@ -39,7 +41,7 @@ type Watched struct {
 // returned stop is called or the session closes (WatchClosed is its last report).
 // fn runs on the goroutines that deliver the call's events, so it must not block:
 // queue what it gets and drop a reader that does not keep up (a watcher never
-// slows the session's calls). It fails with ErrNoSession when the session does
+// slows the session's calls). It fails with api.ErrNotFound when the session does
 // not exist.
 func (e *Executor) Watch(id string, fn func(Watched)) (stop func(), err error) {
 	s, err := e.lookup(id)
@@ -116,14 +118,14 @@ func (t *taps) number() int64 {
 
 // executeWatched runs an execute job and shows it to the session's watchers: its
 // start, each of its events (after its own caller got it) and its end.
-func (s *session) executeWatched(j *job) (*Result, error) {
+func (s *session) executeWatched(j *job) (*api.Result, error) {
 	n := s.taps.number()
 	s.mu.Lock()
 	count := s.state.ExecutionCount + 1
 	s.mu.Unlock()
 	src := j.req.Source
 	s.taps.send(Watched{Kind: WatchStart, Call: n, Source: src, Code: j.req.Code, ExecutionCount: count})
-	tap := func(ev Event) { s.taps.send(Watched{Kind: WatchEvent, Call: n, Source: src, Event: ev}) }
+	tap := func(ev api.Event) { s.taps.send(Watched{Kind: WatchEvent, Call: n, Source: src, Event: ev}) }
 	j.tap.Store(&tap)
 	r, err := s.execute(j)
 	j.tap.Store(nil)

@@ -47,7 +47,7 @@ type wholeLine struct {
 // delivered: it journals the kernel's execution count and, when the session
 // checkpoints and the call left the namespace whole (ok, or an error its code
 // raised; not a death), records the call as the last whole one.
-func (s *session) noteWhole(r *Result) {
+func (s *session) noteWhole(r *api.Result) {
 	if r == nil {
 		return
 	}

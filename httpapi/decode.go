@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/api"
 )
 
 // isJSON reports whether a Content-Type is JSON: application/json or a +json type.
@@ -26,31 +26,31 @@ func decode(r *http.Request, v any) error {
 	if err := dec.Decode(v); err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return fmt.Errorf("%w: request body over %d bytes", executor.ErrInvalidRequest, mbe.Limit)
+			return fmt.Errorf("%w: request body over %d bytes", api.ErrInvalidRequest, mbe.Limit)
 		}
 		if err == io.EOF {
-			return fmt.Errorf("%w: empty body; send JSON like {\"code\": \"print(1)\"}", executor.ErrInvalidRequest)
+			return fmt.Errorf("%w: empty body; send JSON like {\"code\": \"print(1)\"}", api.ErrInvalidRequest)
 		}
-		return fmt.Errorf("%w: body: %v", executor.ErrInvalidRequest, err)
+		return fmt.Errorf("%w: body: %v", api.ErrInvalidRequest, err)
 	}
 	if dec.More() {
-		return fmt.Errorf("%w: body has data after the JSON object", executor.ErrInvalidRequest)
+		return fmt.Errorf("%w: body has data after the JSON object", api.ErrInvalidRequest)
 	}
 	return nil
 }
 
-func (h *handler) request(r *http.Request) (req executor.Request, detach bool, err error) {
+func (h *handler) request(r *http.Request) (req api.Request, detach bool, err error) {
 	var b ExecuteBody
 	if err := decode(r, &b); err != nil {
-		return executor.Request{}, false, err
+		return api.Request{}, false, err
 	}
 	if b.TimeoutSeconds < 0 || b.TimeoutSeconds > 1e7 {
-		return executor.Request{}, false, fmt.Errorf("%w: timeout_seconds must be between 0 and 1e7", executor.ErrInvalidRequest)
+		return api.Request{}, false, fmt.Errorf("%w: timeout_seconds must be between 0 and 1e7", api.ErrInvalidRequest)
 	}
 	if b.MaxWaitSeconds < 0 || b.MaxWaitSeconds > 1e7 {
-		return executor.Request{}, false, fmt.Errorf("%w: max_wait_seconds must be between 0 and 1e7", executor.ErrInvalidRequest)
+		return api.Request{}, false, fmt.Errorf("%w: max_wait_seconds must be between 0 and 1e7", api.ErrInvalidRequest)
 	}
-	return executor.Request{
+	return api.Request{
 		SessionID: r.PathValue("id"),
 		Code:      b.Code,
 		Inputs:    b.Inputs,

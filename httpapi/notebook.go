@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/kernelbox/kernelbox/api"
-	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/notebook"
 )
 
@@ -42,10 +41,10 @@ type NotebookRunResult struct {
 	// FailedCell is the index of the cell that failed (in the returned notebook,
 	// which has the injected parameters cell), or null.
 	FailedCell *int                  `json:"failed_cell"`
-	Error      *executor.ErrorInfo   `json:"error"`
+	Error      *api.ErrorInfo        `json:"error"`
 	SessionID  string                `json:"session_id"`
 	Cells      []notebook.CellResult `json:"cells"`
-	Artifacts  []executor.Artifact   `json:"artifacts"`
+	Artifacts  []api.Artifact        `json:"artifacts"`
 }
 
 // runNotebook refuses what cannot run before reading the body (execution
@@ -81,7 +80,7 @@ func (h *handler) runNotebook(w http.ResponseWriter, r *http.Request) {
 	rep, err := notebook.Run(r.Context(), h.e, nb, opts)
 	if err != nil {
 		if errors.Is(err, notebook.ErrInvalidParameter) || errors.Is(err, notebook.ErrInvalid) {
-			err = fmt.Errorf("%w: %w", executor.ErrInvalidRequest, err)
+			err = fmt.Errorf("%w: %w", api.ErrInvalidRequest, err)
 		}
 		writeErr(w, err)
 		return
@@ -122,11 +121,11 @@ func (h *handler) decodeNotebookRun(r *http.Request) (NotebookRunBody, *notebook
 			return b, nil, fmt.Errorf("%w: the notebook has more than %d cells, the server's limit; send a smaller notebook or start the server with a higher --max-notebook-cells",
 				api.ErrTooLarge, h.o.MaxNotebookCells)
 		case errors.Is(err, io.ErrUnexpectedEOF):
-			return b, nil, fmt.Errorf("%w: body: %v", executor.ErrInvalidRequest, err)
+			return b, nil, fmt.Errorf("%w: body: %v", api.ErrInvalidRequest, err)
 		case errors.Is(err, notebook.ErrInvalid):
-			return b, nil, fmt.Errorf("%w: %w", executor.ErrInvalidRequest, err)
+			return b, nil, fmt.Errorf("%w: %w", api.ErrInvalidRequest, err)
 		}
-		return b, nil, fmt.Errorf("%w: body: %v", executor.ErrInvalidRequest, err)
+		return b, nil, fmt.Errorf("%w: body: %v", api.ErrInvalidRequest, err)
 	}
 	dec := json.NewDecoder(r.Body)
 	if tok, err := dec.Token(); err != nil {
@@ -179,7 +178,7 @@ func (h *handler) decodeNotebookRun(r *http.Request) (NotebookRunBody, *notebook
 		return fail(err)
 	}
 	if nb == nil {
-		return b, nil, fmt.Errorf(`%w: "notebook" is required: an nbformat v4 notebook object`, executor.ErrInvalidRequest)
+		return b, nil, fmt.Errorf(`%w: "notebook" is required: an nbformat v4 notebook object`, api.ErrInvalidRequest)
 	}
 	return b, nb, nil
 }
@@ -190,10 +189,10 @@ func writeNotebookResult(w http.ResponseWriter, nb *notebook.Notebook, rep *note
 	rest, err := json.Marshal(struct {
 		Status     api.Status            `json:"status"`
 		FailedCell *int                  `json:"failed_cell"`
-		Error      *executor.ErrorInfo   `json:"error"`
+		Error      *api.ErrorInfo        `json:"error"`
 		SessionID  string                `json:"session_id"`
 		Cells      []notebook.CellResult `json:"cells"`
-		Artifacts  []executor.Artifact   `json:"artifacts"`
+		Artifacts  []api.Artifact        `json:"artifacts"`
 	}{rep.Status, rep.FailedCell, rep.Error, rep.SessionID, rep.Cells, rep.Artifacts})
 	if err != nil {
 		writeErr(w, err)
@@ -214,7 +213,7 @@ func writeNotebookResult(w http.ResponseWriter, nb *notebook.Notebook, rep *note
 // into run options.
 func notebookRun(b NotebookRunBody) (notebook.RunOptions, error) {
 	invalid := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", executor.ErrInvalidRequest, fmt.Sprintf(format, args...))
+		return fmt.Errorf("%w: %s", api.ErrInvalidRequest, fmt.Sprintf(format, args...))
 	}
 	params, err := parameters(b.Parameters)
 	if err != nil {

@@ -12,12 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/httpapi"
 	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
 	"github.com/kernelbox/kernelbox/permissions"
 	"github.com/kernelbox/kernelbox/workspace"
-	"github.com/stretchr/testify/require"
 )
 
 // notebookServer serves an executor (on the local backend when local is set, else
@@ -123,7 +125,7 @@ func TestNotebookRun(t *testing.T) {
 		resp, err := http.Post(srv.URL+"/v1/sessions/api-nb/execute", "application/json", strings.NewReader(`{"code": "x"}`))
 		require.NoError(t, err)
 		defer resp.Body.Close()
-		var res executor.Result
+		var res api.Result
 		require.NoError(t, json.NewDecoder(resp.Body).Decode(&res))
 		require.Equal(t, "5", res.Result)
 	})

@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/kernelbox/kernelbox/api"
-	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/tokens"
 )
 
@@ -153,7 +152,7 @@ func (h *handler) claim(r *http.Request, rt *row, p *tokens.Principal, id string
 		template = b.Template
 	}
 	if template == "" {
-		template = executor.DefaultTemplate
+		template = api.DefaultTemplateName
 	}
 	if !p.Scope().AllowsTemplate(template) {
 		return &refusal{status: http.StatusForbidden, err: fmt.Errorf("%w: token %q may create sessions from the templates %v only, not %q", api.ErrDenied, p.Name(), p.Scope().Templates, template)}

@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/httpapi"
 	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
 )
@@ -94,15 +93,15 @@ func TestExecuteSSE(t *testing.T) {
 			}
 		}
 		require.NotNil(t, firstStream, "a stream event carried the first print: %v", events)
-		var ev executor.Event
+		var ev api.Event
 		require.NoError(t, json.Unmarshal([]byte(firstStream.data), &ev))
 		assert.Equal(t, "stdout", ev.Name)
 		assert.GreaterOrEqual(t, last.at.Sub(firstStream.at), 1500*time.Millisecond,
 			"the first print arrived while the cell was still sleeping")
 
-		var res executor.Result
+		var res api.Result
 		require.NoError(t, json.Unmarshal([]byte(last.data), &res))
-		assert.Equal(t, executor.StatusOK, res.Status)
+		assert.Equal(t, api.StatusOK, res.Status)
 		assert.Equal(t, "first\nsecond\n", res.Stdout)
 	})
 
@@ -120,13 +119,13 @@ func TestExecuteSSE(t *testing.T) {
 		var f struct {
 			Error      httpapi.ErrorDetail `json:"error"`
 			HTTPStatus int                 `json:"http_status"`
-			Result     *executor.Result    `json:"result"`
+			Result     *api.Result         `json:"result"`
 		}
 		require.NoError(t, json.Unmarshal([]byte(events[0].data), &f))
 		assert.Equal(t, api.CodeDenied, f.Error.Code)
 		assert.Equal(t, http.StatusForbidden, f.HTTPStatus)
 		assert.Contains(t, f.Error.Message, "SSH keys")
 		require.NotNil(t, f.Result)
-		assert.Equal(t, executor.StatusDenied, f.Result.Status)
+		assert.Equal(t, api.StatusDenied, f.Result.Status)
 	})
 }

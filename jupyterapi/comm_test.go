@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/jupyterapi"
 )
 
@@ -96,7 +96,7 @@ func TestCellComm(t *testing.T) {
 	}
 
 	// An agent's call: its watchers see the comm; its Result has only the print.
-	r, err := s.e.Execute(context.Background(), executor.Request{SessionID: id, Code: widgetCode})
+	r, err := s.e.Execute(context.Background(), api.Request{SessionID: id, Code: widgetCode})
 	require.NoError(t, err)
 	assert.Equal(t, "shown\n", r.Stdout)
 	require.Len(t, r.Outputs, 1, "no comm message among the outputs")

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/jupyterapi"
 )
@@ -113,7 +114,7 @@ func TestSlowClient(t *testing.T) {
 
 	// An agent's call on the session runs, and promptly.
 	start := time.Now()
-	res, err := s.e.Execute(context.Background(), executor.Request{SessionID: id, Code: "print('agent')"})
+	res, err := s.e.Execute(context.Background(), api.Request{SessionID: id, Code: "print('agent')"})
 	require.NoError(t, err)
 	assert.Equal(t, "agent\n", res.Stdout)
 	assert.Less(t, time.Since(start), 10*time.Second)

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/kernelbox/kernelbox/api"
-	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/jupyter"
 )
 
@@ -46,7 +45,7 @@ func (c *client) execute(m *inMsg) {
 	k.broadcast(frame(k, parent, jupyter.ChannelIOPub, "execute_input",
 		map[string]any{"code": req.Code, "execution_count": info.ExecutionCount + 1}))
 	sawError := false
-	res, err := c.g.e.ExecuteStream(context.Background(), executor.Request{SessionID: k.id, Template: info.Template, Code: req.Code, Source: sourceJupyter, Comms: true}, func(ev executor.Event) {
+	res, err := c.g.e.ExecuteStream(context.Background(), api.Request{SessionID: k.id, Template: info.Template, Code: req.Code, Source: sourceJupyter, Comms: true}, func(ev api.Event) {
 		if t, content := iopubOf(ev); t != "" {
 			sawError = sawError || t == "error"
 			k.broadcast(frame(k, parent, jupyter.ChannelIOPub, t, content))
@@ -103,7 +102,7 @@ func errContent(ename, evalue string, tb []string) map[string]any {
 
 // iopubOf returns the iopub message type and content of a call's event, or ""
 // for an event Jupyter has no message for (kernelbox's own statuses).
-func iopubOf(ev executor.Event) (string, any) {
+func iopubOf(ev api.Event) (string, any) {
 	o := ev.Output
 	switch ev.Type {
 	case "stream":

@@ -6,8 +6,8 @@ import (
 	"sync"
 
 	"github.com/google/uuid"
+
 	"github.com/kernelbox/kernelbox/api"
-	"github.com/kernelbox/kernelbox/executor"
 )
 
 // kernel is a session served as a Jupyter kernel: one started through the API,
@@ -56,7 +56,7 @@ func (k *kernel) broadcast(f *outFrame) {
 // lookup returns kernel id and its session, or api.ErrNotFound when there is no
 // such session (or it has closed). A session not started through this API (an
 // agent's) is served too, for watching (watch.go).
-func (g *Gateway) lookup(id string) (*kernel, executor.SessionInfo, error) {
+func (g *Gateway) lookup(id string) (*kernel, api.SessionInfo, error) {
 	info, err := g.e.Session(id)
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -92,7 +92,7 @@ func (g *Gateway) prune() {
 }
 
 // lookupHTTP is lookup for a route: it answers the error itself.
-func (g *Gateway) lookupHTTP(w http.ResponseWriter, id string) (*kernel, executor.SessionInfo, bool) {
+func (g *Gateway) lookupHTTP(w http.ResponseWriter, id string) (*kernel, api.SessionInfo, bool) {
 	k, info, err := g.lookup(id)
 	if err != nil {
 		if errors.Is(err, api.ErrNotFound) {

@@ -3,13 +3,13 @@ package jupyterapi
 import (
 	"context"
 	"encoding/json"
-	"github.com/kernelbox/kernelbox/jupyter"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/kernelbox/kernelbox/jupyter"
+
 	"github.com/kernelbox/kernelbox/api"
-	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/tokens"
 )
 
@@ -93,7 +93,7 @@ func (g *Gateway) specs() map[string]KernelSpec {
 }
 
 func (g *Gateway) kernelspecs(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, KernelSpecs{Default: executor.DefaultTemplate, KernelSpecs: g.specs()})
+	writeJSON(w, http.StatusOK, KernelSpecs{Default: api.DefaultTemplateName, KernelSpecs: g.specs()})
 }
 
 func (g *Gateway) kernelspec(w http.ResponseWriter, r *http.Request) {
@@ -113,7 +113,7 @@ type Kernel = jupyter.Kernel
 // ("%Y-%m-%dT%H:%M:%S.%fZ").
 const lastActivityLayout = "2006-01-02T15:04:05.000000Z"
 
-func modelOf(k *kernel, s executor.SessionInfo) Kernel {
+func modelOf(k *kernel, s api.SessionInfo) Kernel {
 	state := string(s.State)
 	switch s.State {
 	case api.StateNew, api.StateStarting, api.StateRestoring:

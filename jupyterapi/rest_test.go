@@ -64,7 +64,7 @@ func TestREST(t *testing.T) {
 	require.Equal(t, http.StatusCreated, st, string(b))
 	var envKernel jupyterapi.Kernel
 	require.NoError(t, json.Unmarshal(b, &envKernel))
-	res, err := s.e.Execute(context.Background(), executor.Request{SessionID: envKernel.ID,
+	res, err := s.e.Execute(context.Background(), api.Request{SessionID: envKernel.ID,
 		Code: "import os\nprint(sorted(k for k, v in os.environ.items() if 'gw-evil' in v or k in ('GW_SECRET', 'KERNEL_WORKING_DIR')))"})
 	require.NoError(t, err)
 	assert.Equal(t, "[]\n", res.Stdout, "a start request's env reached the kernel")

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/jupyterapi"
 )
 
@@ -223,7 +223,7 @@ func TestChannelsV1BadFrames(t *testing.T) {
 	rep, io := ok.until(x, "execute_reply")
 	assert.Equal(t, "ok", rep.text("status"))
 	assert.Equal(t, "alive\n", stdout(io))
-	_, err = s.e.Execute(t.Context(), executor.Request{SessionID: "agent-v1", Code: "1"})
+	_, err = s.e.Execute(t.Context(), api.Request{SessionID: "agent-v1", Code: "1"})
 	require.NoError(t, err)
 	w, _, err := s.dialProtocols("agent-v1", nil, []string{v1Protocol})
 	require.NoError(t, err)

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/jupyterapi"
 )
 
@@ -36,9 +36,9 @@ func TestWatchAgent(t *testing.T) {
 	s := newGW(t, jupyterapi.Options{}, nil)
 	ctx := context.Background()
 	const id = "agent-watched"
-	r, err := s.e.Execute(ctx, executor.Request{SessionID: id, Code: "x = 41"})
+	r, err := s.e.Execute(ctx, api.Request{SessionID: id, Code: "x = 41"})
 	require.NoError(t, err)
-	require.Equal(t, executor.StatusOK, r.Status)
+	require.Equal(t, api.StatusOK, r.Status)
 
 	w := s.mustDial(id)
 	info := w.send("shell", "kernel_info_request", map[string]any{})
@@ -52,9 +52,9 @@ func TestWatchAgent(t *testing.T) {
 	}
 
 	// The agent runs a call; the watcher sees it as it runs.
-	done := make(chan *executor.Result, 1)
+	done := make(chan *api.Result, 1)
 	go func() {
-		r, _ := s.e.Execute(ctx, executor.Request{SessionID: id, Code: watchCode})
+		r, _ := s.e.Execute(ctx, api.Request{SessionID: id, Code: watchCode})
 		done <- r
 	}()
 	var types []string
@@ -102,7 +102,7 @@ func TestWatchAgent(t *testing.T) {
 	assert.Less(t, p50, time.Second, "a watcher sees output as it is printed, not at the call's end")
 
 	// The variables are the agent's: a watcher's execute_request changed nothing.
-	r, err = s.e.Execute(ctx, executor.Request{SessionID: id, Code: "print(x + 1)"})
+	r, err = s.e.Execute(ctx, api.Request{SessionID: id, Code: "print(x + 1)"})
 	require.NoError(t, err)
 	assert.Equal(t, "42\n", r.Stdout)
 
@@ -125,7 +125,7 @@ func TestWatchAllowTyping(t *testing.T) {
 	w := s.mustDial(id)
 	reply, _ := w.until(w.execute("y = 6 * 7"), "execute_reply")
 	require.Equal(t, "ok", reply.text("status"), string(reply.Content))
-	r, err := s.e.Execute(context.Background(), executor.Request{SessionID: id, Code: "print(y)"})
+	r, err := s.e.Execute(context.Background(), api.Request{SessionID: id, Code: "print(y)"})
 	require.NoError(t, err)
 	assert.Equal(t, "42\n", r.Stdout)
 	var k jupyterapi.Kernel

@@ -6,7 +6,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/api"
 )
 
 // Most artifact lines and links one execute_code answer carries; list_artifacts
@@ -17,7 +17,7 @@ const (
 )
 
 // artifactInfos describes the result's artifacts with their resource URIs.
-func artifactInfos(res *executor.Result) []ArtifactInfo {
+func artifactInfos(res *api.Result) []ArtifactInfo {
 	arts := make([]ArtifactInfo, len(res.Artifacts))
 	for i, a := range res.Artifacts {
 		arts[i] = ArtifactInfo{Name: a.Name, URI: ArtifactURI(res.SessionID, a.Name), Path: a.Path, Size: a.Size, MIME: a.MIME, SHA256: a.SHA256, Partial: a.Partial}

@@ -16,7 +16,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/workspace"
 )
 
@@ -188,7 +187,7 @@ func artifactError(session, name string, err error) error {
 	switch {
 	case errors.Is(err, workspace.ErrNotFound):
 		return fmt.Errorf("session %q has no artifact %q; list_artifacts shows its artifacts (names are paths under outputs/, or display/<file>)", session, name)
-	case errors.Is(err, workspace.ErrInvalidPath), errors.Is(err, workspace.ErrInvalidSession), errors.Is(err, executor.ErrInvalidRequest):
+	case errors.Is(err, workspace.ErrInvalidPath), errors.Is(err, workspace.ErrInvalidSession), errors.Is(err, api.ErrInvalidRequest):
 		return fmt.Errorf("invalid artifact name %q of session %q: give the name as list_artifacts shows it (a relative path without . or .. elements)", name, session)
 	default:
 		return fmt.Errorf("read artifact %q of session %q: %v", name, session, err)

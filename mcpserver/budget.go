@@ -8,7 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/api"
 )
 
 // An execute_code answer is built in steps, one per kind of output: the text
@@ -41,7 +41,7 @@ type clippedTexts struct {
 // render turns a result into the budgeted answer: one text block (status, stdout,
 // stderr, result, error, artifacts, notes), the cell's images that fit the image
 // budget, links to the artifacts not shown inline, and the structured copy.
-func (s *server) render(res *executor.Result) answer {
+func (s *server) render(res *api.Result) answer {
 	arts := artifactInfos(res)
 	// Images first: whether each is inline changes its artifact's line.
 	imgs, inlined, notes := s.images(res)
@@ -87,7 +87,7 @@ func (s *server) render(res *executor.Result) answer {
 
 // clipTexts shares budget bytes among the result's stdout, stderr, result and
 // error text, and clips each to its share.
-func clipTexts(res *executor.Result, budget int) clippedTexts {
+func clipTexts(res *api.Result, budget int) clippedTexts {
 	fields := []*textField{
 		{label: "stdout", full: res.Stdout},
 		{label: "stderr", full: res.Stderr},

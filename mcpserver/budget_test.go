@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/api"
 )
 
 func TestFit(t *testing.T) {
@@ -102,19 +102,19 @@ func TestRender(t *testing.T) {
 	t.Parallel()
 	small := []byte("\x89PNG small image")
 	large := []byte("\x89PNG " + strings.Repeat("L", 5000))
-	art := func(name string, data []byte) executor.Artifact {
-		return executor.Artifact{Name: name, Path: "/art/s/" + name, Size: int64(len(data)), MIME: "image/png"}
+	art := func(name string, data []byte) api.Artifact {
+		return api.Artifact{Name: name, Path: "/art/s/" + name, Size: int64(len(data)), MIME: "image/png"}
 	}
 	b64 := func(b []byte) json.RawMessage {
 		raw, _ := json.Marshal(base64.StdEncoding.EncodeToString(b))
 		return raw
 	}
 	stdout := strings.Repeat("0123456789\n", 2000)
-	res := &executor.Result{
+	res := &api.Result{
 		SessionID: "s",
-		Status:    executor.StatusOK,
+		Status:    api.StatusOK,
 		Stdout:    stdout,
-		Outputs: []executor.Output{
+		Outputs: []api.Output{
 			{OutputType: "stream", Name: "stdout", Text: stdout},
 			{OutputType: "display_data", Data: map[string]json.RawMessage{"image/png": b64(small), "text/plain": json.RawMessage(`"<Figure>"`)},
 				Artifacts: map[string]string{"image/png": "display/a.png"}},
@@ -123,7 +123,7 @@ func TestRender(t *testing.T) {
 		},
 		// copy.png holds the same bytes as the small image: the display names its
 		// artifact, so a file with equal content is not taken for it.
-		Artifacts: []executor.Artifact{art("copy.png", small), art("display/a.png", small), art("display/b.png", large)},
+		Artifacts: []api.Artifact{art("copy.png", small), art("display/a.png", small), art("display/b.png", large)},
 	}
 	s := &server{opts: Options{MaxTextBytes: 2000, MaxImageBytes: 1000}}
 	s.opts.setDefaults()
@@ -165,8 +165,8 @@ func TestRenderError(t *testing.T) {
 		tb = append(tb, `  File "<cell>", line 1, in f`)
 	}
 	tb = append(tb, "RecursionError: maximum recursion depth exceeded")
-	res := &executor.Result{SessionID: "s", Status: executor.StatusError, Outputs: []executor.Output{},
-		Error: &executor.ErrorInfo{Ename: "RecursionError", Evalue: "maximum recursion depth exceeded", Traceback: tb}}
+	res := &api.Result{SessionID: "s", Status: api.StatusError, Outputs: []api.Output{},
+		Error: &api.ErrorInfo{Ename: "RecursionError", Evalue: "maximum recursion depth exceeded", Traceback: tb}}
 	s := &server{opts: Options{MaxTextBytes: 1000}}
 	s.opts.setDefaults()
 	a := s.render(res)

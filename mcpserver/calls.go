@@ -13,7 +13,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/kernelbox/kernelbox/calls"
-	"github.com/kernelbox/kernelbox/executor"
 )
 
 // maxWaitSeconds caps get_call's wait_seconds: clients time tool calls out.
@@ -121,7 +120,7 @@ func (s *server) getCall(ctx context.Context, req *mcp.CallToolRequest, args Get
 	a := s.render(res)
 	out.Result = a.structured
 	content := append([]mcp.Content{&mcp.TextContent{Text: head}}, a.content...)
-	return &mcp.CallToolResult{Content: content, IsError: res.Status != executor.StatusOK}, out, nil
+	return &mcp.CallToolResult{Content: content, IsError: res.Status != api.StatusOK}, out, nil
 }
 
 // outputSoFar is the text of a running call's events, clipped to the text

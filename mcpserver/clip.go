@@ -6,12 +6,12 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/api"
 )
 
 // errorText is the error section: the traceback when there is one (it ends with
 // the exception), else "Ename: evalue".
-func errorText(e *executor.ErrorInfo) string {
+func errorText(e *api.ErrorInfo) string {
 	switch {
 	case e == nil:
 		return ""
@@ -24,7 +24,7 @@ func errorText(e *executor.ErrorInfo) string {
 
 // clipError copies e with its traceback clipped to n bytes and its value to a
 // reasonable length.
-func clipError(e *executor.ErrorInfo, n int) *executor.ErrorInfo {
+func clipError(e *api.ErrorInfo, n int) *api.ErrorInfo {
 	if e == nil {
 		return nil
 	}
@@ -47,7 +47,7 @@ func clipLines(lines []string, n int) []string {
 // clipJSONText clips an nbformat multiline string to n bytes, re-encoded as a
 // JSON string.
 func clipJSONText(raw json.RawMessage, n int) json.RawMessage {
-	text, err := executor.MultilineString(raw)
+	text, err := api.MultilineString(raw)
 	if err != nil || len(text) <= n {
 		return raw
 	}

@@ -9,13 +9,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/kernelbox/kernelbox/api"
-	"github.com/kernelbox/kernelbox/executor"
 )
 
 // images returns the cell's images (the api.RichTypes that are images) that fit the
 // image budget as image content, the names of their artifacts, and notes about the
 // ones left out. Each output says which artifact its data was saved as.
-func (s *server) images(res *executor.Result) ([]mcp.Content, map[string]bool, []string) {
+func (s *server) images(res *api.Result) ([]mcp.Content, map[string]bool, []string) {
 	left := s.opts.MaxImageBytes
 	inlined := map[string]bool{}
 	var out []mcp.Content
@@ -57,9 +56,9 @@ func (s *server) images(res *executor.Result) ([]mcp.Content, map[string]bool, [
 // structuredOutputs copies the outputs for the structured result: texts clipped to
 // the limits (by stream name, "result" and "error"), rich data kept while it fits
 // the image budget and left out (with a note) beyond it.
-func (s *server) structuredOutputs(res *executor.Result, limits map[string]int, notes []string) ([]executor.Output, []string) {
+func (s *server) structuredOutputs(res *api.Result, limits map[string]int, notes []string) ([]api.Output, []string) {
 	left := s.opts.MaxImageBytes
-	outs := make([]executor.Output, 0, len(res.Outputs))
+	outs := make([]api.Output, 0, len(res.Outputs))
 	for i, o := range res.Outputs {
 		c := o
 		switch o.OutputType {
@@ -84,7 +83,7 @@ func (s *server) structuredOutputs(res *executor.Result, limits map[string]int, 
 // richOutput copies the data of the display o at outputs[i]: its plain text
 // clipped to textShare, the rest kept while it fits in *left bytes, which it
 // uses up, and left out with a note (naming the artifact it was saved as) beyond it.
-func (s *server) richOutput(i int, o executor.Output, textShare int, left *int, notes []string) (map[string]json.RawMessage, []string) {
+func (s *server) richOutput(i int, o api.Output, textShare int, left *int, notes []string) (map[string]json.RawMessage, []string) {
 	data := o.Data
 	out := make(map[string]json.RawMessage, len(data))
 	for _, mt := range sortedKeys(data) {

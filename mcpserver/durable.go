@@ -10,7 +10,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/kernelbox/kernelbox/api"
-	"github.com/kernelbox/kernelbox/executor"
 )
 
 // ForkArgs name the session to copy and the new one.
@@ -35,7 +34,7 @@ func (s *server) addDurable(srv *mcp.Server) {
 func (s *server) forkSession(ctx context.Context, req *mcp.CallToolRequest, args ForkArgs) (*mcp.CallToolResult, *api.ResumeResult, error) {
 	res, err := s.e.Fork(ctx, args.SessionID, args.NewID)
 	switch {
-	case errors.Is(err, executor.ErrNoSession):
+	case errors.Is(err, api.ErrNotFound):
 		return nil, nil, fmt.Errorf("no live session %q (list_sessions shows them)", args.SessionID)
 	case err != nil:
 		return nil, nil, fmt.Errorf("fork session %q into %q: %v", args.SessionID, args.NewID, err)

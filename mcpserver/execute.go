@@ -13,7 +13,6 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/permissions"
 )
 
@@ -35,11 +34,11 @@ type ExecuteResult struct {
 	ExecutionCount int    `json:"execution_count,omitempty" jsonschema:"The kernel's execution counter after this call."`
 	// Outputs are the cell's outputs in nbformat v4 shape; rich data over the
 	// budget is left out (see Notes).
-	Outputs []executor.Output   `json:"outputs" jsonschema:"The cell's outputs in nbformat v4 shape, in order. Rich data over the size budget is left out, as the notes say."`
-	Stdout  string              `json:"stdout" jsonschema:"Standard output (cut in the middle when over the budget)."`
-	Stderr  string              `json:"stderr" jsonschema:"Standard error (cut in the middle when over the budget)."`
-	Result  string              `json:"result,omitempty" jsonschema:"text/plain form of the value of the last expression, if any."`
-	Error   *executor.ErrorInfo `json:"error,omitempty" jsonschema:"The exception, timeout, kernel death or denial, for every status but ok."`
+	Outputs []api.Output   `json:"outputs" jsonschema:"The cell's outputs in nbformat v4 shape, in order. Rich data over the size budget is left out, as the notes say."`
+	Stdout  string         `json:"stdout" jsonschema:"Standard output (cut in the middle when over the budget)."`
+	Stderr  string         `json:"stderr" jsonschema:"Standard error (cut in the middle when over the budget)."`
+	Result  string         `json:"result,omitempty" jsonschema:"text/plain form of the value of the last expression, if any."`
+	Error   *api.ErrorInfo `json:"error,omitempty" jsonschema:"The exception, timeout, kernel death or denial, for every status but ok."`
 	// Artifacts are the files this call created or changed.
 	Artifacts      []ArtifactInfo `json:"artifacts" jsonschema:"Files this call created or changed under outputs/, and saved figures (display/...). Read them with read_artifact or their uri."`
 	Truncated      bool           `json:"truncated" jsonschema:"Set when output was dropped, by the kernel server's caps or to fit this answer; truncation_note says what and how much."`
@@ -76,22 +75,22 @@ func executeSchema() *jsonschema.Schema {
 // outputTypes describes an nbformat output in the output schemas of execute_code
 // and get_call.
 var outputTypes = &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
-	reflect.TypeFor[executor.Output](): {Type: "object", Description: "One nbformat v4 output: stream, display_data, execute_result or error."},
+	reflect.TypeFor[api.Output](): {Type: "object", Description: "One nbformat v4 output: stream, display_data, execute_result or error."},
 }}
 
 // request turns the arguments of execute_code or start_code into a Request (the
 // default session when none is named); it refuses a timeout out of range.
-func (a ExecuteArgs) request() (executor.Request, error) {
+func (a ExecuteArgs) request() (api.Request, error) {
 	if a.SessionID == "" {
 		a.SessionID = DefaultSession
 	}
 	if a.TimeoutSeconds < 0 || a.TimeoutSeconds > 1e7 {
-		return executor.Request{}, errors.New("invalid request: timeout_seconds must be between 0 and 10,000,000; nothing was run")
+		return api.Request{}, errors.New("invalid request: timeout_seconds must be between 0 and 10,000,000; nothing was run")
 	}
 	if a.MaxWaitSeconds < 0 || a.MaxWaitSeconds > 1e7 {
-		return executor.Request{}, errors.New("invalid request: max_wait_seconds must be between 0 and 10,000,000; nothing was run")
+		return api.Request{}, errors.New("invalid request: max_wait_seconds must be between 0 and 10,000,000; nothing was run")
 	}
-	return executor.Request{
+	return api.Request{
 		SessionID: a.SessionID,
 		Code:      a.Code,
 		Inputs:    a.Inputs,
@@ -143,7 +142,7 @@ func (s *server) execute(ctx context.Context, req *mcp.CallToolRequest, args Exe
 	if err != nil {
 		return nil, nil, err
 	}
-	var res *executor.Result
+	var res *api.Result
 	if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
 		p := startProgress(ctx, req.Session, tok, s.opts.ProgressInterval)
 		res, err = s.e.ExecuteStream(ctx, r, p.event)
@@ -156,7 +155,7 @@ func (s *server) execute(ctx context.Context, req *mcp.CallToolRequest, args Exe
 		return nil, nil, refusal(err)
 	}
 	a := s.render(res)
-	return &mcp.CallToolResult{Content: a.content, IsError: res.Status != executor.StatusOK}, a.structured, nil
+	return &mcp.CallToolResult{Content: a.content, IsError: res.Status != api.StatusOK}, a.structured, nil
 }
 
 // refusal turns an error from Execute (the call did not run) into the text of a

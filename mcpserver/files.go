@@ -231,7 +231,7 @@ func (s *server) filesError(op, session, path string, err error) error {
 	case api.CodeInvalidPath:
 		hint = pathRules
 	case api.CodeNotFound:
-		if _, serr := s.e.Session(session); errors.Is(serr, executor.ErrNoSession) {
+		if _, serr := s.e.Session(session); errors.Is(serr, api.ErrNotFound) {
 			hint = "the session does not exist (list_sessions shows the live ones; write_file or execute_code creates one)"
 		} else {
 			hint = "nothing is at that path: list_files shows what is there"

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
 	"github.com/kernelbox/kernelbox/mcpserver"
@@ -222,7 +223,7 @@ func TestFilesToolsDenied(t *testing.T) {
 	assert.Contains(t, textOf(res), "no files API here")
 	assert.Contains(t, textOf(res), "retrying will not help")
 	_, err := te.Exec.Session("d")
-	require.ErrorIs(t, err, executor.ErrNoSession, "a denied write creates no session")
+	require.ErrorIs(t, err, api.ErrNotFound, "a denied write creates no session")
 	_, err = os.Lstat(filepath.Join(te.WS.Root(), "sessions", "d"))
 	require.ErrorIs(t, err, os.ErrNotExist, "a denied write writes nothing")
 

@@ -5,11 +5,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/api"
 )
 
 // header is the first line of the text answer, and the state-lost warning.
-func header(res *executor.Result) string {
+func header(res *api.Result) string {
 	h := "status: " + string(res.Status)
 	if res.ExecutionCount > 0 {
 		h += " | execution_count: " + strconv.Itoa(res.ExecutionCount)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/api"
 )
 
 // maxProgressText caps the text of one progress notification; older text is
@@ -49,7 +49,7 @@ func startProgress(ctx context.Context, ss *mcp.ServerSession, token any, every 
 }
 
 // event buffers one executor event. It never blocks.
-func (p *progress) event(ev executor.Event) {
+func (p *progress) event(ev api.Event) {
 	text := eventText(ev)
 	p.mu.Lock()
 	p.events++
@@ -113,7 +113,7 @@ func (p *progress) run() {
 }
 
 // eventText is how an event reads in a progress message.
-func eventText(ev executor.Event) string {
+func eventText(ev api.Event) string {
 	switch ev.Type {
 	case "stream":
 		return ev.Text

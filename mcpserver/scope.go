@@ -9,8 +9,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/audit"
-	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/tokens"
 )
 
@@ -188,7 +188,7 @@ func (s *server) claim(p *tokens.Principal, id, template string) (bool, error) {
 		return false, s.opts.Tokens.Access(p, id)
 	}
 	if template == "" {
-		template = executor.DefaultTemplate
+		template = api.DefaultTemplateName
 	}
 	if !p.Scope().AllowsTemplate(template) {
 		return false, &scopeError{"token " + p.Name() + " may not create sessions from template " + template}
@@ -224,7 +224,7 @@ func uriSession(uri string) (string, bool) {
 }
 
 // visible is the sessions of list that the request's principal may see.
-func (s *server) visible(req mcp.Request, list []executor.SessionInfo) []executor.SessionInfo {
+func (s *server) visible(req mcp.Request, list []api.SessionInfo) []api.SessionInfo {
 	p := principalOf(req)
 	if p.IsAdmin() || s.opts.Tokens == nil {
 		return list

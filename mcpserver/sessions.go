@@ -10,13 +10,11 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/kernelbox/kernelbox/executor"
 )
 
 // SessionList is list_sessions' structured result.
 type SessionList struct {
-	Sessions []executor.SessionInfo `json:"sessions" jsonschema:"The live sessions, sorted by id."`
+	Sessions []api.SessionInfo `json:"sessions" jsonschema:"The live sessions, sorted by id."`
 }
 
 // SessionArgs name one session.
@@ -132,7 +130,7 @@ func oneLine(code string, n int) string {
 func (s *server) resetSession(ctx context.Context, req *mcp.CallToolRequest, args SessionArgs) (*mcp.CallToolResult, any, error) {
 	err := s.e.ResetSession(ctx, args.SessionID)
 	switch {
-	case errors.Is(err, executor.ErrNoSession):
+	case errors.Is(err, api.ErrNotFound):
 		return nil, nil, fmt.Errorf("no live session %q (list_sessions shows them); there is nothing to reset, and execute_code with this id starts a fresh kernel anyway", args.SessionID)
 	case err != nil:
 		return nil, nil, fmt.Errorf("reset session %q: %v", args.SessionID, err)

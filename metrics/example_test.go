@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/metrics"
 )
 
@@ -18,7 +18,7 @@ func Example() {
 	//	e, _ := executor.New(executor.Options{..., Permissions: perm, Observer: m})
 	//	m.WatchSessions(e.Sessions)
 	//	mux.Handle("GET /metrics", m.Handler())
-	m.CallFinished(executor.StatusOK, 40*time.Millisecond) // what the executor reports after a call
+	m.CallFinished(api.StatusOK, 40*time.Millisecond) // what the executor reports after a call
 
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))

@@ -67,9 +67,9 @@ var (
 
 // The statuses a call can end with, pre-set to zero so that rates exist before the
 // first call of each kind.
-var statuses = []executor.Status{
-	executor.StatusOK, executor.StatusError, executor.StatusTimeout,
-	executor.StatusKernelDied, executor.StatusDenied,
+var statuses = []api.Status{
+	api.StatusOK, api.StatusError, api.StatusTimeout,
+	api.StatusKernelDied, api.StatusDenied,
 }
 
 // New returns Metrics registered in a new private registry:
@@ -168,7 +168,7 @@ func (m *Metrics) Handler() http.Handler {
 }
 
 // CallFinished implements executor.Observer.
-func (m *Metrics) CallFinished(status executor.Status, d time.Duration) {
+func (m *Metrics) CallFinished(status api.Status, d time.Duration) {
 	m.executions.WithLabelValues(string(status)).Inc()
 	m.latency.WithLabelValues(string(status)).Observe(d.Seconds())
 }
@@ -195,7 +195,7 @@ func (m *Metrics) ObserveDecision(d permissions.Decision) {
 // Executor's Sessions method), called at each scrape. Until it is set, every state
 // reports zero. It may be called at any time, for example after the executor that
 // uses m as its Observer has been built.
-func (m *Metrics) WatchSessions(list func() []executor.SessionInfo) {
+func (m *Metrics) WatchSessions(list func() []api.SessionInfo) {
 	m.sessions.list.Store(&list)
 }
 
@@ -244,7 +244,7 @@ var sessionStates = []api.SessionState{api.StateNew, api.StateStarting, api.Stat
 // sessionCollector reports the sessions by state, read at scrape time.
 type sessionCollector struct {
 	desc *prometheus.Desc
-	list atomic.Pointer[func() []executor.SessionInfo]
+	list atomic.Pointer[func() []api.SessionInfo]
 }
 
 func newSessionCollector(ns string) *sessionCollector {

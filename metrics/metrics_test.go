@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/metrics"
 	"github.com/kernelbox/kernelbox/permissions"
@@ -20,9 +21,9 @@ import (
 func TestObserver(t *testing.T) {
 	t.Parallel()
 	m := metrics.New(metrics.Options{NoRuntime: true})
-	m.CallFinished(executor.StatusOK, 20*time.Millisecond)
-	m.CallFinished(executor.StatusOK, 3*time.Second)
-	m.CallFinished(executor.StatusTimeout, 10*time.Second)
+	m.CallFinished(api.StatusOK, 20*time.Millisecond)
+	m.CallFinished(api.StatusOK, 3*time.Second)
+	m.CallFinished(api.StatusTimeout, 10*time.Second)
 	m.KernelStarted()
 	m.KernelStarted()
 	m.KernelDied()
@@ -30,8 +31,8 @@ func TestObserver(t *testing.T) {
 	m.ArtifactsCollected(1, 500)
 	m.ObserveDecision(permissions.Decision{Capability: permissions.ResolvedCapability{Name: permissions.FilesystemRead}, Effect: permissions.Deny})
 	m.ObserveDecision(permissions.Decision{Capability: permissions.ResolvedCapability{Name: permissions.PythonExecStateful}, Effect: permissions.Allow})
-	m.WatchSessions(func() []executor.SessionInfo {
-		return []executor.SessionInfo{{ID: "a", State: "idle"}, {ID: "b", State: "idle"}, {ID: "c", State: "busy"}}
+	m.WatchSessions(func() []api.SessionInfo {
+		return []api.SessionInfo{{ID: "a", State: "idle"}, {ID: "b", State: "idle"}, {ID: "c", State: "busy"}}
 	})
 
 	want := `

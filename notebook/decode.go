@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/api"
 )
 
 // Reading a notebook: Read and Parse take a whole file, Decode reads one cell at a
@@ -264,7 +264,7 @@ func parseCellMap(m map[string]json.RawMessage) (*Cell, error) {
 	if !ok {
 		return nil, errors.New("no source")
 	}
-	src, err := executor.MultilineString(raw)
+	src, err := api.MultilineString(raw)
 	if err != nil {
 		return nil, errors.New("source must be a string or a list of strings")
 	}

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 
-	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/api"
 )
 
 // This file writes JSON the way nbformat does, so that a notebook written back
@@ -15,7 +15,7 @@ import (
 
 // outputJSON is an output in nbformat's on-disk form: stream text and the text-like
 // entries of a mime bundle split into lines.
-func outputJSON(o executor.Output) any {
+func outputJSON(o api.Output) any {
 	switch o.OutputType {
 	case "stream":
 		return struct {

@@ -6,7 +6,8 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
-	"github.com/kernelbox/kernelbox/executor"
+
+	"github.com/kernelbox/kernelbox/api"
 )
 
 // MaxSize is the largest notebook Parse and Read accept, in bytes: 64 MiB.
@@ -60,7 +61,7 @@ type Cell struct {
 	ExecutionCount *int
 
 	// Outputs are a code cell's outputs.
-	Outputs []executor.Output
+	Outputs []api.Output
 
 	extra      map[string]json.RawMessage
 	rawSource  json.RawMessage // source as read, written back while Source is unchanged

@@ -1,6 +1,6 @@
 package notebook
 
-import "github.com/kernelbox/kernelbox/executor"
+import "github.com/kernelbox/kernelbox/api"
 
 // outputBuilder turns the executor's events for one cell into the cell's nbformat
 // outputs, the way nbclient does: consecutive streams merged, clear_output applied
@@ -13,16 +13,16 @@ import "github.com/kernelbox/kernelbox/executor"
 type outputBuilder struct {
 	nb           *Notebook
 	cell         int // index of the cell being run
-	outs         []executor.Output
+	outs         []api.Output
 	clearPending bool
 }
 
 // start begins collecting the outputs of cell i.
 func (b *outputBuilder) start(i int) {
-	b.cell, b.outs, b.clearPending = i, []executor.Output{}, false
+	b.cell, b.outs, b.clearPending = i, []api.Output{}, false
 }
 
-func (b *outputBuilder) event(ev executor.Event) {
+func (b *outputBuilder) event(ev api.Event) {
 	switch ev.Type {
 	case "stream":
 		b.applyClear()
@@ -30,7 +30,7 @@ func (b *outputBuilder) event(ev executor.Event) {
 			b.outs[n-1].Text += ev.Text
 			return
 		}
-		b.outs = append(b.outs, executor.Output{OutputType: "stream", Name: ev.Name, Text: ev.Text})
+		b.outs = append(b.outs, api.Output{OutputType: "stream", Name: ev.Name, Text: ev.Text})
 	case "display", "result":
 		if ev.Output == nil {
 			return
@@ -54,7 +54,7 @@ func (b *outputBuilder) event(ev executor.Event) {
 		if ev.Wait {
 			b.clearPending = true
 		} else {
-			b.outs = []executor.Output{}
+			b.outs = []api.Output{}
 		}
 	}
 }
@@ -62,18 +62,18 @@ func (b *outputBuilder) event(ev executor.Event) {
 func (b *outputBuilder) applyClear() {
 	if b.clearPending {
 		b.clearPending = false
-		b.outs = []executor.Output{}
+		b.outs = []api.Output{}
 	}
 }
 
 // update gives every output showing out's display id out's data and metadata. Only
 // outputs produced in this run carry a display id: outputs read from the file do
 // not, as nbformat does not store it.
-func (b *outputBuilder) update(out executor.Output) {
+func (b *outputBuilder) update(out api.Output) {
 	if out.DisplayID == "" {
 		return
 	}
-	set := func(outs []executor.Output) {
+	set := func(outs []api.Output) {
 		for i := range outs {
 			if outs[i].DisplayID == out.DisplayID {
 				outs[i].Data, outs[i].Metadata = out.Data, out.Metadata

@@ -10,7 +10,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/api"
 )
 
 // ErrInvalidParameter: a parameter's name is not a Python identifier, its value is
@@ -125,7 +125,7 @@ func (nb *Notebook) InjectParameters(params []Parameter) error {
 		Type:     "code",
 		Source:   src.String(),
 		Metadata: map[string]json.RawMessage{"tags": json.RawMessage(`["` + TagInjectedParameters + `"]`)},
-		Outputs:  []executor.Output{},
+		Outputs:  []api.Output{},
 	}
 	if nb.hasCellIDs() {
 		cell.ID = newCellID()

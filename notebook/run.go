@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
 	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 )
@@ -67,12 +68,12 @@ type Report struct {
 	// the first cell whose failure set Status, or nil.
 	FailedCell *int `json:"failed_cell"`
 	// Error describes that failure (the traceback without ANSI colors), or nil.
-	Error *executor.ErrorInfo `json:"error"`
+	Error *api.ErrorInfo `json:"error"`
 	// Cells has one entry per code cell that was run or skipped, in order.
 	Cells []CellResult `json:"cells"`
 	// Artifacts are the files the cells wrote to outputs/ and their rich outputs,
 	// copied to the artifacts directory.
-	Artifacts []executor.Artifact `json:"artifacts"`
+	Artifacts []api.Artifact `json:"artifacts"`
 }
 
 // CellResult is the outcome of one code cell.
@@ -83,9 +84,9 @@ type CellResult struct {
 	// Skipped says why a skipped cell was skipped: "empty" or "skip-execution".
 	Skipped string `json:"skipped,omitempty"`
 	// ExpectedError is set when the cell raised and was tagged raises-exception.
-	ExpectedError  bool                `json:"expected_error,omitempty"`
-	ExecutionCount int                 `json:"execution_count,omitempty"`
-	Error          *executor.ErrorInfo `json:"error,omitempty"`
+	ExpectedError  bool           `json:"expected_error,omitempty"`
+	ExecutionCount int            `json:"execution_count,omitempty"`
+	Error          *api.ErrorInfo `json:"error,omitempty"`
 	// Note reports truncated output or lost state, from the executor.
 	Note       string        `json:"note,omitempty"`
 	Duration   time.Duration `json:"-"`
@@ -100,7 +101,7 @@ type CellResult struct {
 // code. Found before anything runs, with a nil report: a negative timeout, a bad
 // parameter (ErrInvalidParameter), a notebook in another language than Python
 // (ErrInvalid). Found on the way, with the report of the cells run so far: a call the
-// executor refused (executor.ErrInvalidRequest, ErrDenied, ErrDisabled, ...), or ctx
+// executor refused (api.ErrInvalidRequest, ErrDenied, ErrDisabled, ...), or ctx
 // ending.
 func Run(ctx context.Context, e *executor.Executor, nb *Notebook, opts RunOptions) (*Report, error) {
 	if err := prepare(nb, opts); err != nil {
@@ -121,7 +122,7 @@ func Run(ctx context.Context, e *executor.Executor, nb *Notebook, opts RunOption
 	r := &runner{
 		e: e, session: session, opts: &opts, inputs: opts.Inputs,
 		b:   &outputBuilder{nb: nb},
-		rep: &Report{SessionID: session, Status: api.StatusOK, Cells: []CellResult{}, Artifacts: []executor.Artifact{}},
+		rep: &Report{SessionID: session, Status: api.StatusOK, Cells: []CellResult{}, Artifacts: []api.Artifact{}},
 	}
 	for i, c := range nb.Cells {
 		if c.Type != "code" {
@@ -189,7 +190,7 @@ func (r *runner) cell(ctx context.Context, i int, c *Cell) (stop bool, err error
 	}
 	start := time.Now()
 	r.b.start(i)
-	res, err := r.e.ExecuteStream(ctx, executor.Request{
+	res, err := r.e.ExecuteStream(ctx, api.Request{
 		SessionID: r.session,
 		Template:  r.opts.Template,
 		Code:      c.Source,
@@ -199,7 +200,7 @@ func (r *runner) cell(ctx context.Context, i int, c *Cell) (stop bool, err error
 	cr.Duration = time.Since(start)
 	cr.DurationMS = cr.Duration.Milliseconds()
 	if err != nil {
-		r.rep.fail(i, &executor.ErrorInfo{Ename: "NotRun", Evalue: err.Error()}, api.StatusError)
+		r.rep.fail(i, &api.ErrorInfo{Ename: "NotRun", Evalue: err.Error()}, api.StatusError)
 		return true, fmt.Errorf("run cell %d: %w", i, err)
 	}
 	r.inputs = nil
@@ -235,7 +236,7 @@ func skipReason(c *Cell) string {
 
 // settle sets the status of cell cr.Index from the executor's result, records a
 // failure in the report, and reports whether it stops the run.
-func (r *runner) settle(cr *CellResult, c *Cell, res *executor.Result) (stop bool) {
+func (r *runner) settle(cr *CellResult, c *Cell, res *api.Result) (stop bool) {
 	i := cr.Index
 	switch res.Status {
 	case api.StatusOK:
@@ -270,14 +271,14 @@ func (o *RunOptions) progress(cr CellResult) {
 }
 
 // fail records the first failure of the run.
-func (r *Report) fail(cell int, info *executor.ErrorInfo, status api.Status) {
+func (r *Report) fail(cell int, info *api.ErrorInfo, status api.Status) {
 	if r.FailedCell != nil {
 		return
 	}
 	r.Status, r.FailedCell, r.Error = status, &cell, info
 }
 
-func note(res *executor.Result) string {
+func note(res *api.Result) string {
 	var notes []string
 	if res.StateLost {
 		notes = append(notes, "state lost: the kernel was restarted")

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kernelbox/kernelbox/api"
-	"github.com/kernelbox/kernelbox/executor"
-	"github.com/kernelbox/kernelbox/notebook"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kernelbox/kernelbox/api"
+	"github.com/kernelbox/kernelbox/notebook"
 )
 
 // newNotebook builds an nbformat 4.5 notebook of code cells; a source starting with
@@ -94,7 +94,7 @@ func plain(t testing.TB, c *notebook.Cell) string {
 	t.Helper()
 	for _, o := range c.Outputs {
 		if o.OutputType == "execute_result" {
-			s, err := executor.MultilineString(o.Data["text/plain"])
+			s, err := api.MultilineString(o.Data["text/plain"])
 			require.NoError(t, err)
 			return s
 		}
@@ -196,7 +196,7 @@ func TestRunInputsAndSession(t *testing.T) {
 	require.Contains(t, names, "total.txt")
 
 	// The named session is still open, with the notebook's variables.
-	r, err := e.Execute(context.Background(), executor.Request{SessionID: "nb-inputs", Code: "total"})
+	r, err := e.Execute(context.Background(), api.Request{SessionID: "nb-inputs", Code: "total"})
 	require.NoError(t, err)
 	require.Equal(t, "6", r.Result)
 }
@@ -207,11 +207,11 @@ func TestRunRefused(t *testing.T) {
 	e := newEnv(t)
 	nb := newNotebook(t, "1")
 	rep, err := notebook.Run(context.Background(), e.Executor, nb, notebook.RunOptions{Inputs: []string{"/etc/shadow"}})
-	require.ErrorIs(t, err, executor.ErrDenied)
+	require.ErrorIs(t, err, api.ErrDenied)
 	require.Equal(t, 0, *rep.FailedCell)
 
 	_, err = notebook.Run(context.Background(), e.Executor, nb, notebook.RunOptions{SessionID: "../bad"})
-	require.ErrorIs(t, err, executor.ErrInvalidRequest)
+	require.ErrorIs(t, err, api.ErrInvalidRequest)
 
 	_, err = notebook.Run(context.Background(), e.Executor, nb, notebook.RunOptions{
 		Parameters: []notebook.Parameter{{Name: "not valid", Value: json.RawMessage("1")}},

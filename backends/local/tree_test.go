@@ -11,9 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kernelbox/kernelbox/executor"
-	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kernelbox/kernelbox/api"
+	"github.com/kernelbox/kernelbox/internal/testkit/testexec"
 )
 
 // running returns the live pids whose command line contains s.
@@ -61,9 +62,9 @@ func TestKernelTreeDiesWithKernel(t *testing.T) {
 				}
 			})
 			code := fmt.Sprintf("import subprocess\nsubprocess.Popen(['setsid', 'sh', '-c', 'while :; do sleep 1; done # %s'])\nsubprocess.Popen(['sh', '-c', 'sleep 600 # %s'])", mark, mark)
-			r, err := e.Exec.Execute(ctx, executor.Request{SessionID: "s", Code: code})
+			r, err := e.Exec.Execute(ctx, api.Request{SessionID: "s", Code: code})
 			require.NoError(t, err)
-			require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+			require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 			require.True(t, eventually(5*time.Second, func() bool { return len(running(mark)) == 2 }), "started: %v", running(mark))
 			if end == "reset" {
 				require.NoError(t, e.Exec.ResetSession(ctx, "s"))

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 )
 
@@ -24,7 +25,7 @@ func New() *Backend { return &Backend{} }
 // Name returns "none".
 func (*Backend) Name() string { return "none" }
 
-// Open always fails with an error wrapping executor.ErrDisabled.
+// Open always fails with an error wrapping api.ErrDisabled.
 func (*Backend) Open(context.Context, executor.SessionSpec) (executor.Placement, error) {
 	return nil, errDisabled()
 }
@@ -36,5 +37,5 @@ func (*Backend) Health(context.Context) error { return errDisabled() }
 func (*Backend) Close(context.Context) error { return nil }
 
 func errDisabled() error {
-	return fmt.Errorf("%w: the backend is \"none\"; start kernelbox with --backend docker (sandboxed) or --backend local (unsandboxed: code runs with your user's rights)", executor.ErrDisabled)
+	return fmt.Errorf("%w: the backend is \"none\"; start kernelbox with --backend docker (sandboxed) or --backend local (unsandboxed: code runs with your user's rights)", api.ErrDisabled)
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/backends/remote"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/workspace"
@@ -39,7 +40,7 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 	defer e.Close() // also closes the backend
-	r, err := e.Execute(ctx, executor.Request{
+	r, err := e.Execute(ctx, api.Request{
 		SessionID: "analysis",
 		Code:      "import pandas as pd\ndf = pd.read_csv('inputs/sales.csv')\ndf.to_parquet('outputs/sales.parquet')",
 		Inputs:    []string{"/data/sales.csv"}, // pushed through the kernel

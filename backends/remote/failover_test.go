@@ -11,12 +11,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/backends/remote"
-	"github.com/kernelbox/kernelbox/executor"
 )
 
 // cwd runs os.getcwd() in the session and returns it.
-func cwd(t *testing.T, e *env, session string) (string, *executor.Result) {
+func cwd(t *testing.T, e *env, session string) (string, *api.Result) {
 	t.Helper()
 	r := e.run(t, session, "import os\nprint(os.getcwd(), end='')")
 	ok(t, r)
@@ -116,9 +116,9 @@ func TestGatewayDiesDuringCall(t *testing.T) {
 	dir, _ := cwd(t, e, "long") // the first session goes to the first gateway
 	require.NotContains(t, dir, rootB)
 
-	done := make(chan *executor.Result, 1)
+	done := make(chan *api.Result, 1)
 	go func() {
-		r, _ := e.Execute(context.Background(), executor.Request{SessionID: "long", Code: "import time\ntime.sleep(60)"})
+		r, _ := e.Execute(context.Background(), api.Request{SessionID: "long", Code: "import time\ntime.sleep(60)"})
 		done <- r
 	}()
 	require.Eventually(t, func() bool {
@@ -129,13 +129,13 @@ func TestGatewayDiesDuringCall(t *testing.T) {
 	// An abrupt death (a crash, a lost node): a graceful Stop would interrupt the
 	// kernel and answer the call before going.
 	require.NoError(t, syscall.Kill(-sA.Pid(), syscall.SIGKILL))
-	var r *executor.Result
+	var r *api.Result
 	select {
 	case r = <-done:
 	case <-time.After(30 * time.Second):
 		t.Fatal("the call did not end when its gateway died")
 	}
-	require.Equal(t, executor.StatusKernelDied, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusKernelDied, r.Status, "%+v", r.Error)
 	require.True(t, r.StateLost)
 	require.Contains(t, r.Error.Evalue, "unreachable")
 	require.Contains(t, r.Error.Evalue, sA.Endpoint().URL)

@@ -12,13 +12,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/backends/remote"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/jupyterproc"
 	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
 	"github.com/kernelbox/kernelbox/permissions"
 	"github.com/kernelbox/kernelbox/workspace"
-	"github.com/stretchr/testify/require"
 )
 
 // startGateway starts a real Jupyter Server on a loopback TCP port, with its own
@@ -107,19 +109,19 @@ func newEnv(t testing.TB, b executor.Backend, mod func(*executor.Options)) *env 
 	return &env{Executor: e, WS: ws, Data: data}
 }
 
-func (e *env) run(t testing.TB, session, code string, inputs ...string) *executor.Result {
+func (e *env) run(t testing.TB, session, code string, inputs ...string) *api.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	r, err := e.Execute(ctx, executor.Request{SessionID: session, Code: code, Inputs: inputs})
+	r, err := e.Execute(ctx, api.Request{SessionID: session, Code: code, Inputs: inputs})
 	require.NoError(t, err)
 	return r
 }
 
 // ok fails the test unless r succeeded.
-func ok(t testing.TB, r *executor.Result) {
+func ok(t testing.TB, r *api.Result) {
 	t.Helper()
-	require.Equal(t, executor.StatusOK, r.Status, "error: %+v\nnotes: %v\nstderr: %s", r.Error, r.Notes, r.Stderr)
+	require.Equal(t, api.StatusOK, r.Status, "error: %+v\nnotes: %v\nstderr: %s", r.Error, r.Notes, r.Stderr)
 }
 
 func sha(b []byte) string {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/backends/remote"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/jupyterproc"
@@ -44,9 +45,9 @@ func TestRKernelRefused(t *testing.T) {
 	e := newEnv(t, b, func(o *executor.Options) { o.Kernel = "ir" })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	r, err := e.Execute(ctx, executor.Request{SessionID: "r", Code: "x <- 41"})
+	r, err := e.Execute(ctx, api.Request{SessionID: "r", Code: "x <- 41"})
 	require.ErrorIs(t, err, executor.ErrKernelUnavailable, "result: %+v", r)
-	require.ErrorIs(t, err, executor.ErrBackend)
+	require.ErrorIs(t, err, api.ErrBackend)
 	require.Contains(t, err.Error(), `kernel "ir" speaks R`)
 	require.Contains(t, err.Error(), "Python kernels only")
 	t.Log(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/backends/remote"
 	"github.com/kernelbox/kernelbox/executor"
 )
@@ -59,7 +60,7 @@ func TestFreshKernelIsSetUpAgain(t *testing.T) {
 
 	// The server restarts a kernel that died under the same id.
 	r = e.run(t, "fr", "import os; os.chdir('/'); os._exit(1)")
-	require.Equal(t, executor.StatusKernelDied, r.Status)
+	require.Equal(t, api.StatusKernelDied, r.Status)
 	check("after a kernel death", true)
 
 	ok(t, e.run(t, "fr", "import os; os.chdir('/')"))

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/internal/capacity"
 	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
 )
@@ -77,7 +77,7 @@ func TestServeDockerCapacity(t *testing.T) {
 	cmd, url, log := rawServe(t, "--backend", "docker", "--workspace", ws, "--workdir", data, "--max-sessions", "1000", "--memory", "768m")
 	require.Contains(t, log.String(), "--max-sessions 1000 x --memory 768.0 MiB = 750.0 GiB promised to sessions", "no overcommit warning:\n%s", log)
 	r, _ := execCLI(t, url, "m1", "1")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	ids := testenv.Containers(t, cmd.Process.Pid)
 	require.Len(t, ids, 1)
 	out, err := exec.Command("docker", "inspect", "-f", "{{.HostConfig.Memory}} {{.HostConfig.MemorySwap}}", ids[0]).Output()

@@ -22,8 +22,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/client"
-	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
 )
 
@@ -313,7 +313,7 @@ hashlib.sha256(open("tree/sub/b.bin", "rb").read()).hexdigest()`)
 }
 
 // execCLITok is execCLI with a token.
-func execCLITok(t *testing.T, url, token, session, code string) (*executor.Result, int) {
+func execCLITok(t *testing.T, url, token, session, code string) (*api.Result, int) {
 	t.Helper()
 	cmd := exec.Command(kernelboxBin(t), "exec", "--server", url, "--token", token, "--session", session, "--json", "-c", code)
 	out, err := cmd.Output()
@@ -323,7 +323,7 @@ func execCLITok(t *testing.T, url, token, session, code string) (*executor.Resul
 	} else {
 		require.NoError(t, err)
 	}
-	var r executor.Result
+	var r api.Result
 	require.NoError(t, json.Unmarshal(out, &r), "%s", out)
 	return &r, rc
 }

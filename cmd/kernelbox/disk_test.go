@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
-	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
 	"github.com/kernelbox/kernelbox/workspace"
 )
@@ -97,11 +97,11 @@ print(a, w, n)`)
 	t.Logf("stdout %q, status %s; host free space fell by %d bytes", r.Stdout, r.Status, lost)
 	if os.Geteuid() != 0 {
 		// Without root only the call-end check holds the session to the quota.
-		require.Equal(t, executor.StatusError, r.Status, "%+v\n%s", r, log)
+		require.Equal(t, api.StatusError, r.Status, "%+v\n%s", r, log)
 		require.Equal(t, "DiskQuotaExceeded", r.Error.Ename)
 		return
 	}
-	require.Equal(t, executor.StatusOK, r.Status, "%+v\n%s", r.Error, log)
+	require.Equal(t, api.StatusOK, r.Status, "%+v\n%s", r.Error, log)
 	require.True(t, strings.HasPrefix(r.Stdout, "ENOSPC ENOSPC "), r.Stdout)
 	// Other processes share the host file system: some slack.
 	require.Less(t, lost, int64(64<<20+16<<20))

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/client"
 	"github.com/kernelbox/kernelbox/executor"
 )
@@ -61,15 +62,15 @@ func execCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return exitCode{2, err.Error()}
 	}
-	req := executor.Request{SessionID: *session, Code: src, Inputs: inputs, Template: *template, Timeout: *timeout, MaxWait: *maxWait}
+	req := api.Request{SessionID: *session, Code: src, Inputs: inputs, Template: *template, Timeout: *timeout, MaxWait: *maxWait}
 	if *detach {
 		return startDetached(ctx, c, req, *asJSON, stdout)
 	}
-	var res *executor.Result
+	var res *api.Result
 	if *asJSON {
 		res, err = c.Execute(ctx, req)
 	} else {
-		res, err = c.ExecuteStream(ctx, req, func(ev executor.Event) { printEvent(ev, stdout, stderr) })
+		res, err = c.ExecuteStream(ctx, req, func(ev api.Event) { printEvent(ev, stdout, stderr) })
 	}
 	if err != nil {
 		return exitCode{2, err.Error()}
@@ -78,7 +79,7 @@ func execCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 // startDetached starts req as a detached call and prints its id.
-func startDetached(ctx context.Context, c *client.Client, req executor.Request, asJSON bool, stdout io.Writer) error {
+func startDetached(ctx context.Context, c *client.Client, req api.Request, asJSON bool, stdout io.Writer) error {
 	d, err := c.Start(ctx, req)
 	if err != nil {
 		return exitCode{2, err.Error()}
@@ -112,7 +113,7 @@ func readCode(code string, args []string) (string, error) {
 
 // printEvent prints streamed output as it arrives: stdout to stdout, stderr to
 // stderr, values and errors as text.
-func printEvent(ev executor.Event, stdout, stderr io.Writer) {
+func printEvent(ev api.Event, stdout, stderr io.Writer) {
 	switch ev.Type {
 	case "stream":
 		if ev.Name == "stderr" {
@@ -142,19 +143,19 @@ func printEvent(ev executor.Event, stdout, stderr io.Writer) {
 	}
 }
 
-func plainText(o *executor.Output) (string, bool) {
+func plainText(o *api.Output) (string, bool) {
 	raw, ok := o.Data["text/plain"]
 	if !ok {
 		return "", false
 	}
-	s, err := executor.MultilineString(raw)
+	s, err := api.MultilineString(raw)
 	return s, err == nil
 }
 
 // printSummary prints what the stream did not show: non-ok statuses, truncation,
 // state loss and artifacts.
-func printSummary(r *executor.Result, stderr io.Writer) {
-	if r.Status != executor.StatusOK && r.Status != executor.StatusError && r.Error != nil {
+func printSummary(r *api.Result, stderr io.Writer) {
+	if r.Status != api.StatusOK && r.Status != api.StatusError && r.Error != nil {
 		fmt.Fprintf(stderr, "[%s] %s\n", r.Status, r.Error.Evalue)
 	}
 	if r.StateLost {

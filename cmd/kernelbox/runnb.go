@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/kernelbox/kernelbox/api"
-	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/notebook"
 	"github.com/kernelbox/kernelbox/permissions"
 )
@@ -225,7 +224,7 @@ func (p *progress) summary(rep *notebook.Report, out, artifacts string) {
 	fmt.Fprintln(p.w, msg)
 }
 
-func errorLine(e *executor.ErrorInfo) string {
+func errorLine(e *api.ErrorInfo) string {
 	if e.Evalue == "" {
 		return e.Ename
 	}

@@ -16,11 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/client"
-	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/procs"
 	"github.com/kernelbox/kernelbox/internal/testkit/testenv"
-	"github.com/stretchr/testify/require"
 )
 
 // rawServe starts `kernelbox serve` with extra arguments and returns the process and
@@ -57,7 +58,7 @@ func rawServeEnv(t *testing.T, env []string, args ...string) (*exec.Cmd, string,
 }
 
 // execCLI runs `kernelbox exec --json` against url and returns the Result and exit code.
-func execCLI(t *testing.T, url, session, code string) (*executor.Result, int) {
+func execCLI(t *testing.T, url, session, code string) (*api.Result, int) {
 	t.Helper()
 	cmd := exec.Command(kernelboxBin(t), "exec", "--server", url, "--session", session, "--json", "-c", code)
 	out, err := cmd.Output()
@@ -67,7 +68,7 @@ func execCLI(t *testing.T, url, session, code string) (*executor.Result, int) {
 	} else {
 		require.NoError(t, err)
 	}
-	var r executor.Result
+	var r api.Result
 	require.NoError(t, json.Unmarshal(out, &r), "%s", out)
 	return &r, rc
 }
@@ -87,7 +88,7 @@ func TestServeLocal(t *testing.T) {
 			require.Equal(t, "42", r.Result)
 			r, rc = execCLI(t, url, "a", "1/0")
 			require.Equal(t, 1, rc)
-			require.Equal(t, executor.StatusError, r.Status)
+			require.Equal(t, api.StatusError, r.Status)
 			require.Equal(t, "ZeroDivisionError", r.Error.Ename)
 			execCLI(t, url, "b", "y = 1")
 
@@ -110,7 +111,7 @@ func TestServeDockerKilled(t *testing.T) {
 	ws, data := testDirs(t)
 	cmd, url, _ := rawServe(t, "--backend", "docker", "--workspace", ws, "--workdir", data)
 	r, _ := execCLI(t, url, "k1", "x = 1")
-	require.Equal(t, executor.StatusOK, r.Status, "%+v", r.Error)
+	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
 	execCLI(t, url, "k2", "x = 2")
 	first := cmd.Process.Pid
 	require.Len(t, testenv.Containers(t, first), 2)

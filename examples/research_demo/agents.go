@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/api"
 )
 
 // The artifacts the coordinator asks for, by name in the session's outputs/.
@@ -36,15 +36,15 @@ type finding struct {
 	// message is the analyst's summary in its own words.
 	message string
 	// artifacts are the files its calls produced, by name; the latest of each.
-	artifacts map[string]executor.Artifact
+	artifacts map[string]api.Artifact
 	// steps is how many tool calls it made.
 	steps int
 }
 
 // addArtifacts records a call's artifacts in f, keeping the latest of each name.
-func (f *finding) addArtifacts(arts []executor.Artifact) {
+func (f *finding) addArtifacts(arts []api.Artifact) {
 	if f.artifacts == nil {
-		f.artifacts = map[string]executor.Artifact{}
+		f.artifacts = map[string]api.Artifact{}
 	}
 	for _, a := range arts {
 		f.artifacts[a.Name] = a

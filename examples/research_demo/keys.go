@@ -129,6 +129,6 @@ type keyTool struct {
 
 var _ tool = (*keyTool)(nil)
 
-func (t *keyTool) execute(ctx context.Context, args toolArgs) (*executor.Result, error) {
+func (t *keyTool) execute(ctx context.Context, args toolArgs) (*api.Result, error) {
 	return t.c.Execute(ctx, api.Request{SessionID: args.SessionID, Code: args.Code, Inputs: args.Inputs, Timeout: t.timeout})
 }

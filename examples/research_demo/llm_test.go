@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/permissions"
 )
 
@@ -24,7 +24,7 @@ type fakeTool struct {
 	calls []toolArgs
 }
 
-func (f *fakeTool) execute(_ context.Context, args toolArgs) (*executor.Result, error) {
+func (f *fakeTool) execute(_ context.Context, args toolArgs) (*api.Result, error) {
 	f.mu.Lock()
 	f.calls = append(f.calls, args)
 	f.mu.Unlock()
@@ -34,13 +34,13 @@ func (f *fakeTool) execute(_ context.Context, args toolArgs) (*executor.Result, 
 			Effect:     permissions.Deny,
 			Reason:     `denied by rule "SSH keys" (builtin)`,
 		}}}
-		return &executor.Result{Status: executor.StatusDenied}, fmt.Errorf("%w: %w", executor.ErrDenied, denied)
+		return &api.Result{Status: api.StatusDenied}, fmt.Errorf("%w: %w", api.ErrDenied, denied)
 	}
-	return &executor.Result{
+	return &api.Result{
 		SessionID: args.SessionID,
-		Status:    executor.StatusOK,
+		Status:    api.StatusOK,
 		Stdout:    "ran: " + args.Code + "\n",
-		Artifacts: []executor.Artifact{{Name: plotName, Path: "/a/" + plotName}, {Name: reportName, Path: "/a/" + reportName}},
+		Artifacts: []api.Artifact{{Name: plotName, Path: "/a/" + plotName}, {Name: reportName, Path: "/a/" + reportName}},
 	}, nil
 }
 

@@ -7,7 +7,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/api"
 )
 
 // Limits on what a step prints; the rest is summarised.
@@ -95,7 +95,7 @@ func (p *printer) stepEnd(args toolArgs, o outcome, source string) {
 	if r.Result != "" {
 		out += r.Result + "\n"
 	}
-	if r.Error != nil && r.Status != executor.StatusOK {
+	if r.Error != nil && r.Status != api.StatusOK {
 		if len(r.Error.Traceback) > 0 {
 			out += strings.Join(r.Error.Traceback, "\n")
 		} else {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/client"
-	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/permissions"
 )
 
@@ -49,7 +48,7 @@ type toolArgs struct {
 // and filesystem.read on each input) before anything is staged or run; tests
 // use fakes.
 type tool interface {
-	execute(ctx context.Context, args toolArgs) (*executor.Result, error)
+	execute(ctx context.Context, args toolArgs) (*api.Result, error)
 }
 
 func toolSignature() string {
@@ -66,10 +65,10 @@ func toolSignature() string {
 
 // outcome is one tool call's result as the agents and the printer see it.
 type outcome struct {
-	res    *executor.Result // nil when the call could not run
-	denied []string         // the policy's decisions, each "deny <what>: <why>"
-	ms     int64            // how long the call took, as the analyst saw it
-	err    error            // why the call could not run, including a denial
+	res    *api.Result // nil when the call could not run
+	denied []string    // the policy's decisions, each "deny <what>: <why>"
+	ms     int64       // how long the call took, as the analyst saw it
+	err    error       // why the call could not run, including a denial
 }
 
 // call runs one tool call and sorts out its result: a denial is an outcome the agent
@@ -95,7 +94,7 @@ func call(ctx context.Context, t tool, args toolArgs) (outcome, error) {
 			msg = msg[i+len(sep):]
 		}
 		o.denied = []string{"deny " + msg}
-	case errors.Is(err, executor.ErrInvalidRequest):
+	case errors.Is(err, api.ErrInvalidRequest):
 		// The caller's mistake (say, empty code): the agent can fix it.
 	default:
 		return o, fmt.Errorf("%s: %w", toolName, err)
@@ -123,15 +122,15 @@ func (o outcome) forModel() string {
 		Path string `json:"path"`
 	}
 	m := struct {
-		Status    string              `json:"status"`
-		Stdout    string              `json:"stdout,omitempty"`
-		Stderr    string              `json:"stderr,omitempty"`
-		Result    string              `json:"result,omitempty"`
-		Error     *executor.ErrorInfo `json:"error,omitempty"`
-		Denied    []string            `json:"denied,omitempty"`
-		Problem   string              `json:"problem,omitempty"`
-		Artifacts []artifact          `json:"artifacts,omitempty"`
-		Notes     []string            `json:"notes,omitempty"`
+		Status    string         `json:"status"`
+		Stdout    string         `json:"stdout,omitempty"`
+		Stderr    string         `json:"stderr,omitempty"`
+		Result    string         `json:"result,omitempty"`
+		Error     *api.ErrorInfo `json:"error,omitempty"`
+		Denied    []string       `json:"denied,omitempty"`
+		Problem   string         `json:"problem,omitempty"`
+		Artifacts []artifact     `json:"artifacts,omitempty"`
+		Notes     []string       `json:"notes,omitempty"`
 	}{Status: o.status()}
 	m.Denied = append(m.Denied, o.denied...)
 	if o.res == nil && o.err != nil {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 )
 
@@ -77,7 +78,7 @@ func (r *runner) analyst(ctx context.Context) ([]Row, error) {
 	}
 
 	kinds := []struct{ template, label string }{
-		{executor.DefaultTemplate, "cold, no warm pool"},
+		{api.DefaultTemplateName, "cold, no warm pool"},
 		{analystWarm, "warm, no preload"},
 		{analystImports, "warm, preload: imports"},
 		{analystPrimed, "warm, preload: primed"},
@@ -121,7 +122,7 @@ func (r *runner) analystCall(ctx context.Context, e *executor.Executor, template
 	if err := waitPools(ctx, e); err != nil {
 		return 0, err
 	}
-	res, d, err := r.exec(ctx, e, executor.Request{SessionID: id, Template: template, Code: analystCell, Inputs: []string{csv}})
+	res, d, err := r.exec(ctx, e, api.Request{SessionID: id, Template: template, Code: analystCell, Inputs: []string{csv}})
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", template, err)
 	}
@@ -152,7 +153,7 @@ func (r *runner) warmMemory(ctx context.Context, e *executor.Executor, templates
 		}
 		for j, tmpl := range templates {
 			id := fmt.Sprintf("mem-%s-%d", tmpl, i)
-			res, _, err := r.exec(ctx, e, executor.Request{SessionID: id, Template: tmpl, Code: memoryCell})
+			res, _, err := r.exec(ctx, e, api.Request{SessionID: id, Template: tmpl, Code: memoryCell})
 			if err != nil {
 				return nil, err
 			}

@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/permissions"
 	"github.com/kernelbox/kernelbox/workspace"
@@ -283,14 +284,14 @@ func selected(scenarios []string, name string) bool {
 	return slices.Contains(scenarios, name)
 }
 
-func (r *runner) exec(ctx context.Context, e *executor.Executor, req executor.Request) (*executor.Result, time.Duration, error) {
+func (r *runner) exec(ctx context.Context, e *executor.Executor, req api.Request) (*api.Result, time.Duration, error) {
 	t0 := time.Now()
 	res, err := e.Execute(ctx, req)
 	d := time.Since(t0)
 	if err != nil {
 		return nil, d, err
 	}
-	if res.Status != executor.StatusOK {
+	if res.Status != api.StatusOK {
 		return res, d, fmt.Errorf("%s: status %s: %+v", req.Code[:min(len(req.Code), 40)], res.Status, res.Error)
 	}
 	return res, d, nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 )
 
@@ -33,8 +34,8 @@ func (r *runner) coldResume(ctx context.Context) (Row, error) {
 	defer ws.Close()
 	defer e.Close()
 	const id = "cold"
-	req := func(code string) executor.Request {
-		return executor.Request{SessionID: id, Template: tmpl.Name, Code: code, Timeout: 10 * time.Minute}
+	req := func(code string) api.Request {
+		return api.Request{SessionID: id, Template: tmpl.Name, Code: code, Timeout: 10 * time.Minute}
 	}
 	if _, _, err := r.exec(ctx, e, req(sz.build)); err != nil {
 		return Row{}, fmt.Errorf("build the namespace: %w", err)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/procs"
 )
@@ -58,8 +59,8 @@ func openSessions(ctx context.Context, e *executor.Executor, from, to int) error
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			res, err := e.Execute(ctx, executor.Request{SessionID: "d" + strconv.Itoa(i), Code: "import pandas as pd\nx = 1"})
-			if err == nil && res.Status != executor.StatusOK {
+			res, err := e.Execute(ctx, api.Request{SessionID: "d" + strconv.Itoa(i), Code: "import pandas as pd\nx = 1"})
+			if err == nil && res.Status != api.StatusOK {
 				err = fmt.Errorf("session %d: %s", i, res.Status)
 			}
 			if err != nil {

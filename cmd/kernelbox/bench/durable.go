@@ -144,8 +144,8 @@ func (r *runner) durableSizes(ctx context.Context) ([]Row, error) {
 // hibernateOne measures one namespace: a hibernate row and a resume row.
 func (r *runner) hibernateOne(ctx context.Context, e *executor.Executor, id, tmpl string, sz durableSize) ([]Row, error) {
 	defer func() { _ = e.CloseSession(context.WithoutCancel(ctx), id) }()
-	req := func(code string) executor.Request {
-		return executor.Request{SessionID: id, Template: tmpl, Code: code, Timeout: 10 * time.Minute}
+	req := func(code string) api.Request {
+		return api.Request{SessionID: id, Template: tmpl, Code: code, Timeout: 10 * time.Minute}
 	}
 	if _, _, err := r.exec(ctx, e, req(sz.build)); err != nil {
 		return nil, fmt.Errorf("build the namespace: %w", err)
@@ -192,7 +192,7 @@ func clipNote(s string) string {
 // resumeChecked resumes the hibernated session of digest (a request running the
 // namespace's digest code), then checks that something was restored and that the
 // digest is want. It returns the resume's answer and how long the resume took.
-func (r *runner) resumeChecked(ctx context.Context, e *executor.Executor, digest executor.Request, want string) (api.ResumeResult, time.Duration, error) {
+func (r *runner) resumeChecked(ctx context.Context, e *executor.Executor, digest api.Request, want string) (api.ResumeResult, time.Duration, error) {
 	t0 := time.Now()
 	res, err := e.Resume(ctx, digest.SessionID)
 	took := time.Since(t0)

@@ -52,9 +52,9 @@ func (h *holder) open(ctx context.Context, i int) (time.Duration, error) {
 		return 0, ctx.Err()
 	}
 	t0 := time.Now()
-	res, err := h.e.Execute(ctx, executor.Request{SessionID: densityID(i), Code: "x = " + strconv.Itoa(i)})
+	res, err := h.e.Execute(ctx, api.Request{SessionID: densityID(i), Code: "x = " + strconv.Itoa(i)})
 	d := time.Since(t0)
-	if err == nil && res.Status != executor.StatusOK {
+	if err == nil && res.Status != api.StatusOK {
 		err = fmt.Errorf("status %s: %+v", res.Status, res.Error)
 	}
 	if err != nil {
@@ -99,7 +99,7 @@ func (h *holder) resumeSample(ctx context.Context, hibernated []int) ([]float64,
 			return out, fmt.Errorf("hibernate session %d: %w", old, err)
 		}
 		t0 := time.Now()
-		res, err := h.e.Execute(ctx, executor.Request{SessionID: densityID(i), Code: "x"})
+		res, err := h.e.Execute(ctx, api.Request{SessionID: densityID(i), Code: "x"})
 		d := time.Since(t0)
 		if err != nil {
 			return out, fmt.Errorf("resume session %d: %w", i, err)
@@ -189,7 +189,7 @@ type heldSessions struct {
 	hibernatedIdx          []int // the density sessions' indexes, in id order
 }
 
-func countSessions(list []executor.SessionInfo) heldSessions {
+func countSessions(list []api.SessionInfo) heldSessions {
 	var h heldSessions
 	for _, s := range list {
 		h.open++

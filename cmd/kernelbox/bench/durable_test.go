@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kernelbox/kernelbox/api"
-	"github.com/kernelbox/kernelbox/executor"
 )
 
 func TestSecPerGiB(t *testing.T) {
@@ -58,7 +57,7 @@ func TestCountLabel(t *testing.T) {
 
 func TestCountSessions(t *testing.T) {
 	t.Parallel()
-	h := countSessions([]executor.SessionInfo{
+	h := countSessions([]api.SessionInfo{
 		{ID: "h0000", State: api.StateHibernated, Snapshot: &api.SnapshotInfo{Bytes: 100}},
 		{ID: "h0001", State: api.StateIdle},
 		{ID: "h0002", State: api.StateHibernated, Snapshot: &api.SnapshotInfo{Bytes: 50}},

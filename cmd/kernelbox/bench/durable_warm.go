@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 )
 
@@ -40,8 +41,8 @@ const warmRounds = 3
 // times, each resume with the pool's kernel ready, and checks the digest after each.
 func (r *runner) warmResumeOne(ctx context.Context, e *executor.Executor, id string, sz durableSize) ([]Row, error) {
 	defer func() { _ = e.CloseSession(context.WithoutCancel(ctx), id) }()
-	req := func(code string) executor.Request {
-		return executor.Request{SessionID: id, Template: warmTemplateName, Code: code, Timeout: 10 * time.Minute}
+	req := func(code string) api.Request {
+		return api.Request{SessionID: id, Template: warmTemplateName, Code: code, Timeout: 10 * time.Minute}
 	}
 	if _, _, err := r.exec(ctx, e, req(sz.build)); err != nil {
 		return nil, fmt.Errorf("build the namespace: %w", err)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/egress"
 	"github.com/kernelbox/kernelbox/executor"
 )
@@ -96,7 +97,7 @@ func (r *runner) egressBulk(ctx context.Context) (Row, error) {
 	}
 	defer ws.Close()
 	defer e.Close()
-	req := executor.Request{SessionID: "egress", Template: "egress", Timeout: 5 * time.Minute,
+	req := api.Request{SessionID: "egress", Template: "egress", Timeout: 5 * time.Minute,
 		Code: egressFetch + "print(*fetch(" + strconv.Quote(url) + ", os.environ['http_proxy']))"}
 	bare := req
 	bare.Code = egressFetchSocket + "print(*fetch_socket(" + strconv.Quote(url) + "))"
@@ -128,7 +129,7 @@ func (r *runner) egressBulk(ctx context.Context) (Row, error) {
 }
 
 // kernelFetch runs a download in the kernel and returns its time in ms.
-func (r *runner) kernelFetch(ctx context.Context, e *executor.Executor, req executor.Request) (float64, error) {
+func (r *runner) kernelFetch(ctx context.Context, e *executor.Executor, req api.Request) (float64, error) {
 	res, _, err := r.exec(ctx, e, req)
 	if err != nil {
 		return 0, fmt.Errorf("kernel download: %w", err)

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/undo"
 )
@@ -111,7 +112,7 @@ func (r *runner) httpServers(ctx context.Context, e *executor.Executor, stops *u
 	}
 	stops.Add("stop serve", func(context.Context) error { stop(); return nil })
 	t.url = "http://" + ln.Addr().String()
-	if _, _, err := r.exec(ctx, e, executor.Request{SessionID: t.session, Code: "x = 0"}); err != nil {
+	if _, _, err := r.exec(ctx, e, api.Request{SessionID: t.session, Code: "x = 0"}); err != nil {
 		return t, err
 	}
 	answer, err := postTrivial(ctx, t.url, t.token, t.session)
@@ -143,7 +144,7 @@ func (r *runner) httpBlock(ctx context.Context, e *executor.Executor, t httpTarg
 	case lib:
 		var out []float64
 		for k := 0; k < n; k++ {
-			_, d, err := r.exec(ctx, e, executor.Request{SessionID: t.session, Code: "x = " + strconv.Itoa(first+k) + "; x + 1"})
+			_, d, err := r.exec(ctx, e, api.Request{SessionID: t.session, Code: "x = " + strconv.Itoa(first+k) + "; x + 1"})
 			if err != nil {
 				return out, err
 			}
@@ -233,7 +234,7 @@ func serveBare(e *executor.Executor) (string, func(), error) {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		res, err := e.Execute(context.Background(), executor.Request{SessionID: r.PathValue("id"), Code: b.Code})
+		res, err := e.Execute(context.Background(), api.Request{SessionID: r.PathValue("id"), Code: b.Code})
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return

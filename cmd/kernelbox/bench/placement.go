@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/jupyterproc"
 	"github.com/kernelbox/kernelbox/jupyter"
@@ -210,12 +211,12 @@ func (f *fleet) runAll(ctx context.Context, c PlacementConfig, ids []string, cod
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			t0 := time.Now()
-			res, err := f.exec.Execute(ctx, executor.Request{SessionID: id, Code: code, Timeout: 5 * time.Minute})
+			res, err := f.exec.Execute(ctx, api.Request{SessionID: id, Code: code, Timeout: 5 * time.Minute})
 			times[i] = ms(time.Since(t0))
 			switch {
 			case err != nil:
 				errs[i] = fmt.Errorf("session %s: %w", id, err)
-			case res.Status != executor.StatusOK || res.Result != want:
+			case res.Status != api.StatusOK || res.Result != want:
 				errs[i] = fmt.Errorf("session %s: status %s, result %q, error %+v", id, res.Status, res.Result, res.Error)
 			}
 		})
@@ -296,10 +297,10 @@ func (f *fleet) failover(ctx context.Context, c PlacementConfig, row *PlacementR
 func (f *fleet) untilOK(ctx context.Context, id string) (calls int, lost bool) {
 	for calls < 20 && ctx.Err() == nil {
 		calls++
-		res, err := f.exec.Execute(ctx, executor.Request{SessionID: id, Code: "1 + 1", Timeout: time.Minute})
+		res, err := f.exec.Execute(ctx, api.Request{SessionID: id, Code: "1 + 1", Timeout: time.Minute})
 		if err == nil {
 			lost = lost || res.StateLost
-			if res.Status == executor.StatusOK {
+			if res.Status == api.StatusOK {
 				return calls, lost
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 )
 
@@ -18,7 +19,7 @@ func (r *runner) coldStart(ctx context.Context, e *executor.Executor) (Row, erro
 	var kb []float64
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("cold%d", i)
-		_, d, err := r.exec(ctx, e, executor.Request{SessionID: id, Code: "1 + 1"})
+		_, d, err := r.exec(ctx, e, api.Request{SessionID: id, Code: "1 + 1"})
 		if err != nil {
 			return Row{}, err
 		}
@@ -34,7 +35,7 @@ func (r *runner) trivial(ctx context.Context, e *executor.Executor) (Row, error)
 	// Small blocks: the machine's load drifts, and long blocks would give one side
 	// more of a slow spell than the other.
 	rounds, block := r.iters(4, 50), r.iters(5, 10)
-	if _, _, err := r.exec(ctx, e, executor.Request{SessionID: "trivial", Code: "x = 0"}); err != nil {
+	if _, _, err := r.exec(ctx, e, api.Request{SessionID: "trivial", Code: "x = 0"}); err != nil {
 		return Row{}, err
 	}
 	var kb, ref []float64
@@ -42,7 +43,7 @@ func (r *runner) trivial(ctx context.Context, e *executor.Executor) (Row, error)
 	for round := 0; round < rounds; round++ {
 		for k := 0; k < block; k++ {
 			i++
-			_, d, err := r.exec(ctx, e, executor.Request{SessionID: "trivial", Code: "x = " + strconv.Itoa(i) + "; x + 1"})
+			_, d, err := r.exec(ctx, e, api.Request{SessionID: "trivial", Code: "x = " + strconv.Itoa(i) + "; x + 1"})
 			if err != nil {
 				return Row{}, err
 			}
@@ -82,7 +83,7 @@ func (r *runner) output(ctx context.Context, e *executor.Executor, session, code
 	}
 	var kb, ref []float64
 	for i := 0; i < n; i++ {
-		res, d, err := r.exec(ctx, e, executor.Request{SessionID: session, Code: code})
+		res, d, err := r.exec(ctx, e, api.Request{SessionID: session, Code: code})
 		if err != nil {
 			return Row{}, err
 		}
@@ -131,7 +132,7 @@ func (r *runner) stageRow(ctx context.Context, e *executor.Executor, change bool
 	if err := r.warmUp(ctx, e, session); err != nil {
 		return Row{}, err
 	}
-	req := executor.Request{SessionID: session, Code: "pass", Inputs: []string{src}}
+	req := api.Request{SessionID: session, Code: "pass", Inputs: []string{src}}
 	if !change { // the first call copies
 		if _, _, err := r.exec(ctx, e, req); err != nil {
 			return Row{}, err
@@ -185,7 +186,7 @@ func (r *runner) artifacts(ctx context.Context, e *executor.Executor) (Row, erro
 	var kb, ref []float64
 	for i := 0; i < n; i++ {
 		code := fmt.Sprintf("import os\nos.makedirs('outputs/r%d', exist_ok=True)\nfor k in range(100):\n    open('outputs/r%d/f%%03d.txt' %% k, 'w').write('%d-%%d' %% k * 50)", i, i, i)
-		res, d, err := r.exec(ctx, e, executor.Request{SessionID: "artifacts", Code: code})
+		res, d, err := r.exec(ctx, e, api.Request{SessionID: "artifacts", Code: code})
 		if err != nil {
 			return Row{}, err
 		}
@@ -222,6 +223,6 @@ func writeRandom(path string, size int) error {
 
 // warmUp starts a session's kernel so that a scenario does not measure the start.
 func (r *runner) warmUp(ctx context.Context, e *executor.Executor, session string) error {
-	_, _, err := r.exec(ctx, e, executor.Request{SessionID: session, Code: "import sys, os"})
+	_, _, err := r.exec(ctx, e, api.Request{SessionID: session, Code: "import sys, os"})
 	return err
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/workspace"
 )
@@ -54,7 +55,7 @@ func (r *runner) warmStart(ctx context.Context) (Row, error) {
 		next = time.Now().Add(warmGap)
 		id := fmt.Sprintf("warm%d", i)
 		for k, into := range []*[]float64{&first, &second} {
-			res, d, err := r.exec(ctx, e, executor.Request{SessionID: id, Code: "1 + 1"})
+			res, d, err := r.exec(ctx, e, api.Request{SessionID: id, Code: "1 + 1"})
 			if err != nil {
 				return Row{}, err
 			}
