@@ -43,6 +43,8 @@ func startAdoptServe(t *testing.T, srv string, again bool) (*kbclient.Client, ti
 	} else {
 		_, _ = node(1, "rm", "-f", adoptName)
 		require.NoError(t, os.WriteFile(filepath.Join(srv, "templates.json"), []byte(egressTemplates), 0o644))
+		// The templates' vendor secret is read from this file at start (secrets_test.go).
+		require.NoError(t, os.WriteFile(filepath.Join(srv, "vendor.key"), []byte("restart-test-key\n"), 0o600))
 		t0 = time.Now()
 		out, err = node(1, "run", "-d", "--name", adoptName,
 			"-v", nodeSock(1)+":/var/run/docker.sock", "-v", srv+":/srv", "-e", "HOME=/tmp",
