@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/moby/moby/api/types/swarm"
@@ -244,6 +245,7 @@ func (b *Backend) Detach(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), teardownTimeout)
 	defer cancel()
 	kept, errs := keep.Detach(ctx, all, keeper{}, &b.keptFile, b.writeKept)
+	b.leaveNetworks(ctx, kept)
 	held := map[string]bool{}
 	for _, c := range append([]keptConfig{{ID: b.launcher.id}, {ID: b.kernelspec.id}, {ID: b.resolv.id}}, b.oldConfigs...) {
 		held[c.ID] = true
@@ -260,6 +262,29 @@ func (b *Backend) Detach(ctx context.Context) error {
 	}
 	b.cfg.log.Info("swarm backend detached: its services are kept for the next start", "kept", len(kept), "removed", removed)
 	return nil
+}
+
+// leaveNetworks disconnects kernelbox's own container from the kept sessions'
+// networks, which the next start joins again as it takes them back (rejoin). Left
+// attached, the same container could not be started again where it was the
+// node's only one on such a network: Docker removes an overlay network from a
+// node with its last container there, and then refuses to start the stopped
+// container ("network … not found"). A failure is logged: the next start then
+// finds it attached.
+func (b *Backend) leaveNetworks(ctx context.Context, kept []*Placement) {
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for _, p := range kept {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			_, err := b.api.NetworkDisconnect(ctx, p.obj.network, client.NetworkDisconnectOptions{Container: b.cfg.self, Force: true})
+			if err != nil && !dockerapi.IsNotFound(err) {
+				b.cfg.log.Warn("leave a kept session's network", "session", p.obj.session, "network", p.obj.name, "err", err)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // keeper is what Detach does with each placement (keep.Keeper).

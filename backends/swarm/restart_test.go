@@ -195,8 +195,8 @@ func TestRestartAdopts(t *testing.T) {
 	assert.Equal(t, "HTTP/1.1 403 Forbidden", r.Stdout, "the proxy of an adopted session after a SIGKILL: %+v %v", r.Error, r.Notes)
 	assert.False(t, r.StateLost, "%v", r.Notes)
 
-	// A graceful stop keeps them (swarm's default policy); the same container
-	// started again (still attached to the sessions' networks) takes them back.
+	// A graceful stop keeps them (swarm's default policy) and leaves their
+	// networks; the same container started again joins them and takes them back.
 	t0 = time.Now()
 	out, err = node(1, "stop", "-t", "60", adoptName)
 	require.NoError(t, err, out)
