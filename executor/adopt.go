@@ -57,11 +57,12 @@ func (e *Executor) adopt() error {
 		case rec.Lost != "":
 			why = strings.TrimSuffix(rec.Lost, stateGone) // written with it by a stop
 		case rec.Snapshot != nil && rec.KernelID != "":
-			// Killed while the snapshot loaded: the kernel holds part of the
+			// Killed while the snapshot loaded (or after a hibernation saved it, while
+			// the kernel stopped): the kernel holds part of the
 			// namespace, the snapshot all of it (removed only after a whole
 			// load). Never the half kernel as whole: hibernated again.
 			if r.Placement != nil {
-				e.log.Warn("a kept kernel was loading its session's snapshot when kernelbox stopped; it is closed and the session stays hibernated", "session", id)
+				e.log.Warn("a kept kernel was loading or saving its session's snapshot when kernelbox stopped; it is closed and the session stays hibernated", "session", id)
 				if err := r.Placement.Close(ctx); err != nil {
 					e.log.Warn("closing a half-restored placement", "session", id, "err", err)
 				}

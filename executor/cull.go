@@ -97,7 +97,7 @@ func (e *Executor) hibernateIdle(s *session) {
 	ctx, cancel := context.WithTimeout(context.Background(), e.opts.SnapshotTimeout+e.opts.ShutdownTimeout)
 	defer cancel()
 	var err error
-	runErr := s.runFunc(ctx, "hibernate", func(s *session, _ *job) error {
+	runErr := s.runFunc(ctx, opHibernate, func(s *session, _ *job) error {
 		if time.Since(s.info().LastActivity) < s.tmpl.HibernateAfter {
 			return nil // a call ran since the cull looked: not idle any more
 		}

@@ -37,7 +37,7 @@ func (e *Executor) Hibernate(ctx context.Context, id string) (api.SessionInfo, e
 	if err != nil {
 		return api.SessionInfo{}, err
 	}
-	err = s.runFunc(ctx, "hibernate", func(s *session, _ *job) error {
+	err = s.runFunc(ctx, opHibernate, func(s *session, _ *job) error {
 		_, err := s.hibernateCapped(s.ctx)
 		return err
 	})

@@ -31,6 +31,9 @@ import (
 type fakeScript struct {
 	mu      sync.Mutex
 	kernels map[*jupytertest.Kernel]*fakeKernel
+	// saveDelay, when set, is how long a snapshot save takes before it writes
+	// (as an 80 MB namespace's does); the cell is busy until then.
+	saveDelay time.Duration
 }
 
 // fakeKernel is one kernel's state.
@@ -82,6 +85,15 @@ func (s *fakeScript) handle(k *jupytertest.Kernel, req *jupyter.Message) {
 	if !ex.Silent {
 		count = k.NextExecutionCount()
 		k.ExecuteInput(req, ex.Code, count)
+	}
+	if strings.HasPrefix(ex.Code, "exec(") && s.saveDelay > 0 && strings.Contains(ex.Code, "_kb_save") {
+		time.AfterFunc(s.saveDelay, func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			fk.snapshot(k, req, ex.Code)
+			s.ok(k, req, count, nil)
+		})
+		return
 	}
 	if strings.HasPrefix(ex.Code, "exec(") {
 		fk.snapshot(k, req, ex.Code)

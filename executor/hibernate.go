@@ -149,6 +149,15 @@ func (s *session) hibernate(ctx context.Context) (*api.SnapshotInfo, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !s.e.commitHibernation(s, info) {
+		if s.ws != nil {
+			if err := os.Remove(filepath.Join(s.ws.Dir(), SnapshotFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				s.log.Warn("removing a snapshot saved after the stop began", "err", err)
+			}
+		}
+		return nil, fmt.Errorf("%w: kernelbox began stopping while session %q's namespace was being saved, and its sessions were already listed for the next start: the session is kept as a live one is (--on-stop %s), not hibernated",
+			api.ErrCannotHibernate, s.id, s.e.opts.OnClose)
+	}
 	s.log.Info("hibernating session", "snapshot_bytes", info.Bytes, "names", len(info.Names), "took", time.Duration(info.TookMS)*time.Millisecond)
 	if err := s.k.shutdown(ctx, s.e.opts.ShutdownTimeout); err != nil {
 		s.log.Warn("hibernate: shutting down the kernel", "err", err)

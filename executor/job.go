@@ -62,6 +62,9 @@ type job struct {
 // opCheckpoint names the after-call checkpoint as an operation (session.op).
 var opCheckpoint = "after-call checkpoint"
 
+// opHibernate names a hibernation (Hibernate, the idle cull, a hibernate stop).
+const opHibernate = "hibernate"
+
 const (
 	jobQueued int32 = iota
 	jobRunning

@@ -121,7 +121,7 @@ func (e *Executor) keepLoop() {
 		case <-e.stop:
 			return
 		case <-e.keep.dirty:
-			e.writeState(e.liveRecords(), false)
+			e.writeState(e.liveRecords())
 		}
 	}
 }
@@ -153,16 +153,15 @@ func (s *session) record() (keptSession, bool) {
 	return r, r.KernelID != "" || r.Snapshot != nil || r.Checkpoint != nil
 }
 
-// writeState writes recs as the state file; final freezes it (Close's last
-// list: later changes, sessions being torn down, are not written).
-func (e *Executor) writeState(recs []keptSession, final bool) {
+// writeState writes recs as the state file, unless a stop has frozen it
+// (freezeState).
+func (e *Executor) writeState(recs []keptSession) {
 	k := e.keep
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.frozen {
 		return
 	}
-	k.frozen = final
 	e.writeStateLocked(recs)
 }
 
@@ -193,7 +192,7 @@ func (e *Executor) stopping() bool {
 // snapshot is removed only once the state no longer lists it).
 func (e *Executor) flushState() {
 	if e.keep != nil {
-		e.writeState(e.liveRecords(), false)
+		e.writeState(e.liveRecords())
 	}
 }
 
@@ -234,7 +233,9 @@ func readState(path string) ([]keptSession, error) {
 // session with a checkpoint stays listed with it, so the next start restores it
 // and says why (issue 46 item 2). With StopKeep the sessions with a kernel let go
 // of it without stopping it; with StopHibernate each is hibernated first (bounded
-// by ctx), and one that cannot be is recorded as lost with why. It reports
+// by ctx), and one that cannot be is recorded as lost with why. The state is
+// frozen before the last list is taken: a hibernation whose save ends later is
+// refused (commitHibernation), never answered and then left out. It reports
 // whether the backend is to be detached rather than closed.
 func (e *Executor) prepareStop(ctx context.Context, list []*session) (detach bool) {
 	policy := e.opts.OnClose
@@ -249,11 +250,13 @@ func (e *Executor) prepareStop(ctx context.Context, list []*session) (detach boo
 	var recs []keptSession
 	if policy == StopHibernate {
 		recs = e.hibernateAll(ctx, list)
+		e.freezeState()
 	} else {
-		e.settleCheckpoints(ctx, list)
+		e.settleSaves(ctx, list)
+		e.freezeState()
 		recs = e.keptAtStop(list, policy)
 	}
-	e.writeState(recs, true)
+	e.writeFinalState(recs)
 	live, asleep, ckpt, lost := 0, 0, 0, 0
 	for _, r := range recs {
 		switch {
@@ -272,22 +275,70 @@ func (e *Executor) prepareStop(ctx context.Context, list []*session) (detach boo
 	return policy == StopKeep
 }
 
-// settleCheckpoints waits for the checkpoints being written when the stop came
-// (each runs on its session's worker once its call's result is out), so that the
-// stop keeps the checkpoint of the last call each session answered. It waits for
-// nothing else (a running call ends with the stop) and at most half of what ctx
-// leaves, the rest being the sessions' close.
-func (e *Executor) settleCheckpoints(ctx context.Context, list []*session) {
+// settleSaves waits for the checkpoints and hibernations being saved when the
+// stop came (a checkpoint runs on its session's worker once its call's result
+// is out), so that the stop keeps the checkpoint of the last call each session
+// answered, and a hibernate asked before the stop ends answered and kept. It
+// waits for nothing else (a running call ends with the stop) and at most half of
+// what ctx leaves, the rest being the sessions' close; a hibernation still
+// saving then is refused when its save ends (commitHibernation).
+func (e *Executor) settleSaves(ctx context.Context, list []*session) {
 	bound := e.opts.CheckpointTimeout
 	if d, ok := ctx.Deadline(); ok {
 		bound = min(bound, time.Until(d)/2)
 	}
 	deadline := time.Now().Add(bound)
 	for _, s := range list {
-		for s.op.Load() == &opCheckpoint && time.Now().Before(deadline) {
+		for s.saving() && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
+}
+
+// saving reports whether the session's worker saves its namespace now: an
+// after-call checkpoint or a hibernation.
+func (s *session) saving() bool {
+	op := s.op.Load()
+	return op != nil && (op == &opCheckpoint || *op == opHibernate)
+}
+
+// freezeState makes the state file's content final: Close's last list is written
+// by writeFinalState; changes after it (sessions being torn down, a hibernation
+// whose save ends late) are not written.
+func (e *Executor) freezeState() {
+	e.keep.mu.Lock()
+	e.keep.frozen = true
+	e.keep.mu.Unlock()
+}
+
+// writeFinalState writes recs, Close's last list, over a frozen state.
+func (e *Executor) writeFinalState(recs []keptSession) {
+	e.keep.mu.Lock()
+	defer e.keep.mu.Unlock()
+	e.writeStateLocked(recs)
+}
+
+// commitHibernation lists session s with its new snapshot, info, in its state
+// and on disk while its kernel still runs, before the kernel is stopped: from
+// then on a stop or a kill takes the session back hibernated (a record with a
+// kernel and a snapshot is a hibernated one, adopt.go). It reports false, and
+// changes nothing, when a stop has frozen the state already: its last list has
+// the session as it was, so the hibernation must not go on (or its answer
+// would be a session the next start does not have).
+func (e *Executor) commitHibernation(s *session, info *api.SnapshotInfo) bool {
+	if k := e.keep; k != nil {
+		k.mu.Lock()
+		if k.frozen {
+			k.mu.Unlock()
+			return false
+		}
+		s.mu.Lock()
+		s.state.Snapshot = info
+		s.mu.Unlock()
+		k.mu.Unlock()
+	}
+	e.flushState()
+	return true
 }
 
 // keptAtStop returns the records a stop with policy StopKeep or StopClose keeps:
@@ -330,7 +381,7 @@ func (e *Executor) hibernateAll(ctx context.Context, list []*session) []keptSess
 	for _, s := range list {
 		wg.Go(func() {
 			_ = s.interrupt(ctx)
-			err := s.runFunc(ctx, "hibernate", func(s *session, _ *job) error {
+			err := s.runFunc(ctx, opHibernate, func(s *session, _ *job) error {
 				if s.k == nil && s.sleep == nil {
 					return errNoKernel
 				}

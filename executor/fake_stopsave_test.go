@@ -1,0 +1,112 @@
+package executor_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kernelbox/kernelbox/api"
+	"github.com/kernelbox/kernelbox/executor"
+	"github.com/kernelbox/kernelbox/workspace"
+)
+
+// TestFakeHibernateInFlightAtStop: a stop (keep or close) that comes while a
+// hibernate is saving the namespace either waits for it, and the session comes
+// back hibernated, or the hibernate is refused and the session is kept as the
+// stop's policy keeps a live one. Never an answered hibernate whose session the
+// next start cannot find (the chaos test's seed 1796666610386946427: a keep stop
+// recorded the kernel the hibernate then stopped).
+func TestFakeHibernateInFlightAtStop(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name      string
+		policy    executor.StopPolicy
+		saveDelay time.Duration
+		shutdown  time.Duration // the stop's bound; it waits for a save at most half of it
+		// closeDelay is how long the kernel's stop takes once saved: the stop
+		// comes while the hibernate stops it.
+		closeDelay time.Duration
+		stopAt     time.Duration
+	}{
+		{"keep-waits", executor.StopKeep, 400 * time.Millisecond, 5 * time.Second, 0, 100 * time.Millisecond},
+		{"close-waits", executor.StopClose, 400 * time.Millisecond, 5 * time.Second, 0, 100 * time.Millisecond},
+		{"keep-past-bound", executor.StopKeep, 3 * time.Second, 2 * time.Second, 0, 500 * time.Millisecond},
+		{"keep-while-kernel-stops", executor.StopKeep, 100 * time.Millisecond, 5 * time.Second, time.Second, 300 * time.Millisecond},
+		{"close-while-kernel-stops", executor.StopClose, 100 * time.Millisecond, 5 * time.Second, time.Second, 300 * time.Millisecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ws, err := workspace.New(workspace.Options{Root: filepath.Join(t.TempDir(), "ws")})
+			require.NoError(t, err)
+			t.Cleanup(func() { ws.Close() })
+			dir := filepath.Join(t.TempDir(), "state")
+			fb := newFakeBackend(t)
+			fb.dirs = true
+			fb.script.saveDelay = c.saveDelay
+			fb.closeDelay = c.closeDelay
+			b := &reattaching{fakeBackend: fb}
+			t.Cleanup(func() { _ = fb.Close(context.Background()) })
+			open := func(policy executor.StopPolicy) *executor.Executor {
+				e, err := executor.New(executor.Options{Backend: b, Workspace: ws, StateDir: dir, OnClose: policy,
+					StartTimeout: 10 * time.Second, ShutdownTimeout: c.shutdown, InterruptGrace: 300 * time.Millisecond})
+				require.NoError(t, err)
+				return e
+			}
+
+			e1 := open(c.policy)
+			ctx := context.Background()
+			r, err := e1.Execute(ctx, api.Request{SessionID: "s1", Code: "set x acknowledged"})
+			require.NoError(t, err)
+			require.Equal(t, api.StatusOK, r.Status)
+			hib := make(chan error, 1)
+			go func() {
+				_, err := e1.Hibernate(ctx, "s1")
+				hib <- err
+			}()
+			time.Sleep(c.stopAt) // the save, or the kernel's stop after it, is under way
+			require.NoError(t, e1.Close())
+			var herr error
+			select {
+			case herr = <-hib:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the hibernate did not answer after the stop")
+			}
+
+			// The next start: the backend gives back the kernel if it still runs.
+			p1 := b.placementFor(t, "s1")
+			b.kept = nil
+			fb.mu.Lock()
+			fb.closed = false // a close stop closed the backend; the next start opens it again
+			fb.mu.Unlock()
+			if c.policy == executor.StopKeep && !p1.isClosed() {
+				b.kept = []executor.Reattached{{Session: "s1", Placement: &dirPlacement{p1}}}
+			}
+			e2 := open(executor.StopClose)
+			t.Cleanup(func() { _ = e2.Close() })
+			info, serr := e2.Session("s1")
+			switch {
+			case herr == nil:
+				require.NoError(t, serr, "an answered hibernate's session is there after the stop")
+				assert.Equal(t, api.StateHibernated, info.State)
+			case c.policy == executor.StopClose:
+				t.Fatalf("a close stop with %s to spare did not wait for a %s save: %v", c.shutdown, c.saveDelay, herr)
+			default:
+				assert.ErrorIs(t, herr, api.ErrCannotHibernate)
+				require.NoError(t, serr, "a kept session is there after the stop")
+				assert.NotEqual(t, api.StateHibernated, info.State, "the refused hibernate left it live")
+			}
+			r, err = e2.Execute(ctx, api.Request{SessionID: "s1", Code: "get x"})
+			require.NoError(t, err)
+			assert.False(t, r.StateLost, "hibernate: %v; notes: %s", herr, strings.Join(r.Notes, "; "))
+			assert.Equal(t, "acknowledged", r.Result, "hibernate: %v; notes: %s", herr, strings.Join(r.Notes, "; "))
+			if c.saveDelay < c.shutdown/2 {
+				assert.NoError(t, herr, "the stop waits for a save that ends within half its bound")
+			}
+		})
+	}
+}
