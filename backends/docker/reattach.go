@@ -34,7 +34,7 @@ func (b *Backend) Reattach(ctx context.Context) ([]executor.Reattached, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reattach containers: %w", err)
 	}
-	out := keep.Reattach(ctx, slices.Collect(maps.Values(kept)), 0, b.reattachOne)
+	out := keep.Reattach(ctx, slices.Collect(maps.Values(kept)), keep.DefaultAtOnce, b.reattachOne)
 	b.saveKept()
 	return out, nil
 }

@@ -27,7 +27,7 @@ const (
 	connectionsWait = 3 * time.Second
 	// reattachAtOnce bounds the kept kernels checked at once: a state file may
 	// list thousands (4 MiB of records), and each check holds a WebSocket.
-	reattachAtOnce = 16
+	reattachAtOnce = keep.DefaultAtOnce
 )
 
 // Reattach takes back the kernels the state file (Options.StateFile) listed when

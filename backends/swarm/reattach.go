@@ -48,7 +48,7 @@ func (b *Backend) Reattach(ctx context.Context) ([]executor.Reattached, error) {
 	if err != nil {
 		b.cfg.log.Warn("reattach services: the manager did not answer; each is checked on its own", "err", err)
 	}
-	out := keep.Reattach(ctx, kept.Services, 0, func(ctx context.Context, k keptService) executor.Reattached {
+	out := keep.Reattach(ctx, kept.Services, keep.DefaultAtOnce, func(ctx context.Context, k keptService) executor.Reattached {
 		return b.reattachOne(ctx, k, attached, nodes)
 	})
 	b.saveKept()

@@ -7,9 +7,14 @@ import (
 	"github.com/kernelbox/kernelbox/executor"
 )
 
+// DefaultAtOnce is Reattach's bound when a backend gives none: a state file
+// may list thousands of records (4 MiB), and each take-back holds a request to
+// the engine or a gateway open.
+const DefaultAtOnce = 16
+
 // Reattach is the fan-out of a backend's Reattach: it takes back each of the
 // kept records with one, each in a goroutine of its own and at most atOnce at a
-// time (0 or less: all at once), and returns what each came to, in the order
+// time (0 or less: DefaultAtOnce), and returns what each came to, in the order
 // they finished. A record one cannot take back comes back with Lost saying why;
 // one is never told to stop early, so every record has its outcome.
 func Reattach[K any](ctx context.Context, kept []K, atOnce int, one func(context.Context, K) executor.Reattached) []executor.Reattached {
@@ -19,7 +24,7 @@ func Reattach[K any](ctx context.Context, kept []K, atOnce int, one func(context
 		wg sync.WaitGroup
 	)
 	if atOnce <= 0 {
-		atOnce = len(kept)
+		atOnce = DefaultAtOnce
 	}
 	slots := make(chan struct{}, atOnce)
 	for _, k := range kept {

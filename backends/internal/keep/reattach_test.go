@@ -118,18 +118,35 @@ func TestReattachBound(t *testing.T) {
 	}
 }
 
-// TestReattachUnbounded: with no bound (0), every record is taken back at once.
-func TestReattachUnbounded(t *testing.T) {
+// TestReattachDefaultBound: with no bound given (0), DefaultAtOnce records are
+// taken back at once (all of them wait for each other), never more, and every
+// record has its outcome.
+func TestReattachDefaultBound(t *testing.T) {
 	t.Parallel()
-	all := barrier(12)
-	out := Reattach(context.Background(), sessions(12), 0, func(_ context.Context, s string) executor.Reattached {
+	var c counter
+	first := barrier(DefaultAtOnce)
+	var started sync.Mutex
+	n := 0
+	out := Reattach(context.Background(), sessions(3*DefaultAtOnce), 0, func(_ context.Context, s string) executor.Reattached {
+		c.enter(s)
+		defer c.leave()
+		started.Lock()
+		n++
+		mine := n
+		started.Unlock()
 		r := executor.Reattached{Session: s}
-		if err := all(); err != nil {
-			r.Lost = err.Error()
+		if mine <= DefaultAtOnce {
+			if err := first(); err != nil {
+				r.Lost = err.Error()
+			}
+			time.Sleep(20 * time.Millisecond) // time for one more to start, were there no bound
 		}
 		return r
 	})
-	if len(out) != 12 {
+	if c.most != DefaultAtOnce {
+		t.Fatalf("at most %d at once, want %d", c.most, DefaultAtOnce)
+	}
+	if len(out) != 3*DefaultAtOnce {
 		t.Fatalf("%d outcomes", len(out))
 	}
 	for _, r := range out {
