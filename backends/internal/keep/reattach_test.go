@@ -55,6 +55,30 @@ func barrier(n int) func() error {
 	}
 }
 
+// firstWait returns a wait for the calls of one run: the first n to start wait
+// for each other, then a while (time for one more to start, were there no
+// bound); the rest go on at once. A non-empty string says why a wait failed.
+func firstWait(n int) func() string {
+	all := barrier(n)
+	var mu sync.Mutex
+	started := 0
+	return func() string {
+		mu.Lock()
+		started++
+		mine := started
+		mu.Unlock()
+		if mine > n {
+			return ""
+		}
+		err := all()
+		time.Sleep(20 * time.Millisecond)
+		if err != nil {
+			return err.Error()
+		}
+		return ""
+	}
+}
+
 func sessions(n int) []string {
 	out := make([]string, n)
 	for i := range out {
@@ -69,28 +93,15 @@ func sessions(n int) []string {
 func TestReattachBound(t *testing.T) {
 	t.Parallel()
 	var c counter
-	first := barrier(3)
-	var started sync.Mutex
-	n := 0
+	wait := firstWait(3)
 	type key struct{}
 	ctx := context.WithValue(context.Background(), key{}, "v")
 	out := Reattach(ctx, sessions(20), 3, func(ctx context.Context, s string) executor.Reattached {
 		c.enter(s)
 		defer c.leave()
-		started.Lock()
-		n++
-		mine := n
-		started.Unlock()
-		r := executor.Reattached{Session: s}
+		r := executor.Reattached{Session: s, Lost: wait()}
 		if ctx.Value(key{}) != "v" {
 			r.Lost = "ctx not passed"
-		}
-		if mine <= 3 {
-			if err := first(); err != nil {
-				r.Lost = err.Error()
-			}
-			time.Sleep(20 * time.Millisecond) // time for a fourth to start, were there no bound
-
 		}
 		if s == "s07" {
 			r.Lost = "gone"
@@ -124,24 +135,11 @@ func TestReattachBound(t *testing.T) {
 func TestReattachDefaultBound(t *testing.T) {
 	t.Parallel()
 	var c counter
-	first := barrier(DefaultAtOnce)
-	var started sync.Mutex
-	n := 0
+	wait := firstWait(DefaultAtOnce)
 	out := Reattach(context.Background(), sessions(3*DefaultAtOnce), 0, func(_ context.Context, s string) executor.Reattached {
 		c.enter(s)
 		defer c.leave()
-		started.Lock()
-		n++
-		mine := n
-		started.Unlock()
-		r := executor.Reattached{Session: s}
-		if mine <= DefaultAtOnce {
-			if err := first(); err != nil {
-				r.Lost = err.Error()
-			}
-			time.Sleep(20 * time.Millisecond) // time for one more to start, were there no bound
-		}
-		return r
+		return executor.Reattached{Session: s, Lost: wait()}
 	})
 	if c.most != DefaultAtOnce {
 		t.Fatalf("at most %d at once, want %d", c.most, DefaultAtOnce)
