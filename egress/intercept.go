@@ -63,7 +63,8 @@ func (p *Proxy) intercept(c net.Conn, br *bufio.Reader, up net.Conn, host Host, 
 	s := &session{p: p, host: host, port: port, rec: rec}
 	defer func() { rec.Up, rec.Down = s.up.Load(), s.down.Load() }()
 	kb := &batchWriter{w: &atomicCounter{w: c, p: p, n: &s.down}}
-	tc := tls.Server(&countConn{Conn: c, r: bufio.NewReaderSize(br, readAhead), w: kb}, &tls.Config{
+	ka := &aheadReader{br: bufio.NewReaderSize(br, readAhead)}
+	tc := tls.Server(&countConn{Conn: c, r: ka, w: kb}, &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		// HTTP/1.1 only: a client offering only h2 fails the handshake
 		// (no_application_protocol), one offering both gets http/1.1.
@@ -91,7 +92,8 @@ func (p *Proxy) intercept(c net.Conn, br *bufio.Reader, up net.Conn, host Host, 
 		return
 	}
 	ub := &batchWriter{w: &atomicCounter{w: up, p: p, n: &s.up}}
-	uc := tls.Client(&countConn{Conn: up, r: bufio.NewReaderSize(up, readAhead), w: ub}, &tls.Config{
+	ua := &aheadReader{br: bufio.NewReaderSize(up, readAhead)}
+	uc := tls.Client(&countConn{Conn: up, r: ua, w: ub}, &tls.Config{
 		MinVersion: tls.VersionTLS12, ServerName: host.Name, RootCAs: ic.UpstreamRoots,
 		NextProtos: []string{"http/1.1"},
 	})
@@ -112,8 +114,8 @@ func (p *Proxy) intercept(c net.Conn, br *bufio.Reader, up net.Conn, host Host, 
 	defer s.kw.Close()
 	defer up.Close()
 	defer c.Close()
-	s.kl = &headLimit{r: &idleReader{r: tc, conn: c, idle: p.o.IdleTimeout}, n: -1}
-	s.sl = &headLimit{r: &idleReader{r: uc, conn: up, idle: p.o.IdleTimeout}, n: -1}
+	s.kl = &headLimit{r: &idleReader{r: tc, conn: c, idle: p.o.IdleTimeout, ahead: ka}, n: -1}
+	s.sl = &headLimit{r: &idleReader{r: uc, conn: up, idle: p.o.IdleTimeout, ahead: ua}, n: -1}
 	s.kr, s.sr = bufio.NewReaderSize(s.kl, 64<<10), bufio.NewReaderSize(s.sl, 64<<10)
 	s.loop()
 }

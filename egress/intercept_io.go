@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"bufio"
 	"io"
 	"net"
 	"sync"
@@ -120,17 +121,61 @@ func (b *batchWriter) flush() {
 }
 
 // idleReader sets conn's read deadline to idle from now before each read: a
-// side silent for that long is cut.
+// side silent for that long is cut. Once a read returned bytes, it goes on
+// reading into the rest of b for as long as what arrived is already in memory
+// (ahead, the read-ahead below the TLS connection, answers errNoWait rather
+// than wait on the socket): a read returns every record that has arrived, not
+// one, and never waits for more than the first.
 type idleReader struct {
-	r    io.Reader
-	conn net.Conn
-	idle time.Duration
+	r     io.Reader
+	conn  net.Conn
+	idle  time.Duration
+	ahead *aheadReader
 }
 
 func (r *idleReader) Read(b []byte) (int, error) {
 	r.conn.SetReadDeadline(time.Now().Add(r.idle))
-	return r.r.Read(b)
+	n, err := r.r.Read(b)
+	if r.ahead == nil {
+		return n, err
+	}
+	r.ahead.noWait = true
+	for err == nil && n > 0 && n < len(b) {
+		k, e := r.r.Read(b[n:])
+		n += k
+		if e == errNoWait {
+			break
+		}
+		err = e
+	}
+	r.ahead.noWait = false
+	return n, err
 }
+
+// aheadReader is the read-ahead below a TLS connection. While noWait is set it
+// answers errNoWait instead of reading from the socket when it holds nothing:
+// a temporary error, which a TLS connection returns without failing (as it
+// does a read deadline's), keeping a partly read record for the next read.
+type aheadReader struct {
+	br     *bufio.Reader
+	noWait bool
+}
+
+func (r *aheadReader) Read(b []byte) (int, error) {
+	if r.noWait && r.br.Buffered() == 0 {
+		return 0, errNoWait
+	}
+	return r.br.Read(b)
+}
+
+// errNoWait is an aheadReader's answer when it would have to wait.
+var errNoWait error = noWaitError{}
+
+type noWaitError struct{}
+
+func (noWaitError) Error() string   { return "no more bytes arrived yet" }
+func (noWaitError) Timeout() bool   { return true }
+func (noWaitError) Temporary() bool { return true }
 
 // headLimit reads from r at most n bytes while n >= 0 (then io.EOF, and hit is
 // set); a negative n is no limit. It bounds a head that http.ReadRequest
@@ -243,6 +288,35 @@ func (a *asyncWriter) Write(b []byte) (int, error) {
 	a.cond.Broadcast()
 	return len(b), nil
 }
+
+// ReadFrom copies r to the writer, each read's bytes handed on as they come,
+// in reads of up to readFromBuf bytes (io.Copy's own are 32 KiB).
+func (a *asyncWriter) ReadFrom(r io.Reader) (int64, error) {
+	bp := readFromBufs.Get().(*[]byte)
+	defer readFromBufs.Put(bp)
+	var total int64
+	b := *bp
+	for {
+		n, err := r.Read(b)
+		if n > 0 {
+			if _, werr := a.Write(b[:n]); werr != nil {
+				return total, werr
+			}
+			total += int64(n)
+		}
+		if err == io.EOF {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
+// readFromBuf is the size of an asyncWriter's reads in ReadFrom.
+const readFromBuf = 256 << 10
+
+var readFromBufs = sync.Pool{New: func() any { b := make([]byte, readFromBuf); return &b }}
 
 func (a *asyncWriter) WriteByte(b byte) error {
 	_, err := a.Write([]byte{b})

@@ -281,6 +281,13 @@ func TestInterceptStreams(t *testing.T) {
 			<-next
 			io.WriteString(w, "data: two\n\n")
 		})
+		m.HandleFunc("/v1/sized", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", "8")
+			io.WriteString(w, "one\n")
+			w.(http.Flusher).Flush()
+			<-next
+			io.WriteString(w, "two\n")
+		})
 		m.HandleFunc("/v1/upload", func(w http.ResponseWriter, r *http.Request) {
 			buf := make([]byte, 5)
 			io.ReadFull(r.Body, buf)
@@ -303,12 +310,27 @@ func TestInterceptStreams(t *testing.T) {
 	if err != nil || line != "data: one\n" {
 		t.Fatalf("first event: %q %v", line, err)
 	}
-	close(next)
+	next <- struct{}{}
 	rest, _ := io.ReadAll(br)
 	resp.Body.Close()
 	if !strings.Contains(string(rest), "data: two") {
 		t.Fatalf("second event: %q", rest)
 	}
+	// A body of a known length streams too (the proxy copies it with
+	// asyncWriter.ReadFrom): its first part arrives before the rest is sent.
+	resp, err = c.Get(n.url("api.test", "/v1/sized"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	br = bufio.NewReader(resp.Body)
+	if line, err := br.ReadString('\n'); err != nil || line != "one\n" {
+		t.Fatalf("first part of a sized body: %q %v", line, err)
+	}
+	next <- struct{}{}
+	if rest, _ := io.ReadAll(br); string(rest) != "two\n" {
+		t.Fatalf("rest of a sized body: %q", rest)
+	}
+	resp.Body.Close()
 
 	pr, pw := io.Pipe()
 	done := make(chan string, 1)
