@@ -31,8 +31,8 @@ type Backend struct {
 	wg      sync.WaitGroup
 
 	mu sync.Mutex // guards the choice of a gateway
-	// gate is shut by Close and Detach: no session is placed after. An Open
-	// does not pass it (it only picks a gateway, which checks Closed).
+	// gate is shut by Close and Detach: no session is placed after, and an
+	// Open in flight is waited for (keep.Open).
 	gate keep.Gate
 
 	kept      keep.Kept[[]keptKernel] // read by New, taken by Reattach
@@ -204,9 +204,21 @@ func (b *Backend) Gateways() []GatewayStatus {
 	return out
 }
 
+// ErrClosed is returned (wrapped) by Open once Close or Detach has begun.
+var ErrClosed = errors.New("remote backend is closed")
+
 // Open places a session on the least-loaded healthy gateway that answers now. The
-// kernel itself is started by the executor.
+// kernel itself is started by the executor. It passes the backend's gate: Close
+// and Detach wait for an Open in flight (its gateway's probe is cancelled, and
+// it fails with ErrClosed), so that what they list is every placement there is.
 func (b *Backend) Open(ctx context.Context, spec executor.SessionSpec) (executor.Placement, error) {
+	return keep.Open(ctx, &b.gate, ErrClosed, spec.ID, func(ctx context.Context) (executor.Placement, error) {
+		return b.open(ctx, spec)
+	})
+}
+
+// open is Open inside the gate.
+func (b *Backend) open(ctx context.Context, spec executor.SessionSpec) (executor.Placement, error) {
 	tried := map[*gateway]bool{}
 	var errs []error
 	for {
@@ -221,13 +233,13 @@ func (b *Backend) Open(ctx context.Context, spec executor.SessionSpec) (executor
 		_, err = g.client.Version(cctx)
 		cancel()
 		if err != nil {
+			g.unreserve()
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
 			err = g.unreachable(err)
 			b.recordCheck(g, 0, err, b.opts.UnhealthyAfter)
 			errs = append(errs, err)
-			g.unreserve()
 			continue
 		}
 		p := b.newPlacement(g, spec)
@@ -242,7 +254,7 @@ func (b *Backend) pick(tried map[*gateway]bool) (*gateway, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.gate.Closed() {
-		return nil, errors.New("remote backend is closed")
+		return nil, ErrClosed
 	}
 	var best *gateway
 	bestLoad := 0

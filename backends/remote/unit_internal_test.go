@@ -51,6 +51,8 @@ type fakeGateway struct {
 	down    atomic.Bool
 	kernels atomic.Int32
 	hits    atomic.Int32
+	// hold, while set, holds GET /api until it is closed or the request ends.
+	hold atomic.Pointer[chan struct{}]
 }
 
 func newFakeGateway(t *testing.T) *fakeGateway {
@@ -63,6 +65,13 @@ func newFakeGateway(t *testing.T) *fakeGateway {
 		}
 		switch r.URL.Path {
 		case "/api":
+			if h := f.hold.Load(); h != nil {
+				select {
+				case <-*h:
+				case <-r.Context().Done():
+					return
+				}
+			}
 			_, _ = w.Write([]byte(`{"version":"1.23.3"}`))
 		case "/api/kernels":
 			ks := make([]map[string]string, f.kernels.Load())
@@ -162,6 +171,42 @@ func TestCloseStopsChecks(t *testing.T) {
 	_, err = be.Open(context.Background(), executor.SessionSpec{ID: "s", Dir: t.TempDir()})
 	require.ErrorContains(t, err, "closed")
 	require.NoError(t, be.Close(context.Background()), "closing twice is fine")
+}
+
+// TestCloseWaitsForAnOpen: Close (and Detach) shut the gate an Open passes: an
+// Open whose gateway probe is in flight is cancelled and waited for, fails with
+// ErrClosed, and leaves no placement or reservation on the gateway, even if
+// the gateway answers right after.
+func TestCloseWaitsForAnOpen(t *testing.T) {
+	t.Parallel()
+	a := newFakeGateway(t)
+	be, err := New(context.Background(), Options{Gateways: []Gateway{{URL: a.URL}}, HealthInterval: time.Hour})
+	require.NoError(t, err)
+	hold := make(chan struct{})
+	a.hold.Store(&hold)
+	before := a.hits.Load()
+	opened := make(chan error, 1)
+	go func() {
+		_, err := be.Open(context.Background(), executor.SessionSpec{ID: "s", Dir: t.TempDir()})
+		opened <- err
+	}()
+	require.Eventually(t, func() bool { return a.hits.Load() > before }, 5*time.Second, 5*time.Millisecond, "the Open's probe reached the gateway")
+	require.NoError(t, be.Close(context.Background()))
+	close(hold) // the gateway answers now: too late
+	select {
+	case err = <-opened:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the Open did not end")
+	}
+	require.ErrorIs(t, err, ErrClosed)
+	st := be.Gateways()[0]
+	require.Equal(t, 0, st.Sessions, "no placement after Close")
+	require.Empty(t, be.placementList())
+	g := be.gateways[0]
+	g.mu.Lock()
+	reserved := g.reserved
+	g.mu.Unlock()
+	require.Zero(t, reserved, "the Open's reservation is given back")
 }
 
 func TestTokenErrors(t *testing.T) {
