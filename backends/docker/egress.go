@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -70,14 +71,29 @@ func proxyEnv() []string {
 	return sessionproxy.Env("http://127.0.0.1:" + strconv.Itoa(egressPort))
 }
 
-// startEgress starts a session's proxy on its socket in the container and the
-// forwarder beside the kernel, when its template has an allowlist. It runs once
-// the server is ready (the container's pid is known) and before any kernel, so
-// only the image's own server has run in the container when the socket is bound.
+// startEgress starts a session's proxy and the kernel's way to it, when its
+// template has an allowlist. It runs once the server is ready (the container's
+// pid is known) and before any kernel, so only the image's own server has run in
+// the container when the listener or the socket is made. On runc the proxy
+// listens on the container's loopback itself (egressns.go); where it cannot,
+// and under gVisor, on a socket that a forwarder or the relay carries the
+// kernel's port to.
 func (b *Backend) startEgress(ctx context.Context, l *launch, p *Placement) error {
 	rules := l.spec.Template.Network
 	if rules == nil {
 		return nil
+	}
+	if p.relay == nil {
+		ln, err := b.listenEgressNetns(p)
+		if err == nil {
+			return b.serveEgress(l, p, ln) // no forwarder
+		}
+		if !errors.Is(err, errNoNetns) {
+			return err
+		}
+		b.noNetns.Do(func() {
+			b.cfg.log.Warn("egress: kernels reach their proxy through a forwarder (socat) in the container, slower than a listener in its network namespace", "reason", err)
+		})
 	}
 	root := "/proc/" + strconv.Itoa(p.pid) + "/root"
 	ln, err := b.egressListen(p, root) // in the container, or beside the relay's socket
@@ -93,6 +109,22 @@ func (b *Backend) startEgress(ctx context.Context, l *launch, p *Placement) erro
 		ln.Close()
 		return fmt.Errorf("egress: %w", err)
 	}
+	if err := b.serveEgress(l, p, ln); err != nil {
+		return err
+	}
+	if p.relay != nil {
+		return nil // the relay forwards the kernel's proxy port (relayprog.go)
+	}
+	ex, err := b.startForwarder(ctx, p.id, rules.Policy().MaxConns)
+	if err != nil {
+		return err
+	}
+	return b.waitForwarder(ctx, p.pid, ex, egressReadyTimeout)
+}
+
+// serveEgress starts the session's proxy on ln, which it owns from then on.
+func (b *Backend) serveEgress(l *launch, p *Placement, ln net.Listener) error {
+	rules := l.spec.Template.Network
 	ic, err := b.intercept(rules)
 	if err != nil {
 		ln.Close()
@@ -110,14 +142,7 @@ func (b *Backend) startEgress(ctx context.Context, l *launch, p *Placement) erro
 	}
 	p.egress = e
 	l.undo.Add("stop egress proxy", func(context.Context) error { e.Close(); return nil })
-	if p.relay != nil {
-		return nil // the relay forwards the kernel's proxy port (relayprog.go)
-	}
-	ex, err := b.startForwarder(ctx, p.id, rules.Policy().MaxConns)
-	if err != nil {
-		return err
-	}
-	return b.waitForwarder(ctx, p.pid, ex, egressReadyTimeout)
+	return nil
 }
 
 // startForwarder runs the forwarder in the container as the kernel's user and
