@@ -19,16 +19,20 @@ import (
 )
 
 // A template's network allowlist (executor.Template.Network) keeps the container on
-// --network none, with only lo: kernelbox listens on a unix socket on the
-// container's own /tmp tmpfs, reached from the host through the container's root
-// as the server's socket is (pinServerSocket), and a forwarder started in the
-// container with docker exec carries 127.0.0.1:egressPort to it. The kernel has the
-// proxy variables set and no route and no resolver: the proxy resolves names and
-// dials, after its checks, from kernelbox's own network.
+// --network none, with only lo. On runc kernelbox listens for the session's proxy
+// on the container's 127.0.0.1:egressPort itself, a socket it makes in the
+// container's network namespace (egressns.go). Where it cannot enter that
+// namespace, and under gVisor, it listens on a unix socket on the container's own
+// /tmp tmpfs (reached from the host through the container's root as the server's
+// socket is, pinServerSocket) or beside the relay's socket, and a forwarder in
+// the container (its own docker exec, or the relay's child) carries
+// 127.0.0.1:egressPort to it. The kernel has the proxy variables set and no route
+// and no resolver: the proxy resolves names and dials, after its checks, from
+// kernelbox's own network.
 const (
 	// egressSocket is the proxy's socket in the container.
 	egressSocket = "/tmp/.kernelbox-egress.sock"
-	// egressPort is the forwarder's port on the container's loopback.
+	// egressPort is the kernel's proxy port on the container's loopback.
 	egressPort = 3128
 	// egressReadyTimeout bounds the wait for the forwarder.
 	egressReadyTimeout = 15 * time.Second
