@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -249,4 +250,42 @@ print(s.recv(64).split(b"\r\n")[0].decode())`)
 	if !strings.HasPrefix(out, "HTTP/1.1 403") {
 		t.Errorf("the new session's proxy: %q, want its 403", out)
 	}
+}
+
+// TestListenInNetnsRefused: where kernelbox may not enter a network namespace
+// the error says so (errNoNetns, with the system's EPERM), which is what sends
+// a session to the forwarder. As root the check runs in a child process of this
+// test in a user namespace of its own, where it is root without any right over
+// the host's namespaces (a kernelbox run in a user namespace, or without
+// CAP_SYS_ADMIN); otherwise in this process.
+func TestListenInNetnsRefused(t *testing.T) {
+	if os.Getenv("KERNELBOX_NETNS_CHILD") != "1" && os.Geteuid() == 0 {
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestListenInNetnsRefused$", "-test.v")
+		cmd.Env = append(os.Environ(), "KERNELBOX_NETNS_CHILD=1")
+		cmd.SysProcAttr = &syscall.SysProcAttr{
+			Cloneflags:  syscall.CLONE_NEWUSER,
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}},
+		}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("in a user namespace: %v\n%s", err, out)
+		}
+		t.Logf("in a user namespace:\n%s", out)
+		return
+	}
+	ns, err := os.Open("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	ln, err := listenInNetns(ns, "127.0.0.1:0")
+	if err == nil {
+		ln.Close()
+		t.Fatal("entered a network namespace without the right to")
+	}
+	if !errors.Is(err, errNoNetns) || !errors.Is(err, syscall.EPERM) {
+		t.Fatalf("%v: want errNoNetns and EPERM", err)
+	}
+	t.Logf("refused: %v", err)
 }
