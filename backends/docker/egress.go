@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/moby/moby/client"
@@ -88,9 +89,15 @@ func (b *Backend) startEgress(ctx context.Context, l *launch, p *Placement) erro
 		return nil
 	}
 	if p.relay == nil {
-		ln, err := b.listenEgressNetns(p)
+		ln, err := b.listenEgressNetns(p.pid, p.sockDev, p.sockIno)
 		if err == nil {
-			return b.serveEgress(l, p, ln) // no forwarder
+			if err := b.serveEgress(l, p, ln); err != nil { // no forwarder
+				return err
+			}
+			if rules.Secrets() == nil {
+				p.egressKept = rules // the next process can listen there again
+			}
+			return nil
 		}
 		if !errors.Is(err, errNoNetns) {
 			return err
@@ -134,19 +141,49 @@ func (b *Backend) serveEgress(l *launch, p *Placement, ln net.Listener) error {
 		ln.Close()
 		return err
 	}
-	e, err := sessionproxy.Start(ln, sessionproxy.Options{
-		Rules: rules, Session: l.spec.ID, Warm: l.spec.Warm, TestHosts: b.cfg.egressTestHosts,
-		// Not l.log, which names the session as it was opened (a warm pool's
-		// placeholder): the proxy names it in each line, Adopt's id once taken.
-		Logger:  b.cfg.log.With("container", dockerapi.Short(p.id)),
-		Budgets: b.budgets, Limiter: b.cfg.egressLimiter, Intercept: ic,
-	})
+	e, err := b.startProxy(ln, rules, ic, l.spec.ID, l.spec.Warm, p.id)
 	if err != nil {
 		return err
 	}
 	p.egress = e
 	l.undo.Add("stop egress proxy", func(context.Context) error { e.Close(); return nil })
 	return nil
+}
+
+// startProxy serves the proxy of session (a warm pool's placeholder when warm)
+// in container id on ln, which it owns from then on.
+func (b *Backend) startProxy(ln net.Listener, rules *egress.Rules, ic *egress.Intercept, session string, warm bool, id string) (*sessionproxy.Proxy, error) {
+	return sessionproxy.Start(ln, sessionproxy.Options{
+		Rules: rules, Session: session, Warm: warm, TestHosts: b.cfg.egressTestHosts,
+		// Not the launch's logger, which names the session as it was opened (a
+		// warm pool's placeholder): the proxy names it in each line, Adopt's id
+		// once taken.
+		Logger:  b.cfg.log.With("container", dockerapi.Short(id)),
+		Budgets: b.budgets, Limiter: b.cfg.egressLimiter, Intercept: ic,
+	})
+}
+
+// readoptEgress listens again, for a container a restarted kernelbox takes
+// back, in its network namespace and serves its session's proxy there. If the
+// port was taken meanwhile (the kernel bound it while no kernelbox listened),
+// the container is not taken back: what answers on it is not the proxy.
+func (b *Backend) readoptEgress(pid int, k keptContainer) (*sessionproxy.Proxy, *egress.Rules, error) {
+	rules, err := egress.Compile(*k.Policy) // checked by keptContainer.check
+	if err != nil {
+		return nil, nil, fmt.Errorf("its network allowlist: %w", err)
+	}
+	ln, err := b.listenEgressNetns(pid, k.SockDev, k.SockIno)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, nil, fmt.Errorf("its kernel's proxy port %d was taken while kernelbox was not running: %w", egressPort, err)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	px, err := b.startProxy(ln, rules, nil, k.Session, false, k.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return px, rules, nil
 }
 
 // startForwarder runs the forwarder in the container as the kernel's user and

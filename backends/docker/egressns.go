@@ -30,44 +30,43 @@ import (
 // the caller falls back to the forwarder.
 var errNoNetns = errors.New("cannot enter the container's network namespace")
 
-// listenEgressNetns makes the session's proxy listener on the container's
-// loopback, in its network namespace. An error wrapping errNoNetns says the
-// forwarder should be used instead; any other is the session's open failing.
-func (b *Backend) listenEgressNetns(p *Placement) (net.Listener, error) {
+// listenEgressNetns makes the session's proxy listener on the loopback of the
+// container whose first process is pid and whose server's socket kernelbox
+// pinned with device dev and inode ino, in its network namespace. An error
+// wrapping errNoNetns says the forwarder should be used instead; any other is
+// the session's open failing.
+func (b *Backend) listenEgressNetns(pid int, dev, ino uint64) (net.Listener, error) {
 	if b.cfg.egressForwarderOnly {
 		return nil, fmt.Errorf("%w: disabled (test hook)", errNoNetns)
 	}
-	ns, err := os.Open("/proc/" + strconv.Itoa(p.pid) + "/ns/net")
+	ns, err := os.Open("/proc/" + strconv.Itoa(pid) + "/ns/net")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errNoNetns, err)
 	}
 	defer ns.Close()
-	// The namespace opened is the container's only if p.pid still is its
+	// The namespace opened is the container's only if pid still is its
 	// process: its root still holds the server's socket kernelbox pinned.
 	// A pid reused by then (the container gone) names another root.
-	if err := p.sameContainer(); err != nil {
+	if err := sameContainer(pid, dev, ino); err != nil {
 		return nil, fmt.Errorf("egress: %w", err)
 	}
-	ln, err := listenInNetns(ns, "127.0.0.1:"+strconv.Itoa(egressPort))
-	if err != nil {
-		return nil, err
-	}
-	return ln, nil
+	return listenInNetns(ns, "127.0.0.1:"+strconv.Itoa(egressPort))
 }
 
-// sameContainer checks that the pinned server socket is still the one in
-// /proc/<pid>/root, i.e. that pid is still the container's.
-func (p *Placement) sameContainer() error {
-	if p.sock == nil {
+// sameContainer checks that the server's socket in /proc/<pid>/root is still
+// the one kernelbox pinned (device dev, inode ino), i.e. that pid is still the
+// container's.
+func sameContainer(pid int, dev, ino uint64) error {
+	if dev == 0 && ino == 0 {
 		return errors.New("no pinned server socket to check the container's pid by")
 	}
 	var st unix.Stat_t
-	path := "/proc/" + strconv.Itoa(p.pid) + "/root" + containerSocket
+	path := "/proc/" + strconv.Itoa(pid) + "/root" + containerSocket
 	if err := unix.Stat(path, &st); err != nil {
-		return fmt.Errorf("the container's process %d is gone: %w", p.pid, err)
+		return fmt.Errorf("the container's process %d is gone: %w", pid, err)
 	}
-	if uint64(st.Dev) != p.sockDev || st.Ino != p.sockIno { //nolint:unconvert // Dev is not uint64 on every platform
-		return fmt.Errorf("process %d is no longer the container's", p.pid)
+	if uint64(st.Dev) != dev || st.Ino != ino { //nolint:unconvert // Dev is not uint64 on every platform
+		return fmt.Errorf("process %d is no longer the container's", pid)
 	}
 	return nil
 }

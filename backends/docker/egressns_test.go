@@ -186,7 +186,7 @@ func TestEgressPortTaken(t *testing.T) {
 TAKEN = socket.socket()
 TAKEN.bind(("127.0.0.1", 3128))
 TAKEN.listen()`)
-	ln, err := b.listenEgressNetns(p)
+	ln, err := b.listenEgressNetns(p.pid, p.sockDev, p.sockIno)
 	if err == nil {
 		ln.Close()
 		t.Fatal("listened on a port the kernel holds")
@@ -195,7 +195,7 @@ TAKEN.listen()`)
 		t.Fatalf("the kernel holding the port: %v, want EADDRINUSE and no fallback", err)
 	}
 	k.run("TAKEN.close()")
-	ln, err = b.listenEgressNetns(p)
+	ln, err = b.listenEgressNetns(p.pid, p.sockDev, p.sockIno)
 	if err != nil {
 		t.Fatalf("the port free again: %v", err)
 	}
@@ -205,13 +205,88 @@ TAKEN.listen()`)
 	}
 }
 
-// TestEgressAfterRestart: a session with an allowlist is not adopted by the
-// next kernelbox (its proxy, and now its listener in the container's
-// namespace, lived in the process that stopped): the state file's record comes
-// back lost with the reason and its container is removed, so no kernel is left
-// with a port nobody serves; a new session's egress works on the new process.
-// The first process here stands for one killed: it never detached.
+// TestEgressAfterRestart: a session whose proxy listens in its container's
+// network namespace is kept by a detaching kernelbox (which lets go of the
+// listener) and taken back by the next, which listens there again: the
+// kernel's proxy port is the new process's socket and refuses a host off the
+// list. If the kernel binds the port while no kernelbox listens, the next
+// kernelbox does not take the container back (what answers there is not the
+// proxy): the record comes back lost with the reason and the container is
+// removed.
 func TestEgressAfterRestart(t *testing.T) {
+	t.Parallel()
+	rules, err := egress.Compile(egress.Policy{Allow: []string{"files.test"}, MaxConns: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{Transport: TransportPinned, SocketRoot: t.TempDir(), StateFile: filepath.Join(t.TempDir(), "docker.json")}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	b1, _ := newTestBackend(t, opts)
+	p1 := openPlacement(t, b1, executor.SessionSpec{ID: "eg-restart", Dir: sessionDir(t), Template: executor.Template{Name: "net", Network: rules}})
+	inode1 := egressListenerInode(t, p1.pid)
+	if err := b1.Detach(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if inode1 == "" || holdsSocket(t, inode1) {
+		t.Errorf("the detached process's listener (socket %q) is still held", inode1)
+	}
+
+	b2, api := newTestBackend(t, opts)
+	got, err := b2.Reattach(ctx)
+	if err != nil || len(got) != 1 || got[0].Placement == nil {
+		t.Fatalf("Reattach: %+v %v", got, err)
+	}
+	p2 := got[0].Placement.(*Placement)
+	inode2 := egressListenerInode(t, p2.pid)
+	if inode2 == "" || inode2 == inode1 || !holdsSocket(t, inode2) {
+		t.Fatalf("the adopted container's 127.0.0.1:3128 (socket %q, was %q) is not the new process's", inode2, inode1)
+	}
+	srv := p2.Server()
+	k := dialKernel(t, srv, startKernel(t, srv))
+	out := k.run(`import socket
+s = socket.create_connection(("127.0.0.1", 3128), timeout=20)
+s.sendall(b"GET http://denied.test/ HTTP/1.1\r\nHost: denied.test\r\n\r\n")
+print(s.recv(64).split(b"\r\n")[0].decode())`)
+	if !strings.HasPrefix(out, "HTTP/1.1 403") {
+		t.Errorf("the adopted session's proxy: %q, want its 403", out)
+	}
+	if rep := p2.TakeNetwork(); rep.Refused != 1 {
+		t.Errorf("the adopted session's network report %+v: want the refusal", rep)
+	}
+
+	if err := b2.Detach(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if holdsSocket(t, inode2) {
+		t.Errorf("the detached process's listener (socket %q) is still held", inode2)
+	}
+	// SO_REUSEADDR: the proxy's side of the connection above lingers on the
+	// port (FIN_WAIT2) after its listener closed.
+	k.run(`import socket
+s.close()
+TAKEN = socket.socket()
+TAKEN.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+TAKEN.bind(("127.0.0.1", 3128))
+TAKEN.listen()`)
+	b3, _ := newTestBackend(t, opts)
+	got, err = b3.Reattach(ctx)
+	if err != nil || len(got) != 1 || got[0].Placement != nil || !strings.Contains(got[0].Lost, "was taken while kernelbox was not running") {
+		t.Fatalf("Reattach with the port taken by the kernel: %+v %v", got, err)
+	}
+	if _, err := api.ContainerInspect(ctx, p2.ContainerID(), client.ContainerInspectOptions{}); err == nil {
+		t.Error("the container not taken back is still there")
+	}
+}
+
+// TestEgressForwarderNotAdopted: a session whose kernel reaches its proxy
+// through the forwarder (the fallback) cannot be taken back by the next
+// kernelbox — the socket the forwarder dials went with the process — as before
+// the listener in the namespace: a state file that lists it (a kernelbox
+// killed, not detached; the first backend here never detaches) gives it back
+// lost with the reason and its container removed, and a new session's egress
+// works.
+func TestEgressForwarderNotAdopted(t *testing.T) {
 	t.Parallel()
 	rules, err := egress.Compile(egress.Policy{Allow: []string{"files.test"}, MaxConns: 8})
 	if err != nil {
@@ -220,8 +295,8 @@ func TestEgressAfterRestart(t *testing.T) {
 	opts := Options{Transport: TransportPinned, SocketRoot: t.TempDir(), StateFile: filepath.Join(t.TempDir(), "docker.json")}
 	tmpl := executor.Template{Name: "net", Network: rules}
 	b1, _ := newTestBackend(t, opts)
-	p1 := openPlacement(t, b1, executor.SessionSpec{ID: "eg-restart", Dir: sessionDir(t), Template: tmpl})
-	inode := egressListenerInode(t, p1.pid)
+	b1.cfg.egressForwarderOnly = true
+	p1 := openPlacement(t, b1, executor.SessionSpec{ID: "eg-fwd", Dir: sessionDir(t), Template: tmpl})
 
 	b2, api := newTestBackend(t, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -236,11 +311,8 @@ func TestEgressAfterRestart(t *testing.T) {
 	if err := p1.Close(ctx); err != nil {
 		t.Errorf("the first process's close: %v", err)
 	}
-	if inode == "" || holdsSocket(t, inode) {
-		t.Errorf("the first process's listener (socket %q) outlived its container", inode)
-	}
 
-	p2 := openPlacement(t, b2, executor.SessionSpec{ID: "eg-restart-2", Dir: sessionDir(t), Template: tmpl})
+	p2 := openPlacement(t, b2, executor.SessionSpec{ID: "eg-fwd-2", Dir: sessionDir(t), Template: tmpl})
 	srv := p2.Server()
 	k := dialKernel(t, srv, startKernel(t, srv))
 	out := k.run(`import socket
