@@ -26,7 +26,10 @@ var _ executor.Reattacher = (*Backend)(nil)
 // when New read it: each that still runs, whose server's socket is the one the
 // earlier process pinned (same device and inode: code in the container cannot
 // have put a socket of its own in its place) and whose server answers with its
-// token becomes a Placement again, as Open would have returned it. The others
+// token becomes a Placement again, as Open would have returned it, with its
+// egress proxy listening in its network namespace again when it had an allowlist
+// (readoptEgress; a container whose proxy cannot be made again is not taken
+// back). The others
 // are removed with their state directories and returned with Lost saying why.
 // Without a state file, or with one that could not be read (the error says
 // why), it returns none. It is called once; the state file is rewritten with what
