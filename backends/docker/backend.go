@@ -55,6 +55,8 @@ type Backend struct {
 	// file (egress.go).
 	budgets *sessionproxy.Budgets
 	secrets secretsCA // the interception CA, made for the first template with secrets (secrets.go)
+	// noNetns logs, once, why egress takes the forwarder (egressns.go).
+	noNetns sync.Once
 }
 
 var (

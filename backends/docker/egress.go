@@ -2,11 +2,13 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/moby/moby/client"
@@ -18,16 +20,20 @@ import (
 )
 
 // A template's network allowlist (executor.Template.Network) keeps the container on
-// --network none, with only lo: kernelbox listens on a unix socket on the
-// container's own /tmp tmpfs, reached from the host through the container's root
-// as the server's socket is (pinServerSocket), and a forwarder started in the
-// container with docker exec carries 127.0.0.1:egressPort to it. The kernel has the
-// proxy variables set and no route and no resolver: the proxy resolves names and
-// dials, after its checks, from kernelbox's own network.
+// --network none, with only lo. On runc kernelbox listens for the session's proxy
+// on the container's 127.0.0.1:egressPort itself, a socket it makes in the
+// container's network namespace (egressns.go). Where it cannot enter that
+// namespace, and under gVisor, it listens on a unix socket on the container's own
+// /tmp tmpfs (reached from the host through the container's root as the server's
+// socket is, pinServerSocket) or beside the relay's socket, and a forwarder in
+// the container (its own docker exec, or the relay's child) carries
+// 127.0.0.1:egressPort to it. The kernel has the proxy variables set and no route
+// and no resolver: the proxy resolves names and dials, after its checks, from
+// kernelbox's own network.
 const (
 	// egressSocket is the proxy's socket in the container.
 	egressSocket = "/tmp/.kernelbox-egress.sock"
-	// egressPort is the forwarder's port on the container's loopback.
+	// egressPort is the kernel's proxy port on the container's loopback.
 	egressPort = 3128
 	// egressReadyTimeout bounds the wait for the forwarder.
 	egressReadyTimeout = 15 * time.Second
@@ -70,14 +76,35 @@ func proxyEnv() []string {
 	return sessionproxy.Env("http://127.0.0.1:" + strconv.Itoa(egressPort))
 }
 
-// startEgress starts a session's proxy on its socket in the container and the
-// forwarder beside the kernel, when its template has an allowlist. It runs once
-// the server is ready (the container's pid is known) and before any kernel, so
-// only the image's own server has run in the container when the socket is bound.
+// startEgress starts a session's proxy and the kernel's way to it, when its
+// template has an allowlist. It runs once the server is ready (the container's
+// pid is known) and before any kernel, so only the image's own server has run in
+// the container when the listener or the socket is made. On runc the proxy
+// listens on the container's loopback itself (egressns.go); where it cannot,
+// and under gVisor, on a socket that a forwarder or the relay carries the
+// kernel's port to.
 func (b *Backend) startEgress(ctx context.Context, l *launch, p *Placement) error {
 	rules := l.spec.Template.Network
 	if rules == nil {
 		return nil
+	}
+	if p.relay == nil {
+		ln, err := b.listenEgressNetns(p.pid, p.sockDev, p.sockIno)
+		if err == nil {
+			if err := b.serveEgress(l, p, ln); err != nil { // no forwarder
+				return err
+			}
+			if rules.Secrets() == nil {
+				p.egressKept = rules // the next process can listen there again
+			}
+			return nil
+		}
+		if !errors.Is(err, errNoNetns) {
+			return err
+		}
+		b.noNetns.Do(func() {
+			b.cfg.log.Warn("egress: kernels reach their proxy through a forwarder (socat) in the container, slower than a listener in its network namespace", "reason", err)
+		})
 	}
 	root := "/proc/" + strconv.Itoa(p.pid) + "/root"
 	ln, err := b.egressListen(p, root) // in the container, or beside the relay's socket
@@ -93,23 +120,9 @@ func (b *Backend) startEgress(ctx context.Context, l *launch, p *Placement) erro
 		ln.Close()
 		return fmt.Errorf("egress: %w", err)
 	}
-	ic, err := b.intercept(rules)
-	if err != nil {
-		ln.Close()
+	if err := b.serveEgress(l, p, ln); err != nil {
 		return err
 	}
-	e, err := sessionproxy.Start(ln, sessionproxy.Options{
-		Rules: rules, Session: l.spec.ID, Warm: l.spec.Warm, TestHosts: b.cfg.egressTestHosts,
-		// Not l.log, which names the session as it was opened (a warm pool's
-		// placeholder): the proxy names it in each line, Adopt's id once taken.
-		Logger:  b.cfg.log.With("container", dockerapi.Short(p.id)),
-		Budgets: b.budgets, Limiter: b.cfg.egressLimiter, Intercept: ic,
-	})
-	if err != nil {
-		return err
-	}
-	p.egress = e
-	l.undo.Add("stop egress proxy", func(context.Context) error { e.Close(); return nil })
 	if p.relay != nil {
 		return nil // the relay forwards the kernel's proxy port (relayprog.go)
 	}
@@ -118,6 +131,59 @@ func (b *Backend) startEgress(ctx context.Context, l *launch, p *Placement) erro
 		return err
 	}
 	return b.waitForwarder(ctx, p.pid, ex, egressReadyTimeout)
+}
+
+// serveEgress starts the session's proxy on ln, which it owns from then on.
+func (b *Backend) serveEgress(l *launch, p *Placement, ln net.Listener) error {
+	rules := l.spec.Template.Network
+	ic, err := b.intercept(rules)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	e, err := b.startProxy(ln, rules, ic, l.spec.ID, l.spec.Warm, p.id)
+	if err != nil {
+		return err
+	}
+	p.egress = e
+	l.undo.Add("stop egress proxy", func(context.Context) error { e.Close(); return nil })
+	return nil
+}
+
+// startProxy serves the proxy of session (a warm pool's placeholder when warm)
+// in container id on ln, which it owns from then on.
+func (b *Backend) startProxy(ln net.Listener, rules *egress.Rules, ic *egress.Intercept, session string, warm bool, id string) (*sessionproxy.Proxy, error) {
+	return sessionproxy.Start(ln, sessionproxy.Options{
+		Rules: rules, Session: session, Warm: warm, TestHosts: b.cfg.egressTestHosts,
+		// Not the launch's logger, which names the session as it was opened (a
+		// warm pool's placeholder): the proxy names it in each line, Adopt's id
+		// once taken.
+		Logger:  b.cfg.log.With("container", dockerapi.Short(id)),
+		Budgets: b.budgets, Limiter: b.cfg.egressLimiter, Intercept: ic,
+	})
+}
+
+// readoptEgress listens again, for a container a restarted kernelbox takes
+// back, in its network namespace and serves its session's proxy there. If the
+// port was taken meanwhile (the kernel bound it while no kernelbox listened),
+// the container is not taken back: what answers on it is not the proxy.
+func (b *Backend) readoptEgress(pid int, k keptContainer) (*sessionproxy.Proxy, *egress.Rules, error) {
+	rules, err := egress.Compile(*k.Policy) // checked by keptContainer.check
+	if err != nil {
+		return nil, nil, fmt.Errorf("its network allowlist: %w", err)
+	}
+	ln, err := b.listenEgressNetns(pid, k.SockDev, k.SockIno)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, nil, fmt.Errorf("its kernel's proxy port %d was taken while kernelbox was not running: %w", egressPort, err)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	px, err := b.startProxy(ln, rules, nil, k.Session, false, k.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return px, rules, nil
 }
 
 // startForwarder runs the forwarder in the container as the kernel's user and

@@ -80,35 +80,38 @@ func TestForwarderListening(t *testing.T) {
 	}
 }
 
-// TestForwarderInContainer opens a session with an allowlist on each transport
-// (pinned: the forwarder is its own docker exec; relay: the relay's child) and
-// checks from the kernel that the forwarder is socat, runs as the kernel's user
-// with its bounds, and carries a request to the proxy, which refuses a host not
-// on the list with its 403.
+// TestForwarderInContainer opens a session with an allowlist on each way the
+// kernel reaches its proxy — runc's listener in the container's network
+// namespace (no forwarder), runc with that path disabled (the forwarder is its
+// own docker exec: what an unprivileged kernelbox falls back to), and the relay
+// (the forwarder is the relay's child) — and checks from the kernel which
+// forwarder runs (socat as the kernel's user with its bounds, or none at all)
+// and that a request on 127.0.0.1:3128 reaches the proxy, which refuses a host
+// not on the list with its 403.
 func TestForwarderInContainer(t *testing.T) {
 	t.Parallel()
 	rules, err := egress.Compile(egress.Policy{Allow: []string{"files.test"}, MaxConns: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tr := range []string{TransportPinned, TransportRelay} {
-		t.Run(tr, func(t *testing.T) {
+	for _, c := range []struct {
+		name, transport string
+		forwarderOnly   bool
+		socat           bool
+	}{
+		{"netns", TransportPinned, false, false},
+		{"forwarder", TransportPinned, true, true},
+		{"relay", TransportRelay, false, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			b, _ := newTestBackend(t, Options{Transport: tr})
-			p := openPlacement(t, b, executor.SessionSpec{ID: "fwd-" + tr, Dir: sessionDir(t),
+			b, _ := newTestBackend(t, Options{Transport: c.transport})
+			b.cfg.egressForwarderOnly = c.forwarderOnly
+			p := openPlacement(t, b, executor.SessionSpec{ID: "fwd-" + c.name, Dir: sessionDir(t),
 				Template: executor.Template{Name: "net", Network: rules}})
 			srv := p.Server()
 			k := dialKernel(t, srv, startKernel(t, srv))
-			out := k.run(`import os, socket
-found = []
-for d in os.listdir("/proc"):
-    try:
-        argv = open(f"/proc/{d}/cmdline", "rb").read().split(b"\0")
-        if argv[0] == b"socat":
-            uid = [l.split()[1] for l in open(f"/proc/{d}/status") if l.startswith("Uid:")][0]
-            found.append(uid + " " + b" ".join(argv).decode())
-    except (OSError, ValueError):
-        pass
+			out := k.run(findSocat + `
 s = socket.create_connection(("127.0.0.1", 3128), timeout=20)
 s.sendall(b"GET http://denied.test/ HTTP/1.1\r\nHost: denied.test\r\n\r\n")
 print(found)
@@ -118,15 +121,32 @@ print(s.recv(64).split(b"\r\n")[0].decode())`)
 				t.Fatalf("kernel output %q", out)
 			}
 			wantUID := strconv.Itoa(kernelUID()) + " "
-			if !strings.Contains(lines[0], "'"+wantUID+"socat ") || !strings.Contains(lines[0], "max-children=24") {
+			switch {
+			case c.socat && (!strings.Contains(lines[0], "'"+wantUID+"socat ") || !strings.Contains(lines[0], "max-children=24")):
 				t.Errorf("forwarder processes %s: want socat as uid %s with max-children=24", lines[0], wantUID)
+			case !c.socat && lines[0] != "[]":
+				t.Errorf("forwarder processes %s: want none (the proxy listens in the container's namespace)", lines[0])
 			}
 			if !strings.HasPrefix(lines[1], "HTTP/1.1 403") {
-				t.Errorf("a denied host through the forwarder: %q, want the proxy's 403", lines[1])
+				t.Errorf("a denied host through 127.0.0.1:3128: %q, want the proxy's 403", lines[1])
 			}
 		})
 	}
 }
+
+// findSocat is kernel code that lists, in found, the container's socat
+// processes as "uid argv".
+const findSocat = `import os, socket
+found = []
+for d in os.listdir("/proc"):
+    try:
+        argv = open(f"/proc/{d}/cmdline", "rb").read().split(b"\0")
+        if argv[0] == b"socat":
+            uid = [l.split()[1] for l in open(f"/proc/{d}/status") if l.startswith("Uid:")][0]
+            found.append(uid + " " + b" ".join(argv).decode())
+    except (OSError, ValueError):
+        pass
+`
 
 // The relay's program, with the forwarder's port put in, is Python that
 // compiles (a mistake in it shows only as a relay that never connects).

@@ -23,6 +23,7 @@ import (
 
 	"github.com/kernelbox/kernelbox/api"
 	"github.com/kernelbox/kernelbox/backends/internal/keep"
+	"github.com/kernelbox/kernelbox/egress"
 	"github.com/kernelbox/kernelbox/internal/statefile"
 )
 
@@ -66,9 +67,14 @@ type keptContainer struct {
 	SockDev  uint64        `json:"sock_dev"`
 	SockIno  uint64        `json:"sock_ino"`
 	// Egress: the session's egress proxy ran in the process that made the
-	// container, so the container cannot be taken back (its kernel's only way
-	// out went with that process).
+	// container. Without Policy the container cannot be taken back (its
+	// kernel's only way out, a socket the forwarder dials, went with that
+	// process).
 	Egress bool `json:"egress,omitempty"`
+	// Policy is the allowlist of a container whose proxy listened in its
+	// network namespace (egressns.go) without secrets: the next process
+	// listens there again and takes it back (readoptEgress).
+	Policy *egress.Policy `json:"egress_policy,omitempty"`
 	// Relay: the server is reached through the relay in the container (relay.go),
 	// which connects to the next process's socket in SockDir by itself.
 	Relay bool `json:"relay,omitempty"`
@@ -96,6 +102,13 @@ func (k keptContainer) check(socketRoot string) error {
 	case filepath.Base(k.SockDir) != k.Key || filepath.Clean(k.SockDir) != k.SockDir ||
 		filepath.Dir(filepath.Dir(k.SockDir)) != socketRoot || !strings.HasPrefix(filepath.Base(filepath.Dir(k.SockDir)), socketRootPrefix):
 		return fmt.Errorf("state directory %q is not one of the backend's", k.SockDir)
+	case k.Policy != nil && (!k.Egress || k.Relay):
+		return errors.New("an allowlist to listen for again without a proxy in the container's namespace")
+	}
+	if k.Policy != nil {
+		if _, err := egress.Compile(*k.Policy); err != nil {
+			return fmt.Errorf("network allowlist: %w", err)
+		}
 	}
 	return nil
 }
@@ -137,12 +150,17 @@ func (p *Placement) record() (keptContainer, bool) {
 	if !p.ready.Load() || p.closing.Load() || !api.ValidSessionID(session) {
 		return keptContainer{}, false
 	}
-	return keptContainer{
+	k := keptContainer{
 		ID: p.id, Key: p.key, Name: name, Session: session, SockDir: p.sockDir,
 		Token: p.server.Endpoint.Token, Kernel: p.server.KernelName, Started: p.started,
 		Memory: p.memory, MemTmpl: p.memTmpl, Lifetime: p.lifetime,
 		SockDev: p.sockDev, SockIno: p.sockIno, Egress: p.egress != nil, Relay: p.relay != nil,
-	}, true
+	}
+	if p.egressKept != nil {
+		pol := p.egressKept.Policy()
+		k.Policy = &pol
+	}
+	return k, true
 }
 
 // saveKept writes the state file with the backend's ready session containers. A

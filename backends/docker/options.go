@@ -174,6 +174,10 @@ type config struct {
 	egressTestHosts     map[string][]netip.Addr
 	egressLimiter       *egress.Limiter
 	egressUpstreamRoots *x509.CertPool
+	// egressForwarderOnly keeps a runc container's egress on the forwarder
+	// (socat) instead of a listener in its network namespace (egressns.go):
+	// a test hook for the fallback that an unprivileged kernelbox takes.
+	egressForwarderOnly bool
 }
 
 // maxSocketPath is the longest socket path that works: sun_path holds 108 bytes on

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kernelbox/kernelbox/backends/internal/dockerapi"
 	"github.com/kernelbox/kernelbox/backends/internal/sessionproxy"
+	"github.com/kernelbox/kernelbox/egress"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/internal/procwatch"
 	"github.com/kernelbox/kernelbox/internal/serverflags"
@@ -37,7 +38,11 @@ type Placement struct {
 	pid      int                 // its first process's id on the host; 0 until ready
 	watched  procwatch.Holder    // the kernel's process, once watched (kernelwatch.go)
 	egress   *sessionproxy.Proxy // its egress proxy; nil without a network allowlist
-	relay    *relayHost          // its relay's socket (relay.go); nil with the pinned transport
+	// egressKept is its allowlist when its proxy listens in the container's
+	// network namespace and has no secrets: the next process can listen there
+	// again and adopt the container (keep.go); nil otherwise.
+	egressKept *egress.Rules
+	relay      *relayHost // its relay's socket (relay.go); nil with the pinned transport
 
 	relayLost atomic.Bool // the relay went while the container ran (watchRelay)
 

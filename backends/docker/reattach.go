@@ -14,6 +14,8 @@ import (
 	"github.com/kernelbox/kernelbox/backends/internal/dockerapi"
 	"github.com/kernelbox/kernelbox/backends/internal/keep"
 	"github.com/kernelbox/kernelbox/backends/internal/sandbox"
+	"github.com/kernelbox/kernelbox/backends/internal/sessionproxy"
+	"github.com/kernelbox/kernelbox/egress"
 	"github.com/kernelbox/kernelbox/executor"
 	"github.com/kernelbox/kernelbox/jupyter"
 )
@@ -24,7 +26,10 @@ var _ executor.Reattacher = (*Backend)(nil)
 // when New read it: each that still runs, whose server's socket is the one the
 // earlier process pinned (same device and inode: code in the container cannot
 // have put a socket of its own in its place) and whose server answers with its
-// token becomes a Placement again, as Open would have returned it. The others
+// token becomes a Placement again, as Open would have returned it, with its
+// egress proxy listening in its network namespace again when it had an allowlist
+// (readoptEgress; a container whose proxy cannot be made again is not taken
+// back). The others
 // are removed with their state directories and returned with Lost saying why.
 // Without a state file, or with one that could not be read (the error says
 // why), it returns none. It is called once; the state file is rewritten with what
@@ -61,7 +66,7 @@ func (b *Backend) reattachOne(ctx context.Context, k keptContainer) executor.Rea
 	switch {
 	case c.Config == nil || c.Config.Labels[LabelCreatedBy] != sandbox.CreatedBy || socketDirOf(c.Mounts) != k.SockDir:
 		return fail(fmt.Sprintf("container %s is not the one the state file describes", dockerapi.Short(k.ID)))
-	case k.Egress:
+	case k.Egress && k.Policy == nil:
 		return fail("its network allowlist's egress proxy ran in the previous kernelbox process")
 	case c.State == nil || !c.State.Running:
 		code, oom := 0, false
@@ -88,15 +93,25 @@ func (b *Backend) reattachOne(ctx context.Context, k keptContainer) executor.Rea
 		_ = sock.Close()
 		return fail("its server does not answer: " + err.Error())
 	}
+	var px *sessionproxy.Proxy
+	var rules *egress.Rules
+	if k.Policy != nil {
+		if px, rules, err = b.readoptEgress(c.State.Pid, k); err != nil {
+			_ = sock.Close()
+			return fail("its network allowlist's proxy: " + err.Error())
+		}
+	}
 	p := b.keptPlacement(k, c.State.Pid, sock, nil)
-	log.Info("container adopted", "name", k.Name)
+	p.egress, p.egressKept = px, rules
+	b.adoptPlacement(p)
+	log.Info("container adopted", "name", k.Name, "egress", px != nil)
 	p.nameAfterSession(ctx)
 	r.Placement = p
 	return r
 }
 
 // keptPlacement makes the Placement of a kept container whose server answered on
-// sock.
+// sock, not yet tracked (adoptPlacement).
 func (b *Backend) keptPlacement(k keptContainer, pid int, sock *os.File, relay *relayHost) *Placement {
 	p := &Placement{
 		b: b, id: k.ID, key: k.Key, name: k.Name, session: k.Session, sockDir: k.SockDir, started: k.Started,
@@ -117,15 +132,21 @@ func (b *Backend) keptPlacement(k keptContainer, pid int, sock *os.File, relay *
 			p.oomFile, p.oomSeen = f, n
 		}
 	}
+	return p
+}
+
+// adoptPlacement tracks a kept container's Placement made by keptPlacement
+// and watches for its exit.
+func (b *Backend) adoptPlacement(p *Placement) {
 	b.track(p)
 	p.watchExit()
-	return p
 }
 
 // Detach ends the backend without stopping its session containers: the state file
 // keeps them for the next backend with the same StateFile, which takes them back
 // (Reattach). Opens in flight are aborted; containers that cannot be taken back
-// later (a warm pool's, one with an egress proxy, one not ready) are removed. The
+// later (a warm pool's, one whose egress proxy a forwarder or the relay reaches
+// or that has secrets, one not ready) are removed. The
 // backend is closed after it. Without a StateFile it is Close.
 func (b *Backend) Detach(ctx context.Context) error {
 	if b.cfg.stateFile == "" {
@@ -152,11 +173,12 @@ func (b *Backend) Detach(ctx context.Context) error {
 // keeper is what Detach does with each placement (keep.Keeper).
 type keeper struct{}
 
-// Keep: a ready session's container without an egress proxy (which runs in this
-// process) can be taken back.
+// Keep: a ready session's container can be taken back without an egress proxy
+// (which runs in this process), or with one that listens in its network
+// namespace, where the next process listens again (readoptEgress).
 func (keeper) Keep(p *Placement) bool {
 	_, ok := p.record()
-	return ok && p.egress == nil
+	return ok && (p.egress == nil || p.egressKept != nil)
 }
 
 // Drop removes the container.
@@ -177,6 +199,9 @@ func (keeper) Release(p *Placement) {
 	}
 	// The relay in the container reconnects to the next process's socket.
 	p.relay.close()
+	// Its listener in the container's namespace goes with this process; the
+	// next listens there again.
+	p.egress.Close()
 	p.closed = true
 }
 

@@ -209,6 +209,7 @@ func (b *Backend) reattachRelay(ctx context.Context, k keptContainer, pid int, f
 		return fail("its relay did not connect again: " + err.Error())
 	}
 	p := b.keptPlacement(k, pid, nil, h)
+	b.adoptPlacement(p)
 	log.Info("container adopted (relay)", "name", k.Name)
 	p.nameAfterSession(ctx)
 	return executor.Reattached{Session: k.Session, Placement: p}

@@ -45,7 +45,8 @@ func serveRSS(t *testing.T, pid int) int64 {
 }
 
 // TestServeDockerEgressFlood is issue 47 item 1 against `serve --backend
-// docker`: a kernel opens 3,000 connections to its egress socket and holds them
+// docker`: a kernel opens 3,000 connections to its proxy port (kernelbox's own
+// listener in the container's network namespace) and holds them
 // without a request. Each counts against its session's max_conns from its
 // accept, so serve holds a few dozen descriptors for them, not 3,000 (before,
 // every one was held until its head timeout, and 30,000 of them took serve's
@@ -78,9 +79,7 @@ soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 t0 = time.monotonic()
 for _ in range(`+strconv.Itoa(flood)+`):
-    k = socket.socket(socket.AF_UNIX)
-    k.connect("/tmp/.kernelbox-egress.sock")
-    held.append(k)
+    held.append(socket.create_connection(("127.0.0.1", 3128)))
 print(len(held), round(time.monotonic() - t0, 2))`)
 	t.Logf("the kernel holds: %s", strings.TrimSpace(r.Stdout))
 	require.True(t, strings.HasPrefix(r.Stdout, strconv.Itoa(flood)+" "), "%q", r.Stdout)
