@@ -51,7 +51,7 @@ func (e *Executor) adopt() error {
 		var why string // why the kernel did not come back
 		switch {
 		case t == nil:
-			e.retire(id, fmt.Sprintf("kernelbox restarted and the session's template %q is no longer configured"+stateGone, rec.Template))
+			e.retire(id, "", fmt.Sprintf("kernelbox restarted and the session's template %q is no longer configured"+stateGone, rec.Template))
 			lost++
 			continue
 		case rec.Lost != "":
@@ -88,7 +88,7 @@ func (e *Executor) adopt() error {
 			adopted++
 			continue
 		}
-		e.retire(id, why+stateGone)
+		e.retire(id, rec.Template, why+stateGone)
 		lost++
 	}
 	if len(byID) > 0 {
@@ -167,11 +167,12 @@ func (e *Executor) reattach(ctx context.Context, byID map[string]keptSession) ma
 	return placed
 }
 
-// retire records that session id's state is gone, and why: its next call says so.
-func (e *Executor) retire(id, why string) {
+// retire records that session id's state is gone, and why: its next call says so
+// (and gets template again when it names none).
+func (e *Executor) retire(id, template, why string) {
 	e.log.Warn("session not taken back after a restart", "session", id, "reason", why)
 	e.mu.Lock()
-	e.retireLocked(id, why)
+	e.retireLocked(id, template, why)
 	e.mu.Unlock()
 }
 

@@ -57,7 +57,7 @@ func (e *Executor) cullLoop() {
 func (e *Executor) cullLocked(s *session, why string) {
 	s.culled.Store(true)
 	delete(e.sessions, s.id)
-	e.retireLocked(s.id, why)
+	e.retireLocked(s.id, s.tmpl.Name, why)
 }
 
 // cullReason says why a culled session's state is gone (failed: why it could not

@@ -34,8 +34,8 @@ type Executor struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session
-	retired  map[string]string        // session id -> why its state is gone
-	closing  map[string]chan struct{} // session id -> closed when CloseSession has finished with it
+	retired  map[string]retiredSession // session id -> why its state is gone, its template
+	closing  map[string]chan struct{}  // session id -> closed when CloseSession has finished with it
 	closed   bool
 
 	stop chan struct{}
@@ -251,7 +251,11 @@ func (e *Executor) check(ctx context.Context, req api.Request) ([]workspace.Inpu
 // the new one waits for it, bounded by ctx: it would otherwise open the directory
 // that close is about to delete.
 func (e *Executor) session(ctx context.Context, id, template string) (*session, error) {
-	t, err := e.template(template)
+	name := template
+	if name == "" {
+		name = e.retiredTemplate(id) // a session whose state was lost keeps its template
+	}
+	t, err := e.template(name)
 	if err != nil {
 		return nil, err
 	}

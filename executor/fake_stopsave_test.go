@@ -110,3 +110,54 @@ func TestFakeHibernateInFlightAtStop(t *testing.T) {
 		})
 	}
 }
+
+// TestFakeLostSessionKeepsItsTemplate: a session whose kernel a restart could not
+// take back is told its state is lost and, at its next call naming no template,
+// gets its own template again (its preload, its network and limits), not the
+// default one; a call naming another template may change it (the session is gone).
+func TestFakeLostSessionKeepsItsTemplate(t *testing.T) {
+	t.Parallel()
+	ws, err := workspace.New(workspace.Options{Root: filepath.Join(t.TempDir(), "ws")})
+	require.NoError(t, err)
+	t.Cleanup(func() { ws.Close() })
+	dir := filepath.Join(t.TempDir(), "state")
+	b := &reattaching{fakeBackend: newFakeBackend(t)}
+	t.Cleanup(func() { _ = b.fakeBackend.Close(context.Background()) })
+	open := func() *executor.Executor {
+		e, err := executor.New(executor.Options{Backend: b, Workspace: ws, StateDir: dir, OnClose: executor.StopKeep,
+			Templates:    []executor.Template{{Name: "analyst", Preload: "set p preloaded"}},
+			StartTimeout: 10 * time.Second, ShutdownTimeout: 5 * time.Second, InterruptGrace: 300 * time.Millisecond})
+		require.NoError(t, err)
+		return e
+	}
+	e1 := open()
+	ctx := context.Background()
+	for _, id := range []string{"a1", "a2"} {
+		r, err := e1.Execute(ctx, api.Request{SessionID: id, Code: "set x 1", Template: "analyst"})
+		require.NoError(t, err)
+		require.Equal(t, api.StatusOK, r.Status)
+	}
+	require.NoError(t, e1.Close())
+	b.kept = []executor.Reattached{{Session: "a1", Lost: "its container was removed by hand"}, {Session: "a2", Lost: "the same"}}
+	e2 := open()
+	t.Cleanup(func() { _ = e2.Close() })
+	// What a front end checks a token's template scope against.
+	assert.Equal(t, "analyst", e2.TemplateFor("a1", ""))
+	assert.Equal(t, "default", e2.TemplateFor("a1", "default"))
+	assert.Equal(t, "default", e2.TemplateFor("never-made", ""))
+
+	r, err := e2.Execute(ctx, api.Request{SessionID: "a1", Code: "get p"})
+	require.NoError(t, err)
+	assert.True(t, r.StateLost, "%v", r.Notes)
+	assert.Equal(t, "preloaded", r.Result, "the session's own template ran its preload")
+	info, err := e2.Session("a1")
+	require.NoError(t, err)
+	assert.Equal(t, "analyst", info.Template)
+
+	r, err = e2.Execute(ctx, api.Request{SessionID: "a2", Code: "get p", Template: "default"})
+	require.NoError(t, err)
+	assert.True(t, r.StateLost, "%v", r.Notes)
+	info, err = e2.Session("a2")
+	require.NoError(t, err)
+	assert.Equal(t, "default", info.Template, "a call naming a template starts the lost session with it")
+}

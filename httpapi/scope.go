@@ -151,7 +151,9 @@ func (h *handler) claim(r *http.Request, rt *row, p *tokens.Principal, id string
 		}
 		template = b.Template
 	}
-	if template == "" {
+	if h.e != nil {
+		template = h.e.TemplateFor(newID, template) // a retired session's own
+	} else if template == "" {
 		template = api.DefaultTemplateName
 	}
 	if !p.Scope().AllowsTemplate(template) {

@@ -187,9 +187,7 @@ func (s *server) claim(p *tokens.Principal, id, template string) (bool, error) {
 	if _, err := s.e.Session(id); err == nil || id == "" {
 		return false, s.opts.Tokens.Access(p, id)
 	}
-	if template == "" {
-		template = api.DefaultTemplateName
-	}
+	template = s.e.TemplateFor(id, template) // a retired session's own when it names none
 	if !p.Scope().AllowsTemplate(template) {
 		return false, &scopeError{"token " + p.Name() + " may not create sessions from template " + template}
 	}
