@@ -20,11 +20,11 @@ import (
 // through that directory 1,000 times. Every staging is refused (session directories
 // are kernelbox's own state) and none copies the secret.
 func TestDockerStageSwapRace(t *testing.T) {
-	t.Parallel() // which real-kernel tests may be parallel: main_test.go
+	// Sequential: its kernel swaps in a busy loop, a core taken for the whole test.
 	e := newDockerEnv(t, testexec.Real{}, nil)
 	secretDir := filepath.Join(e.Home, ".ssh")
 	require.NoError(t, os.WriteFile(filepath.Join(secretDir, "f"), []byte("SECRET"), 0o600))
-	r := e.run(t, "swap-attacker", `import ctypes, os, threading
+	r := e.run(t, "attacker", `import ctypes, os, threading
 os.makedirs('d', exist_ok=True)
 open('d/f', 'w').write('harmless')
 if os.path.lexists('l'): os.remove('l')
@@ -39,12 +39,12 @@ def swap():
 threading.Thread(target=swap, daemon=True).start()
 print(os.getcwd())`)
 	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
-	hostDir := filepath.Join(e.WS.Root(), "sessions", "swap-attacker")
+	hostDir := filepath.Join(e.WS.Root(), "sessions", "attacker")
 	src := filepath.Join(hostDir, "d", "f")
 
 	leaks, refused := 0, 0
 	for range 1000 {
-		r, err := e.Execute(context.Background(), api.Request{SessionID: "swap-victim", Code: "print(open('inputs/f').read())", Inputs: []string{src}})
+		r, err := e.Execute(context.Background(), api.Request{SessionID: "victim", Code: "print(open('inputs/f').read())", Inputs: []string{src}})
 		switch {
 		case errors.Is(err, api.ErrDenied):
 			refused++
@@ -54,7 +54,7 @@ print(os.getcwd())`)
 			leaks++
 		}
 	}
-	r = e.run(t, "swap-attacker", "stop.set(); print(swaps[0])")
+	r = e.run(t, "attacker", "stop.set(); print(swaps[0])")
 	t.Logf("1,000 stagings through a directory the docker kernel swapped %s times: %d refused, %d leaked", strings.TrimSpace(r.Stdout), refused, leaks)
 	require.Zero(t, leaks)
 	require.Equal(t, 1000, refused)
