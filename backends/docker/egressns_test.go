@@ -242,15 +242,7 @@ func TestEgressAfterRestart(t *testing.T) {
 	if inode2 == "" || inode2 == inode1 || !holdsSocket(t, inode2) {
 		t.Fatalf("the adopted container's 127.0.0.1:3128 (socket %q, was %q) is not the new process's", inode2, inode1)
 	}
-	srv := p2.Server()
-	k := dialKernel(t, srv, startKernel(t, srv))
-	out := k.run(`import socket
-s = socket.create_connection(("127.0.0.1", 3128), timeout=20)
-s.sendall(b"GET http://denied.test/ HTTP/1.1\r\nHost: denied.test\r\n\r\n")
-print(s.recv(64).split(b"\r\n")[0].decode())`)
-	if !strings.HasPrefix(out, "HTTP/1.1 403") {
-		t.Errorf("the adopted session's proxy: %q, want its 403", out)
-	}
+	k := proxyRefuses(t, p2, "the adopted session's proxy")
 	if rep := p2.TakeNetwork(); rep.Refused != 1 {
 		t.Errorf("the adopted session's network report %+v: want the refusal", rep)
 	}
@@ -313,15 +305,7 @@ func TestEgressForwarderNotAdopted(t *testing.T) {
 	}
 
 	p2 := openPlacement(t, b2, executor.SessionSpec{ID: "eg-fwd-2", Dir: sessionDir(t), Template: tmpl})
-	srv := p2.Server()
-	k := dialKernel(t, srv, startKernel(t, srv))
-	out := k.run(`import socket
-s = socket.create_connection(("127.0.0.1", 3128), timeout=20)
-s.sendall(b"GET http://denied.test/ HTTP/1.1\r\nHost: denied.test\r\n\r\n")
-print(s.recv(64).split(b"\r\n")[0].decode())`)
-	if !strings.HasPrefix(out, "HTTP/1.1 403") {
-		t.Errorf("the new session's proxy: %q, want its 403", out)
-	}
+	_ = proxyRefuses(t, p2, "the new session's proxy")
 }
 
 // TestListenInNetnsRefused: where kernelbox may not enter a network namespace
@@ -360,4 +344,21 @@ func TestListenInNetnsRefused(t *testing.T) {
 		t.Fatalf("%v: want errNoNetns and EPERM", err)
 	}
 	t.Logf("refused: %v", err)
+}
+
+// proxyRefuses checks, from a kernel of p, that a request through its proxy on
+// 127.0.0.1:3128 for a host outside the allowlist gets the proxy's 403.
+// It returns the kernel, whose variables s (the connection) the caller may use.
+func proxyRefuses(t *testing.T, p *Placement, what string) *kernel {
+	t.Helper()
+	srv := p.Server()
+	k := dialKernel(t, srv, startKernel(t, srv))
+	out := k.run(`import socket
+s = socket.create_connection(("127.0.0.1", 3128), timeout=20)
+s.sendall(b"GET http://denied.test/ HTTP/1.1\r\nHost: denied.test\r\n\r\n")
+print(s.recv(64).split(b"\r\n")[0].decode())`)
+	if !strings.HasPrefix(out, "HTTP/1.1 403") {
+		t.Errorf("%s: %q, want its 403", what, out)
+	}
+	return k
 }
