@@ -2,6 +2,7 @@ package executor_test
 
 import (
 	"encoding/base64"
+	"fmt"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -150,8 +151,11 @@ func (s *fakeScript) handle(k *jupytertest.Kernel, req *jupyter.Message) {
 func (s *fakeScript) ok(k *jupytertest.Kernel, req *jupyter.Message, count int, exprs map[string]string) {
 	values := map[string]json.RawMessage{}
 	for key, expr := range exprs {
-		if expr == fakeProbeExpr {
+		switch expr {
+		case fakeProbeExpr:
 			values[key] = json.RawMessage(`{"status": "ok", "data": {"text/plain": "'changed'"}, "metadata": {}}`)
+		case "get_ipython().execution_count": // IPython's: the count the next stored call gets
+			values[key] = json.RawMessage(fmt.Sprintf(`{"status": "ok", "data": {"text/plain": "%d"}, "metadata": {}}`, k.ExecutionCount()+1))
 		}
 	}
 	k.Reply(req, jupyter.ExecuteReply{Status: "ok", ExecutionCount: count, UserExpressions: values})

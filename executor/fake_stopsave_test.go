@@ -161,3 +161,51 @@ func TestFakeLostSessionKeepsItsTemplate(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "default", info.Template, "a call naming a template starts the lost session with it")
 }
+
+// TestFakeResumedKernelAdoptedWhole: a session resumed from hibernation runs a
+// new kernel whose execution count starts again; a restart that takes that
+// kernel back must not read the lower count as a death (the chaos test's seed
+// 1796673508136856804 on docker: "restored from the checkpoint after call 3"
+// with call 4's value there, and state_lost, over an intact kernel).
+func TestFakeResumedKernelAdoptedWhole(t *testing.T) {
+	t.Parallel()
+	ws, err := workspace.New(workspace.Options{Root: filepath.Join(t.TempDir(), "ws")})
+	require.NoError(t, err)
+	t.Cleanup(func() { ws.Close() })
+	dir := filepath.Join(t.TempDir(), "state")
+	fb := newFakeBackend(t)
+	fb.dirs = true
+	b := &reattaching{fakeBackend: fb}
+	t.Cleanup(func() { _ = fb.Close(context.Background()) })
+	open := func() *executor.Executor {
+		e, err := executor.New(executor.Options{Backend: b, Workspace: ws, StateDir: dir, OnClose: executor.StopKeep,
+			Templates:    []executor.Template{{Name: "ckpt", Checkpoint: executor.CheckpointAfterCall}},
+			StartTimeout: 10 * time.Second, ShutdownTimeout: 5 * time.Second, InterruptGrace: 300 * time.Millisecond})
+		require.NoError(t, err)
+		return e
+	}
+	e1 := open()
+	ctx := context.Background()
+	for _, code := range []string{"set a 1", "set b 2", "set c 3", "set d 4"} {
+		r, err := e1.Execute(ctx, api.Request{SessionID: "s1", Code: code, Template: "ckpt"})
+		require.NoError(t, err)
+		require.Equal(t, api.StatusOK, r.Status)
+	}
+	_, err = e1.Hibernate(ctx, "s1")
+	require.NoError(t, err)
+	res, err := e1.Resume(ctx, "s1")
+	require.NoError(t, err)
+	require.True(t, res.Resumed)
+	require.NoError(t, e1.Close())
+
+	p := b.placementFor(t, "s1")
+	require.False(t, p.isClosed(), "the resumed kernel is kept")
+	b.kept = []executor.Reattached{{Session: "s1", Placement: &dirPlacement{p}}}
+	e2 := open()
+	t.Cleanup(func() { _ = e2.Close() })
+	r, err := e2.Execute(ctx, api.Request{SessionID: "s1", Code: "get d"})
+	require.NoError(t, err)
+	assert.False(t, r.StateLost, "the kept kernel is whole: %s", strings.Join(r.Notes, "; "))
+	assert.Nil(t, r.StateRestored, "nothing was restored into the kept kernel: %s", strings.Join(r.Notes, "; "))
+	assert.Equal(t, "4", r.Result)
+}

@@ -310,16 +310,33 @@ func (s *session) setKernel(k *kernel) {
 	s.k = k
 	defer s.e.stateChanged()
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	old := s.kref
 	s.kref = k
 	if k == nil {
 		s.state.KernelID = ""
 		s.state.State = api.StateDead
+		s.mu.Unlock()
 		return
+	}
+	var line *wholeLine
+	if k != old {
+		// Another kernel (a start, a resume, a restore, a take back): the
+		// count is that kernel's, so that a restart that takes it back does
+		// not read a lower count than the last kernel's as a death
+		// (checkRestarted). An adopted kernel comes with its own (k.count).
+		// The journal says so too: its last line of the session, from the
+		// last call, would otherwise bring the old count back at the next
+		// start (readKept).
+		s.state.ExecutionCount = k.count
+		line = &wholeLine{ID: s.id, Whole: s.whole, Count: k.count}
 	}
 	s.state.KernelID = k.id
 	if d, ok := k.placement.(SessionDirer); ok && s.ws != nil {
 		s.state.Dir = d.KernelDir(s.ws.Dir())
+	}
+	s.mu.Unlock()
+	if line != nil {
+		s.e.appendWhole(*line) // not under s.mu: a fold of the journal reads the sessions
 	}
 }
 

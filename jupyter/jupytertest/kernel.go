@@ -164,6 +164,14 @@ func (k *Kernel) NextExecutionCount() int {
 	return k.count
 }
 
+// ExecutionCount returns the kernel's execution counter: the count of its last
+// stored execution (0 before the first, and after a restart).
+func (k *Kernel) ExecutionCount() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.count
+}
+
 // Sessions returns the session_id of every WebSocket the kernel accepted, in order.
 func (k *Kernel) Sessions() []string {
 	k.mu.Lock()
