@@ -2,8 +2,8 @@ package executor_test
 
 import (
 	"encoding/base64"
-	"fmt"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
