@@ -55,6 +55,8 @@ type Backend struct {
 	// file (egress.go).
 	budgets *sessionproxy.Budgets
 	secrets secretsCA // the interception CA, made for the first template with secrets (secrets.go)
+
+	pylib *pylibs // the images' shared Python libraries (pylib.go)
 }
 
 var (
@@ -122,6 +124,7 @@ func newBackend(ctx context.Context, cfg config, api dockerAPI) (*Backend, error
 		placements: make(map[string]*Placement),
 		budgets:    sessionproxy.NewBudgets(sessionproxy.BudgetsFile(cfg.stateFile), cfg.log),
 		runtimes:   runtimes,
+		pylib:      newPylibs(),
 	}
 	kept, skipped, err := readKept(cfg.stateFile, cfg.socketRoot, own)
 	if errors.Is(err, ErrStateInUse) {
@@ -138,6 +141,9 @@ func newBackend(ctx context.Context, cfg config, api dockerAPI) (*Backend, error
 	if err := markRoot(sockRoot, cfg.stateFile); err != nil {
 		cfg.log.Warn("mark the socket root with the state file", "err", err)
 	}
+	// The default image's shared libraries, made ready (once per image id) before
+	// the first cold start needs them.
+	b.pylibFor(ctx, cfg.Image)
 	n, err := b.reap(ctx)
 	if err != nil {
 		// The backend works without reaping; the orphans stop at their max lifetime.
@@ -203,6 +209,7 @@ func (b *Backend) Close(ctx context.Context) error {
 		wg.Go(func() { errs[i] = p.close(ctx) })
 	}
 	wg.Wait()
+	b.pylib.stop()
 
 	// Anything else carrying this instance's label: a container the daemon created
 	// for a create call that failed on our side, for example.
