@@ -45,7 +45,7 @@ const (
 	pylibPrefix   = "kernelbox-pylib-"
 	pylibFillDir  = "/kernelbox-fill"
 	pylibMarker   = ".kernelbox-complete"
-	pylibNotThere = 3 // the fill's exit status when the image lacks one of pylibDirs
+	pylibNotThere = 3  // the fill's exit status when the image lacks one of pylibDirs
 	pylibAgain    = -1 // runFill's status when the fill container went away under it
 	pylibAttempts = 5
 	pylibTimeout  = 10 * time.Minute // one fill of ~550 MB on a loaded host took 31 s
