@@ -90,7 +90,9 @@ func newPylibs() *pylibs {
 // stop cancels the fills under way and waits for their goroutines. A fill
 // container left running finishes on its own; the next process finds its result.
 func (p *pylibs) stop() {
+	p.mu.Lock() // pylibFor adds to wg only under mu and before the cancel
 	p.cancel()
+	p.mu.Unlock()
 	p.wg.Wait()
 }
 
