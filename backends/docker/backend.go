@@ -55,8 +55,13 @@ type Backend struct {
 	// file (egress.go).
 	budgets *sessionproxy.Budgets
 	secrets secretsCA // the interception CA, made for the first template with secrets (secrets.go)
+<<<<<<< HEAD
 	// noNetns logs, once, why egress takes the forwarder (egressns.go).
 	noNetns sync.Once
+=======
+
+	pylib *pylibs // the images' shared Python libraries (pylib.go)
+>>>>>>> coldresume
 }
 
 var (
@@ -124,6 +129,7 @@ func newBackend(ctx context.Context, cfg config, api dockerAPI) (*Backend, error
 		placements: make(map[string]*Placement),
 		budgets:    sessionproxy.NewBudgets(sessionproxy.BudgetsFile(cfg.stateFile), cfg.log),
 		runtimes:   runtimes,
+		pylib:      newPylibs(),
 	}
 	kept, skipped, err := readKept(cfg.stateFile, cfg.socketRoot, own)
 	if errors.Is(err, ErrStateInUse) {
@@ -140,6 +146,9 @@ func newBackend(ctx context.Context, cfg config, api dockerAPI) (*Backend, error
 	if err := markRoot(sockRoot, cfg.stateFile); err != nil {
 		cfg.log.Warn("mark the socket root with the state file", "err", err)
 	}
+	// The default image's shared libraries, made ready (once per image id) before
+	// the first cold start needs them.
+	b.pylibFor(ctx, cfg.Image)
 	n, err := b.reap(ctx)
 	if err != nil {
 		// The backend works without reaping; the orphans stop at their max lifetime.
@@ -205,6 +214,7 @@ func (b *Backend) Close(ctx context.Context) error {
 		wg.Go(func() { errs[i] = p.close(ctx) })
 	}
 	wg.Wait()
+	b.pylib.stop()
 
 	// Anything else carrying this instance's label: a container the daemon created
 	// for a create call that failed on our side, for example.

@@ -19,6 +19,8 @@ type containerSpec struct {
 	dir     string // host path of the session directory, mounted at /workspace
 	sockDir string // host path of the state directory, mounted read-only at /run/kernelbox
 	data    []executor.DataMount
+	imageID string        // when set, the image by id, whose shared libraries libs are
+	libs    []mount.Mount // read-only (pylibMounts)
 }
 
 // server is where a container's Jupyter Server finds its launcher, kernelspec and
@@ -53,7 +55,11 @@ func createOptions(c config, labels map[string]string, s containerSpec) client.C
 			Type: mount.TypeBind, Source: d.HostDir, Target: path.Join(sandbox.Workspace, "data", d.Name), ReadOnly: true,
 		})
 	}
+	mounts = append(mounts, s.libs...)
 	cfg, hc := c.Container(server, labels)
+	if s.imageID != "" {
+		cfg.Image = s.imageID
+	}
 	if cfg.Labels == nil {
 		cfg.Labels = map[string]string{}
 	}

@@ -119,3 +119,35 @@ func TestCreateOptionsKeepsSandbox(t *testing.T) {
 		}
 	}
 }
+
+// TestCreateOptionsSharedLibs: with an image's shared libraries, the container is
+// created from the image by id and mounts each volume read-only, without the
+// daemon's copy of the image's files into it, over the image's own directory.
+func TestCreateOptionsSharedLibs(t *testing.T) {
+	t.Parallel()
+	c, err := Options{}.resolve(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	o := createOptions(c, nil, containerSpec{name: "kernelbox-1", session: "s1", dir: "/srv/s", sockDir: "/run/k/1",
+		imageID: id, libs: pylibMounts(id)})
+	if o.Config.Image != id {
+		t.Errorf("image = %q, want %q", o.Config.Image, id)
+	}
+	for _, d := range pylibDirs {
+		i := slices.IndexFunc(o.HostConfig.Mounts, func(m mount.Mount) bool { return m.Target == d })
+		if i < 0 {
+			t.Errorf("no mount at %s", d)
+			continue
+		}
+		m := o.HostConfig.Mounts[i]
+		want := "kernelbox-pylib-0123456789ab-" + d[strings.LastIndex(d, "/")+1:]
+		if m.Type != mount.TypeVolume || m.Source != want || !m.ReadOnly || m.VolumeOptions == nil || !m.VolumeOptions.NoCopy {
+			t.Errorf("mount at %s = %+v, want volume %s read-only, no copy", d, m, want)
+		}
+	}
+	if o := createOptions(c, nil, containerSpec{name: "kernelbox-1", session: "s1", dir: "/srv/s", sockDir: "/run/k/1"}); o.Config.Image != DefaultImage {
+		t.Errorf("without shared libraries, image = %q, want %q", o.Config.Image, DefaultImage)
+	}
+}

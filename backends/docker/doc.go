@@ -17,7 +17,9 @@
 // renames a warm pool's container when a session takes it). keep.go and
 // reattach.go keep the containers across a restart of kernelbox (Options.StateFile,
 // [Backend.Reattach], [Backend.Detach]). image.go builds the kernel image from
-// Debian packages without a registry.
+// Debian packages without a registry. pylib.go copies each image's Python libraries
+// once, per image id, into named volumes that its sessions mount read-only, so that
+// their imports do not go through a slow storage driver (fuse-overlayfs).
 //
 // The Docker daemon must run on the same machine as kernelbox: session directories and
 // each server's state directory are bind-mounted by host path, and under runc
@@ -29,6 +31,7 @@
 //
 // Nothing a kernel writes outside /workspace reaches the host: the state directory
 // (launcher, kernelspec, token) is mounted read-only at /run/kernelbox, data mounts
-// are read-only, and the server's socket is on the container's own /tmp tmpfs,
+// are read-only, the shared Python libraries are read-only volumes that only the
+// backend's fill container writes, and the server's socket is on the container's own /tmp tmpfs,
 // pinned by descriptor before any kernel runs (see pinServerSocket in ready.go).
 package docker

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 
 	"github.com/kernelbox/kernelbox/backends/internal/dockerapi"
@@ -43,6 +44,8 @@ type launch struct {
 	name    string // container name (containerName)
 	token   string // the server's token
 	sockDir string // host path of the state directory, mounted read-only
+	imageID string // the image by id, when libs are its shared libraries (pylib.go)
+	libs    []mount.Mount
 	undo    undo.List
 
 	t0, tCreated, tStarted time.Time // before create, before start, after start
@@ -70,6 +73,7 @@ func (b *Backend) open(ctx context.Context, spec executor.SessionSpec) (_ *Place
 	if err := b.prepareDirs(l); err != nil {
 		return nil, err
 	}
+	b.sharedLibs(ctx, l)
 	transport, err := b.sessionRuntime(ctx, l)
 	if err != nil {
 		return nil, err
@@ -152,6 +156,7 @@ func (b *Backend) createContainer(ctx context.Context, l *launch) (*Placement, e
 	l.t0 = time.Now()
 	opts := createOptions(l.cfg, labels, containerSpec{
 		name: l.name, session: l.spec.ID, dir: l.spec.Dir, sockDir: l.sockDir, data: l.spec.Data,
+		imageID: l.imageID, libs: l.libs,
 	})
 	// Create under a context that ctx cannot cancel: a create abandoned half-way
 	// can still complete in the daemon after we have given up on it, leaving a

@@ -138,6 +138,13 @@ type Options struct {
 	// what a SIGKILL left.
 	StateFile string
 
+	// NoSharedLibraries turns off the shared Python libraries: by default each
+	// image's /usr/lib/python3 and /usr/lib/python3.11 are copied once, per image
+	// id, into named volumes that every session of that image mounts read-only
+	// over the same paths, so that a kernel's imports do not go through the
+	// engine's storage driver (fuse-overlayfs made a cold start seconds slower).
+	NoSharedLibraries bool
+
 	// EgressTestHosts, when not nil, is the egress proxy's name resolution for
 	// templates with a network allowlist (egress.Options.TestHosts): a name
 	// resolves to its addresses here and nowhere else. It is for tests (a test
@@ -170,6 +177,7 @@ type config struct {
 	transport    string // "" (by runtime), TransportPinned or TransportRelay
 	socketRoot   string
 	stateFile    string
+	noSharedLibs bool
 
 	egressTestHosts     map[string][]netip.Addr
 	egressLimiter       *egress.Limiter
@@ -230,6 +238,7 @@ func (o Options) resolve(euid, egid int) (config, error) {
 		transport:    o.Transport,
 		socketRoot:   o.SocketRoot,
 		stateFile:    o.StateFile,
+		noSharedLibs: o.NoSharedLibraries,
 
 		egressTestHosts:     o.EgressTestHosts,
 		egressLimiter:       o.EgressLimiter,

@@ -162,6 +162,7 @@ func (b *Backend) Detach(ctx context.Context) error {
 	b.mu.Unlock()
 	kept, errs := keep.Detach(ctx, all, keeper{}, &b.keptFile, b.writeKept)
 	removed := len(errs)
+	b.pylib.stop()
 	errs = append(errs, b.api.Close())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("detach docker backend: %w", err)
