@@ -55,13 +55,10 @@ type Backend struct {
 	// file (egress.go).
 	budgets *sessionproxy.Budgets
 	secrets secretsCA // the interception CA, made for the first template with secrets (secrets.go)
-<<<<<<< HEAD
 	// noNetns logs, once, why egress takes the forwarder (egressns.go).
 	noNetns sync.Once
-=======
 
 	pylib *pylibs // the images' shared Python libraries (pylib.go)
->>>>>>> coldresume
 }
 
 var (
