@@ -29,6 +29,8 @@ type fakeBackend struct {
 	// closeDelay is how long a placement's Close takes, as a real kernel's
 	// shutdown does (a few hundred ms on local, seconds on docker).
 	closeDelay time.Duration
+	// openDelay is how long Open takes (a container's start).
+	openDelay time.Duration
 	// handler, when set, answers the kernels' messages instead of script.
 	handler jupytertest.Handler
 
@@ -49,6 +51,10 @@ func (b *fakeBackend) Name() string { return "fake" }
 
 // Open starts a fake server for the session.
 func (b *fakeBackend) Open(ctx context.Context, spec executor.SessionSpec) (executor.Placement, error) {
+	b.mu.Lock()
+	delay := b.openDelay
+	b.mu.Unlock()
+	time.Sleep(delay)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.openErr != nil {

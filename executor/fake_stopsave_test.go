@@ -209,3 +209,67 @@ func TestFakeResumedKernelAdoptedWhole(t *testing.T) {
 	assert.Nil(t, r.StateRestored, "nothing was restored into the kept kernel: %s", strings.Join(r.Notes, "; "))
 	assert.Equal(t, "4", r.Result)
 }
+
+// TestFakeHibernateStopNotHeldByAWakingCall: a SIGTERM --on-stop hibernate that
+// comes while a call wakes a hibernated session (its kernel still starting, so
+// the stop's first interrupt finds none) is not held until its bound by that
+// call's long code (the chaos test's seed 1796676985333360996 on docker: serve
+// exited 2 after 22 s, every session's close past its deadline): the code does
+// not start once the stop has begun, and the session is kept hibernated.
+func TestFakeHibernateStopNotHeldByAWakingCall(t *testing.T) {
+	t.Parallel()
+	ws, err := workspace.New(workspace.Options{Root: filepath.Join(t.TempDir(), "ws")})
+	require.NoError(t, err)
+	t.Cleanup(func() { ws.Close() })
+	dir := filepath.Join(t.TempDir(), "state")
+	fb := newFakeBackend(t)
+	fb.dirs = true
+	b := &reattaching{fakeBackend: fb}
+	t.Cleanup(func() { _ = fb.Close(context.Background()) })
+	open := func(policy executor.StopPolicy) *executor.Executor {
+		e, err := executor.New(executor.Options{Backend: b, Workspace: ws, StateDir: dir, OnClose: policy,
+			StartTimeout: 10 * time.Second, ShutdownTimeout: 8 * time.Second, InterruptGrace: 300 * time.Millisecond})
+		require.NoError(t, err)
+		return e
+	}
+	e1 := open(executor.StopHibernate)
+	ctx := context.Background()
+	r, err := e1.Execute(ctx, api.Request{SessionID: "s1", Code: "set x kept"})
+	require.NoError(t, err)
+	require.Equal(t, api.StatusOK, r.Status)
+	_, err = e1.Hibernate(ctx, "s1")
+	require.NoError(t, err)
+
+	fb.mu.Lock()
+	fb.openDelay = time.Second
+	fb.mu.Unlock()
+	call := make(chan error, 1)
+	go func() {
+		_, err := e1.Execute(ctx, api.Request{SessionID: "s1", Code: "sleep 60s"})
+		call <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // the wake's kernel is starting
+	t0 := time.Now()
+	require.NoError(t, e1.Close(), "every session closed within the stop's bound")
+	took := time.Since(t0)
+	assert.Less(t, took, 4*time.Second, "the stop waited for the waking call's code")
+	select {
+	case err = <-call:
+		assert.ErrorIs(t, err, api.ErrSessionClosed)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the call did not end with the stop")
+	}
+
+	fb.mu.Lock()
+	fb.closed, fb.openDelay = false, 0
+	fb.mu.Unlock()
+	e2 := open(executor.StopClose)
+	t.Cleanup(func() { _ = e2.Close() })
+	info, err := e2.Session("s1")
+	require.NoError(t, err)
+	assert.Equal(t, api.StateHibernated, info.State)
+	r, err = e2.Execute(ctx, api.Request{SessionID: "s1", Code: "get x"})
+	require.NoError(t, err)
+	assert.Equal(t, "kept", r.Result, "%s", strings.Join(r.Notes, "; "))
+	assert.False(t, r.StateLost)
+}

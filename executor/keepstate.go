@@ -380,14 +380,18 @@ func (e *Executor) hibernateAll(ctx context.Context, list []*session) []keptSess
 	)
 	for _, s := range list {
 		wg.Go(func() {
-			_ = s.interrupt(ctx)
+			started := make(chan struct{})
+			ictx, stopInterrupts := context.WithCancel(ctx)
+			go s.interruptUntil(ictx, started)
 			err := s.runFunc(ctx, opHibernate, func(s *session, _ *job) error {
+				close(started)
 				if s.k == nil && s.sleep == nil {
 					return errNoKernel
 				}
 				_, err := s.hibernate(ctx)
 				return err
 			})
+			stopInterrupts()
 			r, ok := s.record()
 			if errors.Is(err, errNoKernel) {
 				return
@@ -403,6 +407,25 @@ func (e *Executor) hibernateAll(ctx context.Context, list []*session) []keptSess
 	}
 	wg.Wait()
 	return recs
+}
+
+// interruptUntil interrupts the session's kernel now and then every second
+// until started is closed (the stop's own job began) or ctx ends: a call whose
+// kernel was still starting at the first interrupt (a resume, a cold start) is
+// stopped once its code runs, instead of holding the stop until its bound.
+func (s *session) interruptUntil(ctx context.Context, started <-chan struct{}) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		_ = s.interrupt(ctx)
+		select {
+		case <-started:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // errNoKernel: a session that never started a kernel has nothing to keep.

@@ -39,6 +39,12 @@ func (s *session) execute(j *job) (*api.Result, error) {
 		}
 		return nil, err
 	}
+	// A stop that began while the kernel started found no kernel to interrupt:
+	// the code does not start now, so that the stop's hibernation or keep is
+	// not held behind it (hibernateAll).
+	if s.e.stopping() {
+		return nil, fmt.Errorf("%w: %q: kernelbox is stopping; the call's code did not run", api.ErrSessionClosed, s.id)
+	}
 	// Starting a kernel left the state at "starting"; the code runs now.
 	s.setState(api.StateBusy)
 	var f callFacts
