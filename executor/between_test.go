@@ -49,7 +49,6 @@ func TestLocalDeathBetweenCalls(t *testing.T) {
 // Output a cell's background thread writes after the cell ended belongs to no call:
 // it is dropped, and the next call says so (it used to vanish without a word).
 func TestLocalStrayOutputNoted(t *testing.T) {
-	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newEnv(t, nil)
 	r := e.run(t, "stray", "import threading\nthreading.Timer(0.5, lambda: print('late ' * 1000, flush=True)).start()")
 	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
@@ -68,7 +67,6 @@ func TestLocalStrayOutputNoted(t *testing.T) {
 // the first call ran on a fresh kernel with state_lost false and reported the old
 // outputs/o.txt).
 func TestLocalSessionAcrossRestart(t *testing.T) {
-	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e1 := newEnv(t, nil)
 	r := e1.run(t, "s1", "x = 1\nopen('outputs/o.txt', 'w').write('old')")
 	require.Len(t, r.Artifacts, 1)
@@ -99,10 +97,7 @@ func TestLocalSessionAcrossRestart(t *testing.T) {
 // being written is reported partial (with how much it held) until a later call finds
 // it complete (issue 25 item 6: the next call reported both as its artifacts, the
 // growing one at a fraction of its final size).
-func TestLocalBackgroundOutputsNoted(t *testing.T) {
-	t.Parallel() // which real-kernel tests may be parallel: main_test.go
-	backgroundOutputsNoted(t, newEnv(t, nil))
-}
+func TestLocalBackgroundOutputsNoted(t *testing.T) { backgroundOutputsNoted(t, newEnv(t, nil)) }
 
 // backgroundOutputsNoted runs the check of TestLocalBackgroundOutputsNoted on e.
 func backgroundOutputsNoted(t *testing.T, e *env) {
@@ -171,7 +166,6 @@ threading.Thread(target=slow).start()`)
 // filed by ipykernel under the running call: it stays in that call's output (nothing
 // is lost), and the call says how much of it came from such threads.
 func TestLocalForeignOutputNoted(t *testing.T) {
-	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newEnv(t, nil)
 	r := e.run(t, "fg", "import threading, time\nthreading.Timer(0.5, lambda: print('bg' * 50, flush=True)).start()")
 	require.Empty(t, r.Notes)

@@ -20,7 +20,6 @@ import (
 // copied into every session at data/<name> with read-only modes (root ignores them),
 // and nothing a session does to its copy reaches the host directory.
 func TestDataMountLocal(t *testing.T) {
-	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newEnv(t, func(o *executor.Options) {
 		ref := filepath.Join(o.Permissions.Vars.Workdir, "ref")
 		require.NoError(t, os.MkdirAll(filepath.Join(ref, "sub"), 0o755))
@@ -48,7 +47,6 @@ except OSError as err:
 // TestDataMountRefused: data mounts are checked when the executor is built: bad
 // names, missing directories and directories the policy denies fail New.
 func TestDataMountRefused(t *testing.T) {
-	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	root := t.TempDir()
 	work, home := filepath.Join(root, "work"), filepath.Join(root, "home")
 	require.NoError(t, os.MkdirAll(filepath.Join(home, ".ssh"), 0o700))

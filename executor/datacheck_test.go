@@ -60,7 +60,6 @@ func newWithData(t testing.TB, work string, extra []permissions.Rule, mod func(*
 // by its own name and never followed; the list is bounded; and an allow of the
 // exact paths lets the directory through.
 func TestDataMountCredentials(t *testing.T) {
-	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	work := t.TempDir()
 	dir := filepath.Join(work, "d")
 	writeTree(t, dir, ".env", "nested/id_rsa", "table.csv", "nested/ok.json", "keys/.ssh/config", "keys/.ssh/known_hosts")
@@ -139,7 +138,6 @@ func TestDataMountCredentials(t *testing.T) {
 // directory is clean again, sessions start. Before, the check ran only once,
 // at start.
 func TestDataMountRecheckedPerSession(t *testing.T) {
-	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	var dir string
 	e, _ := newFakeEnv(t, nil, func(o *executor.Options) {
 		dir = filepath.Join(o.Permissions.Vars.Workdir, "ref")

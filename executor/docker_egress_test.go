@@ -30,7 +30,6 @@ import (
 // and a raw socket to the test host's own address fails at once. pip installs a
 // wheel from the allowed host's package index, and the kernel imports it.
 func TestDockerEgressAllowlist(t *testing.T) {
-	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	testnet.Require(t)
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "data.csv"), []byte("city,n\nOslo,3\nLima,4\n"), 0o644))

@@ -21,7 +21,6 @@ import (
 // an error naming the OOM kill and the limit (before: "kernel died"), and its
 // container is removed.
 func TestDockerPreloadOOM(t *testing.T) {
-	// Sequential: it waits for no container of this process to be left (dockerContainers).
 	ts := loadTemplates(t, `{"templates": [{"name": "small", "memory": "256m", "preload": [
 	  "b = bytearray(400 << 20)",
 	  "b[::4096] = b'x' * len(b[::4096])"
@@ -64,7 +63,6 @@ func ourContainers(t *testing.T) []string {
 // change, stays the pool's placeholder). Before, every container was
 // kernelbox-<random> and a taken warm one kept its ".warm-…" label alone.
 func TestDockerContainerNamesFollowSessions(t *testing.T) {
-	// Sequential: it lists every container of this process (ourContainers).
 	ts := loadTemplates(t, `{"templates": [{"name": "pooled", "warm": 1}]}`, dockerCaps)
 	e := newDockerEnv(t, testexec.Real{Memory: 1 << 30}, func(o *executor.Options) {
 		o.Templates = ts

@@ -39,7 +39,6 @@ const dockerSecret = "kb-dock-SECRET-7e31a0c2"
 // container's environment (docker inspect), its files, the Results, the
 // template listing and the server's log at debug level.
 func TestDockerSecrets(t *testing.T) {
-	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	testnet.Require(t)
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "data.csv"), []byte("city,n\nOslo,3\nLima,4\n"), 0o644))

@@ -57,7 +57,6 @@ func containerOf(t *testing.T, session, format string) string {
 // template's limits and environment, an allocation that fits the bigger one kills the
 // smaller one's kernel only, and neither session can change template.
 func TestDockerTemplatesMemory(t *testing.T) {
-	// Sequential: it checks that no container of this process is left (dockerContainers).
 	ts := loadTemplates(t, `{"templates": [
 	  {"name": "small", "memory": "256m", "pids": 128, "env": {"KB_TEMPLATE": "small"},
 	   "preload": "import json as preloaded"},
@@ -124,7 +123,6 @@ func TestDockerTemplatesMemory(t *testing.T) {
 // error, its traceback and what it printed; its container is removed, and the next
 // call fails the same way.
 func TestDockerTemplatePreloadFails(t *testing.T) {
-	// Sequential: it waits for no container of this process to be left (dockerContainers).
 	ts := loadTemplates(t, `{"templates": [{"name": "broken", "preload": [
 	  "import pandas as pd",
 	  "print('loading the reference tables')",

@@ -38,7 +38,6 @@ func TestDockerBackgroundOutputsNoted(t *testing.T) {
 }
 
 func TestDockerSessions(t *testing.T) {
-	// Sequential: it checks that no container of this process is left (dockerContainers).
 	e := newDockerEnv(t, testexec.Real{}, nil)
 	start := time.Now()
 	r := e.run(t, "d1", "x = 41")
@@ -122,7 +121,6 @@ len(pids) < 128`})
 }
 
 func TestDockerFaults(t *testing.T) {
-	// Sequential: it kills the one container of this process (dockerContainers) and bounds the notice at 2 s.
 	e := newDockerEnv(t, testexec.Real{}, func(o *executor.Options) { o.InterruptGrace = 2 * time.Second })
 	e.run(t, "f", "x = 3")
 	start := time.Now()

@@ -20,7 +20,6 @@ import (
 // through that directory 1,000 times. Every staging is refused (session directories
 // are kernelbox's own state) and none copies the secret.
 func TestDockerStageSwapRace(t *testing.T) {
-	// Sequential: its kernel swaps in a busy loop, a core taken for the whole test.
 	e := newDockerEnv(t, testexec.Real{}, nil)
 	secretDir := filepath.Join(e.Home, ".ssh")
 	require.NoError(t, os.WriteFile(filepath.Join(secretDir, "f"), []byte("SECRET"), 0o600))

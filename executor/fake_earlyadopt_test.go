@@ -64,7 +64,6 @@ func (b *early) seen() (now, adopted []string) {
 // call, and its slow Adopt beside it: the first result does not wait for the
 // Adopt, which still ends (and Close waits for it).
 func TestWarmEarlyAdopterNotOnFirstCall(t *testing.T) {
-	t.Parallel()
 	b := &early{fakeBackend: newFakeBackend(t), release: make(chan struct{})}
 	e := newEnvOn(t, b, func(o *executor.Options) {
 		o.StartTimeout = 10 * time.Second
@@ -86,7 +85,6 @@ func TestWarmEarlyAdopterNotOnFirstCall(t *testing.T) {
 // An Adopt that never ends is bounded (5 s), and Close waits for it rather
 // than closing the backend under it.
 func TestWarmEarlyAdopterBoundedAtClose(t *testing.T) {
-	t.Parallel()
 	b := &early{fakeBackend: newFakeBackend(t), release: make(chan struct{})}
 	e := newEnvOn(t, b, func(o *executor.Options) {
 		o.StartTimeout = 10 * time.Second

@@ -48,7 +48,6 @@ func waitPreloadRunning(t *testing.T, b *fakeBackend, tmpl string) *jupytertest.
 // WarmTurn: the other template's pool refills while it hangs. Before, the hung start
 // held the turn until the start timeout (10 s here).
 func TestWarmHungPreloadDoesNotStarveOtherPools(t *testing.T) {
-	t.Parallel()
 	e, b := newFakeEnv(t, nil, func(o *executor.Options) {
 		o.WarmTurn = 200 * time.Millisecond
 		o.Templates = []executor.Template{
@@ -75,7 +74,6 @@ func TestWarmHungPreloadDoesNotStarveOtherPools(t *testing.T) {
 // an error naming the template, the bound and what the preload printed, and its
 // kernel is stopped. A call's max wait still bounds the call.
 func TestPreloadTimeout(t *testing.T) {
-	t.Parallel()
 	e, b := newFakeEnv(t, nil, func(o *executor.Options) {
 		o.StartTimeout = 20 * time.Second
 		o.Templates = []executor.Template{{Name: "hang", Preload: "print loading the tables\nhang", PreloadTimeout: 500 * time.Millisecond}}
@@ -125,7 +123,6 @@ func (b *hangingOpens) Open(ctx context.Context, _ executor.SessionSpec) (execut
 // A start that runs out of the start timeout says so, instead of a bare "context
 // deadline exceeded" from whichever step was under way.
 func TestStartTimeoutNamed(t *testing.T) {
-	t.Parallel()
 	e := newEnvOn(t, &hangingOpens{newFakeBackend(t)}, func(o *executor.Options) {
 		o.StartTimeout = time.Second
 	})
@@ -181,7 +178,6 @@ func newDiagnosing(t *testing.T, cause string) *diagnosing {
 // placement knows (docker's: an OOM kill and the memory limit), not a bare "kernel
 // died".
 func TestPreloadKernelDeathDiagnosed(t *testing.T) {
-	t.Parallel()
 	b := newDiagnosing(t, "kernel was OOM-killed (memory limit 256 MiB)")
 	e := newEnvOn(t, b, func(o *executor.Options) {
 		o.StartTimeout = 10 * time.Second
@@ -205,7 +201,6 @@ func TestPreloadKernelDeathDiagnosed(t *testing.T) {
 // A warm kernel's placement is told the session that takes it (Adopter), before that
 // session's first call returns; a placement opened for a session is not.
 func TestWarmPlacementAdopted(t *testing.T) {
-	t.Parallel()
 	b := newDiagnosing(t, "")
 	e := newEnvOn(t, b, func(o *executor.Options) {
 		o.StartTimeout = 10 * time.Second
@@ -242,7 +237,6 @@ func newFakeWorkspace(t *testing.T) *workspace.Manager {
 
 // Preload timeouts are checked in New: not negative, shorter than the start timeout.
 func TestPreloadTimeoutChecked(t *testing.T) {
-	t.Parallel()
 	for _, tt := range []struct {
 		name string
 		mod  func(*executor.Options)

@@ -48,7 +48,6 @@ func newFakeResumeEnv(t *testing.T, id string) (*env, *fakeBackend, *fakePlaceme
 // starts no kernel for it), whose directory gets the session's files, and the
 // snapshot is restored in it.
 func TestFakeResumeTakesWarmKernel(t *testing.T) {
-	t.Parallel()
 	e, b, ready := newFakeResumeEnv(t, "sleeper")
 	opened := len(b.placements())
 
@@ -76,7 +75,6 @@ func TestFakeResumeTakesWarmKernel(t *testing.T) {
 // When the files cannot move into the warm directory (an entry of the same name in
 // both), the resume starts a kernel of its own and the warm one stays in the pool.
 func TestFakeResumeFallsBackCold(t *testing.T) {
-	t.Parallel()
 	e, b, ready := newFakeResumeEnv(t, "sleeper")
 	dir := filepath.Join(e.WS.Root(), "sessions", "sleeper")
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "clash"), []byte("session's"), 0o644))
@@ -105,7 +103,6 @@ func TestFakeResumeFallsBackCold(t *testing.T) {
 // session starts a kernel of its own, on which its call runs. The pool refills and
 // serves the next session.
 func TestFakeResumeStranded(t *testing.T) {
-	t.Parallel()
 	e, b, ready := newFakeResumeEnv(t, "sleeper")
 	dir := filepath.Join(e.WS.Root(), "sessions", "sleeper")
 	var adopts atomic.Int32

@@ -19,7 +19,6 @@ import (
 // A session keeps the template it was created with: its preload ran, a call naming
 // another template is refused with both names, an unknown template is invalid.
 func TestTemplateKeptAndMismatch(t *testing.T) {
-	t.Parallel()
 	e, b := newFakeEnv(t, nil, func(o *executor.Options) {
 		o.Templates = []executor.Template{{Name: "analyst", Preload: "set p preloaded"}}
 	})
@@ -60,7 +59,6 @@ func TestTemplateKeptAndMismatch(t *testing.T) {
 
 // CreateSession fixes the template before the first call.
 func TestCreateSessionTemplate(t *testing.T) {
-	t.Parallel()
 	e, _ := newFakeEnv(t, nil, func(o *executor.Options) {
 		o.Templates = []executor.Template{{Name: "analyst", Preload: "set p 1"}}
 	})
@@ -86,7 +84,6 @@ func TestCreateSessionTemplate(t *testing.T) {
 
 // A preload that raises fails the kernel's start with the error and its traceback.
 func TestTemplatePreloadFails(t *testing.T) {
-	t.Parallel()
 	e, b := newFakeEnv(t, nil, func(o *executor.Options) {
 		o.Templates = []executor.Template{{Name: "broken", Preload: "print loading\nraise"}}
 	})
@@ -113,7 +110,6 @@ func TestTemplatePreloadFails(t *testing.T) {
 // A reset gives the session a fresh kernel of the same template: its preload runs
 // again.
 func TestResetKeepsTemplate(t *testing.T) {
-	t.Parallel()
 	e, _ := newFakeEnv(t, nil, func(o *executor.Options) {
 		o.Templates = []executor.Template{{Name: "analyst", Preload: "set p 1"}}
 	})
@@ -130,7 +126,6 @@ func TestResetKeepsTemplate(t *testing.T) {
 
 // Each template has its own warm pool; a warm kernel is past its preload.
 func TestTemplateWarmPool(t *testing.T) {
-	t.Parallel()
 	e, b := newFakeEnv(t, nil, func(o *executor.Options) {
 		o.Templates = []executor.Template{{Name: "analyst", Preload: "set p warm", Warm: 1}}
 	})
@@ -152,7 +147,6 @@ func TestTemplateWarmPool(t *testing.T) {
 // Warm refills wait while calls run: a kernel start (with its preload's imports)
 // never competes with a live call for CPU.
 func TestWarmRefillWaitsForCalls(t *testing.T) {
-	t.Parallel()
 	e, b := newFakeEnv(t, nil, func(o *executor.Options) {
 		o.Templates = []executor.Template{{Name: "analyst", Preload: "set p warm", Warm: 1}}
 	})
@@ -179,7 +173,6 @@ func TestWarmRefillWaitsForCalls(t *testing.T) {
 
 // A template setting a field the backend does not apply is refused by New.
 func TestTemplateFieldBackendCannotApply(t *testing.T) {
-	t.Parallel()
 	ws, err := workspace.New(workspace.Options{Root: filepath.Join(t.TempDir(), "ws")})
 	require.NoError(t, err)
 	t.Cleanup(func() { ws.Close() })
@@ -239,7 +232,6 @@ func (b *slowOpens) Open(ctx context.Context, spec executor.SessionSpec) (execut
 // template: two templates' pools of two never start two kernels at once, and the
 // next start begins only after the previous one's preload has finished.
 func TestWarmRefillOneAtATime(t *testing.T) {
-	t.Parallel()
 	const openDelay, preload = 100 * time.Millisecond, 200 * time.Millisecond
 	b := &slowOpens{fakeBackend: newFakeBackend(t), delay: openDelay}
 	e := newEnvOn(t, b, func(o *executor.Options) {

@@ -16,7 +16,6 @@ import (
 // undecodable read, after which fd output was dropped silently and a subprocess
 // writing 200 kB blocked until the call's timeout (issue 25 item 2).
 func TestLocalFdOutputNotUTF8(t *testing.T) {
-	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newEnv(t, nil)
 	r := e.run(t, "fd", `import os, subprocess, time
 os.write(1, b'A\xff\xfeB\n')

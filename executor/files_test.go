@@ -31,7 +31,6 @@ func put(ctx context.Context, e *executor.Executor, id, path, content string, cr
 // kernels do not see the host directory and whose placements do not offer the
 // kernel's files is refused.
 func TestFilesSessionLifecycle(t *testing.T) {
-	t.Parallel()
 	e, _ := newFakeEnv(t, nil, nil)
 	ctx := context.Background()
 	require.ErrorIs(t, put(ctx, e.Executor, "nobody", "x", "1", false), api.ErrNotFound)

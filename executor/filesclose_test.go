@@ -16,7 +16,6 @@ import (
 // which says the caller went away (499); a caller that does go away still
 // gets context.Canceled.
 func TestFilesCutByClose(t *testing.T) {
-	t.Parallel()
 	e, _ := newFakeEnv(t, nil, nil)
 	op := executor.FileOp{Write: true, Create: true}
 	for _, cut := range []string{"session closed", "caller gone"} {

@@ -31,7 +31,6 @@ func withPolicy(extra ...permissions.Rule) func(*executor.Options) {
 // lets files be read; one that denies files.read refuses downloads and
 // listings but not uploads.
 func TestFilesPolicy(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	sessionDir := func(e *env, id string) string { return filepath.Join(e.WS.Root(), "sessions", id) }
 

@@ -17,7 +17,6 @@ import (
 // on both streams, with and without a newline; the calls after them get nothing
 // that is not theirs. (The IO thread caught inside that flush is the next test.)
 func TestLocalOutputAtTimedFlushKeptWithItsCell(t *testing.T) {
-	// Sequential: its cells aim at ipykernel's 0.2 s flush timer, which load shifts.
 	e := newEnv(t, nil)
 	e.run(t, "f", "import sys, time")
 	k := 0
@@ -54,7 +53,6 @@ func TestLocalOutputAtTimedFlushKeptWithItsCell(t *testing.T) {
 // slow on that thread), while the cell ends. The cell's last flush must not be
 // skipped then: its output would be queued behind "idle" and lost to the call.
 func TestLocalOutputInIOThreadsFlushKeptWithItsCell(t *testing.T) {
-	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newEnv(t, nil)
 	e.run(t, "f", `import sys, time, threading
 _send = sys.stdout.session.send

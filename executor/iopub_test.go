@@ -81,9 +81,6 @@ func TestLocalNoOutputLostWhileServerStalls(t *testing.T) {
 }
 
 func TestDockerNoOutputLostWhileServerStalls(t *testing.T) {
-	// Sequential: its 12 MB cell must end within its 1 min timeout, which needs the
-	// CPU (beside other tests it got 2.9 MB out in 97 s), and it finds the server in
-	// the one container of this process (dockerContainers).
 	if testenv.Short() {
 		t.Skip("long")
 	}

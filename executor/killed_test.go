@@ -97,7 +97,6 @@ func killKernel(t *testing.T, e *env, id string, root int) {
 // A warm kernel killed just before a new session takes it: the session's first call
 // runs (on another kernel) instead of being used up as kernel_died.
 func TestLocalWarmKernelKilled(t *testing.T) {
-	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newOwnEnv(t, func(o *executor.Options) {
 		o.Templates = []executor.Template{{Name: "warm", Warm: 1}}
 	})

@@ -19,7 +19,6 @@ import (
 // refills while the hung preload goes on. A call on a template whose preload hangs
 // fails at its preload timeout, saying so.
 func TestLocalHungPreloadBesideGoodPool(t *testing.T) {
-	// Sequential: its checks are time bounds on warm starts (40 s, 90 s).
 	const hang = "import time\ntime.sleep(3600)"
 	t0 := time.Now()
 	e := newEnv(t, func(o *executor.Options) {

@@ -14,7 +14,6 @@ import (
 )
 
 func TestLocalStatePersists(t *testing.T) {
-	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newEnv(t, nil)
 	r := e.run(t, "s1", "x = 41")
 	require.Equal(t, api.StatusOK, r.Status, "%+v", r.Error)
@@ -43,7 +42,6 @@ func TestLocalStatePersists(t *testing.T) {
 }
 
 func TestLocalInputsAndArtifacts(t *testing.T) {
-	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newEnv(t, nil)
 	csv := filepath.Join(e.Data, "bench.csv")
 	require.NoError(t, os.WriteFile(csv, []byte("a,b\n1,2\n3,4\n"), 0o644))
@@ -77,7 +75,6 @@ func TestLocalInputsAndArtifacts(t *testing.T) {
 }
 
 func TestLocalDenied(t *testing.T) {
-	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newEnv(t, nil)
 	secret := filepath.Join(e.Home, ".ssh", "id_rsa")
 	require.NoError(t, os.WriteFile(secret, []byte("KEY"), 0o600))
@@ -93,7 +90,6 @@ func TestLocalDenied(t *testing.T) {
 }
 
 func TestLocalBadRequests(t *testing.T) {
-	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newEnv(t, nil)
 	for name, req := range map[string]api.Request{
 		"empty id":   {SessionID: "", Code: "1"},
@@ -112,7 +108,6 @@ func TestLocalBadRequests(t *testing.T) {
 }
 
 func TestLocalTimeoutKeepsState(t *testing.T) {
-	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newEnv(t, nil)
 	e.run(t, "t", "x = 7")
 	for _, code := range []string{"while True: pass", "import time\ntime.sleep(600)"} {
@@ -159,7 +154,6 @@ func TestLocalKernelDeath(t *testing.T) {
 // TestLocalRestageInput: an input sent again unchanged is not copied again (the
 // notes say so), and one the kernel changed is copied again.
 func TestLocalRestageInput(t *testing.T) {
-	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newEnv(t, nil)
 	csv := filepath.Join(e.Data, "bench.csv")
 	require.NoError(t, os.WriteFile(csv, []byte("a,b\n1,2\n"), 0o644))

@@ -15,7 +15,6 @@ import (
 // see: its first call has execution count 1, `_` and Out are empty and the
 // history holds only that call.
 func TestLocalWarmUpLeavesNoTrace(t *testing.T) {
-	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newEnv(t, func(o *executor.Options) { o.Warm = 1 })
 	require.Eventually(t, func() bool { return e.WarmReady() == 1 }, 60*time.Second, 20*time.Millisecond)
 	r, err := e.Execute(context.Background(), api.Request{SessionID: "w", Code: "(repr(_), len(Out), len(In))"})

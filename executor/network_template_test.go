@@ -28,7 +28,6 @@ func (b explainedBackend) WhyNot(field string) string { return b.why[field] }
 // tested in their packages), else the executor's; a field the backend gives no
 // reason for is refused without one.
 func TestTemplateNetworkRefusedWhereNotEnforced(t *testing.T) {
-	t.Parallel()
 	ws, err := workspace.New(workspace.Options{Root: filepath.Join(t.TempDir(), "ws")})
 	require.NoError(t, err)
 	t.Cleanup(func() { ws.Close() })

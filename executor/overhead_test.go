@@ -19,7 +19,6 @@ import (
 // TestOverheadBreakdown compares a trivial call through the executor with the same
 // call over a bare connection to a kernel on its own server.
 func TestOverheadBreakdown(t *testing.T) {
-	// Sequential: its numbers are timings.
 	py := testenv.Jupyter(t)
 	e := newEnv(t, nil)
 	e.run(t, "o", "x = 0")

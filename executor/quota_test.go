@@ -61,7 +61,6 @@ func hostFree(t *testing.T, dir string) int64 {
 }
 
 func TestLocalDiskQuota(t *testing.T) {
-	// Sequential: it measures the host file system's free space.
 	ws, mod := quotaWorkspace(t, false)
 	if _, off := ws.DiskQuota(); off != "" {
 		require.NotZero(t, os.Geteuid(), "as root sessions get disks of their own: %s", off)
@@ -91,7 +90,6 @@ func TestLocalDiskQuota(t *testing.T) {
 }
 
 func TestLocalDiskQuotaCheckOnly(t *testing.T) {
-	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	_, mod := quotaWorkspace(t, true)
 	e := newEnv(t, mod)
 	r := e.run(t, "q", "open('outputs/big', 'wb').write(b'x' * (100 << 20))")
@@ -105,7 +103,6 @@ func TestLocalDiskQuotaCheckOnly(t *testing.T) {
 }
 
 func TestDockerDiskQuota(t *testing.T) {
-	// Sequential: it measures the host file system's free space.
 	ws, mod := quotaWorkspace(t, false)
 	if _, off := ws.DiskQuota(); off != "" {
 		require.NotZero(t, os.Geteuid(), "as root sessions get disks of their own: %s", off)
@@ -136,7 +133,6 @@ func TestDockerDiskQuota(t *testing.T) {
 }
 
 func TestDockerDiskQuotaWarm(t *testing.T) {
-	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	ws, mod := quotaWorkspace(t, false)
 	if _, off := ws.DiskQuota(); off != "" {
 		require.NotZero(t, os.Geteuid(), "as root sessions get disks of their own: %s", off)
@@ -154,7 +150,6 @@ func TestDockerDiskQuotaWarm(t *testing.T) {
 }
 
 func TestLocalArtifactsBudgetAndClose(t *testing.T) {
-	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	ws, err := workspace.New(workspace.Options{Root: filepath.Join(t.TempDir(), "ws"),
 		MaxArtifactsTotalBytes: 250 << 10, RemoveArtifacts: true})
 	require.NoError(t, err)

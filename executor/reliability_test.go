@@ -54,7 +54,6 @@ func TestLocalServerDeathMidCell(t *testing.T) {
 }
 
 func TestLocalOutputFlood(t *testing.T) {
-	// Sequential: it measures the process's memory (runtime.MemStats).
 	e := newEnv(t, nil)
 	var peak uint64
 	stop := make(chan struct{})
@@ -96,7 +95,6 @@ func TestLocalOutputFlood(t *testing.T) {
 }
 
 func TestLocalConcurrency(t *testing.T) {
-	// Sequential: it counts the process's goroutines.
 	e := newOwnEnv(t, func(o *executor.Options) { o.QueueSize = 32 })
 	// The shared Jupyter server (and its two goroutines) lives as long as the
 	// backend: start it before counting.
@@ -162,7 +160,6 @@ func TestLocalConcurrency(t *testing.T) {
 }
 
 func TestLocalOverload(t *testing.T) {
-	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newEnv(t, func(o *executor.Options) { o.MaxSessions = 2; o.QueueSize = 1 })
 	e.run(t, "a", "1")
 	e.run(t, "b", "1")
@@ -190,7 +187,6 @@ func TestLocalOverload(t *testing.T) {
 }
 
 func TestLocalIdleCulling(t *testing.T) {
-	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newEnv(t, func(o *executor.Options) { o.IdleTimeout = 2 * time.Second })
 	e.run(t, "idle", "x = 1")
 	require.Eventually(t, func() bool { return len(e.Sessions()) == 0 }, 15*time.Second, 200*time.Millisecond)
@@ -200,7 +196,6 @@ func TestLocalIdleCulling(t *testing.T) {
 }
 
 func TestLocalCancelBehavesAsTimeout(t *testing.T) {
-	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newEnv(t, nil)
 	e.run(t, "c", "x = 5")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -214,7 +209,6 @@ func TestLocalCancelBehavesAsTimeout(t *testing.T) {
 }
 
 func TestLocalCloseWithCallsInFlight(t *testing.T) {
-	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	e := newEnv(t, nil)
 	e.run(t, "z", "1")
 	errc := make(chan error, 1)

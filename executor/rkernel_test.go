@@ -20,7 +20,6 @@ import (
 
 // An R session (Options.Kernel "ir", Debian's IRkernel) on the local backend.
 func TestRKernelLocal(t *testing.T) {
-	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	testenv.Jupyter(t)
 	testenv.RKernel(t)
 	rSession(t, newEnv(t, func(o *executor.Options) { o.Kernel = "ir" }))

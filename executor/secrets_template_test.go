@@ -15,7 +15,6 @@ import (
 // them, with the reason: local (the kernel could read kernelbox's memory),
 // remote and any other backend without an egress proxy.
 func TestTemplateSecretsRefusedWhereNotApplied(t *testing.T) {
-	// Sequential: it sets an environment variable (t.Setenv).
 	ws, err := workspace.New(workspace.Options{Root: filepath.Join(t.TempDir(), "ws")})
 	require.NoError(t, err)
 	t.Cleanup(func() { ws.Close() })

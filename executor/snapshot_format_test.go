@@ -93,7 +93,6 @@ print("sweep", after_save == [".kernelbox-checkpoint", ".kernelbox-checkpoint.tm
 // a small snapshot refused, a format-1 file from an older kernelbox loaded, and the
 // half files of a writer killed mid-save removed by the next save and load.
 func TestSnapshotFormat(t *testing.T) {
-	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	py := testenv.Jupyter(t)
 	testenv.Imports(t, py, "numpy", "dill")
 	v1, err := filepath.Abs("testdata/snapshot-v1.bin")

@@ -10,7 +10,6 @@ import (
 // name the files this package calls SnapshotFile and CheckpointFile (fork.go
 // leaves out the same temporary names).
 func TestSnapshotTempNames(t *testing.T) {
-	t.Parallel()
 	if !strings.Contains(snapshotPy, `tmp = "%s.tmp-%d" % (path, os.getpid())`) {
 		t.Error("snapshot.py no longer writes to <name>.tmp-<pid>")
 	}

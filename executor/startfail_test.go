@@ -41,7 +41,6 @@ if "-f" in sys.argv:
 
 // A kernel the server drops while it starts is replaced: the call still runs.
 func TestLocalKernelDroppedAtStartIsReplaced(t *testing.T) {
-	t.Parallel() // which real-kernel tests may be parallel: main_test.go
 	if testenv.Short() {
 		t.Skip("long")
 	}
@@ -59,7 +58,6 @@ func TestLocalKernelDroppedAtStartIsReplaced(t *testing.T) {
 // A server that drops every kernel gives a clear error soon, with its log, instead of
 // waiting out a WebSocket handshake per kernel.
 func TestLocalKernelThatAlwaysDiesFailsClearly(t *testing.T) {
-	// Sequential: its check is a time bound (45 s).
 	if testenv.Short() {
 		t.Skip("long")
 	}

@@ -74,7 +74,6 @@ func cli(t testing.TB, bin string, env []string, asUID string, args ...string) (
 // serving user's runtime dir; nothing runs. The same CLI run as the serving uid,
 // with no token flag or variable, finds the token and works.
 func TestServeSecondUID(t *testing.T) {
-	t.Parallel() // its own serve, runtime dir, home and copy of the binary
 	requireRoot(t)
 	_, err := exec.LookPath("setpriv")
 	require.NoError(t, err, "setpriv (util-linux) is needed to run a second uid")

@@ -152,7 +152,6 @@ func TestAttachAfterKilledConnection(t *testing.T) {
 // TestExecDetach: --detach prints the id (or JSON) at once; attach follows it,
 // with exec's exit codes.
 func TestExecDetach(t *testing.T) {
-	t.Parallel() // its own serve
 	s := startServe(t)
 	run := func(args ...string) (string, string, error) {
 		var out, errb syncBuffer

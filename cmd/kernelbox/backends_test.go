@@ -101,7 +101,6 @@ func TestCapacityPlanOnlyWhereTheTableSays(t *testing.T) {
 // local backend's Python, then docker's engine, image, runtime and capacity), swarm's only
 // when --swarm-host is given, then the image build's.
 func TestDoctorFollowsTable(t *testing.T) {
-	t.Parallel() // doctor only reads (the Python, the engine, the images)
 	py := testenv.Jupyter(t)
 	var stdout bytes.Buffer
 	err := dispatch(context.Background(), []string{"doctor", "--python", py}, &stdout, io.Discard)

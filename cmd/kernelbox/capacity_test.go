@@ -72,7 +72,6 @@ func TestSizeFlag(t *testing.T) {
 // warns at start, and --memory is each container's limit; with no flags it logs a
 // plan that fits.
 func TestServeDockerCapacity(t *testing.T) {
-	t.Parallel() // its own serve; it counts only its own containers (by owner pid)
 	testenv.Docker(t)
 	ws, data := testDirs(t)
 	cmd, url, log := rawServe(t, "--backend", "docker", "--workspace", ws, "--workdir", data, "--max-sessions", "1000", "--memory", "768m")

@@ -47,7 +47,6 @@ import (
 // KERNELBOX_CHAOS_POINTS (comma-separated names of chaosPoints) keeps to some
 // kill points, and KERNELBOX_CHAOS_LOGDIR keeps every serve's log there.
 func TestServeChaos(t *testing.T) {
-	// Not parallel: a chaos run, whose kill points are timed, wants the machine to itself.
 	seed := chaosSeed(t)
 	for i, backend := range []string{"local", "docker"} {
 		t.Run(backend, func(t *testing.T) {

@@ -20,7 +20,6 @@ import (
 // cut; a request without it there is refused; past the cap a connection is
 // closed at accept.
 func TestConnLimiterKeepsStreams(t *testing.T) {
-	t.Parallel() // its own listener and limiter, in this process
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	l := newConnLimiter(ln, 2, slog.New(slog.DiscardHandler))

@@ -67,7 +67,6 @@ func treeSums(t testing.TB, dir string) map[string][32]byte {
 // `kernelbox cp`, byte-identical, with ls and rm between, and a file through
 // stdin and stdout.
 func TestCpRoundTrip(t *testing.T) {
-	t.Parallel() // its own serve
 	s := startServe(t)
 	src := filepath.Join(t.TempDir(), "tree")
 	files := map[string][]byte{
@@ -167,7 +166,6 @@ func (p *pattern) Read(b []byte) (int, error) {
 // (VmHWM) grows by less than 32 MB, and the bytes come back identical
 // (serveThroughput).
 func TestServeUploadRSSBounded(t *testing.T) {
-	// Not parallel: it measures serve's peak RSS, which a loaded machine's GC pacing moves.
 	serveThroughput(t, startServe(t), 32<<10, 32<<10)
 }
 
@@ -280,7 +278,6 @@ func median(xs []float64) float64 {
 // session and back is byte-identical, and the kernel (another uid) can write
 // into a directory the upload made.
 func TestCpRoundTripDocker(t *testing.T) {
-	t.Parallel() // its own serve and workspace
 	testenv.Image(t, "kernelbox/kernel")
 	ws, data := testDirs(t)
 	_, url, log := rawServe(t, "--backend", "docker", "--workspace", ws, "--workdir", data, "--token", "tok")

@@ -219,7 +219,6 @@ for i in range(300):
 //
 // KERNELBOX_DASHBOARD_SCREENSHOTS=dir saves screenshots there (docs/img uses them).
 func TestDashboardBrowser(t *testing.T) {
-	t.Parallel() // its own serve and Chromium
 	b := newBrowser(t)
 	s := startServe(t)
 	shots := os.Getenv("KERNELBOX_DASHBOARD_SCREENSHOTS")

@@ -32,7 +32,6 @@ func apiCall(t testing.TB, s *server, method, path, auth, body string) int {
 // (it carries no data) but refuses every API call the page makes without the token,
 // or with a wrong one, and never writes the token into its log.
 func TestDashboardNeedsToken(t *testing.T) {
-	t.Parallel() // its own serve
 	s := startServe(t)
 	code, _ := s.get(t, "/v1/sessions/secret-session-name", true)
 	require.Equal(t, http.StatusNotFound, code)
@@ -82,7 +81,6 @@ func TestDashboardNeedsToken(t *testing.T) {
 // serves no page (--no-dashboard): it says why and exits 1; with the page it prints
 // the link.
 func TestDashboardLinkNeedsPage(t *testing.T) {
-	t.Parallel() // its own serves
 	for _, tc := range []struct {
 		name string
 		args []string

@@ -36,7 +36,6 @@ func credentialData(t testing.TB) string {
 // the kernel read both in full. A policy that allows those exact paths lets
 // the server start, and then the kernel reads them through data/d on both.
 func TestServeDataCredentials(t *testing.T) {
-	t.Parallel() // its own serves; it counts only its own containers (by owner pid)
 	py := testenv.Jupyter(t)
 	bin := kernelboxBin(t)
 	backends := map[string][]string{

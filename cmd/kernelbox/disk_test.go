@@ -61,7 +61,6 @@ func TestDiskFlags(t *testing.T) {
 // TestServeDiskQuota is the must-show: a disk fill is refused at the
 // quota, and the host's free space falls by no more than the quota.
 func TestServeDiskQuota(t *testing.T) {
-	// Not parallel: it measures the host file system's free space, which other tests' writes move.
 	py := testenv.Jupyter(t)
 	ws, data := testDirs(t)
 	_, url, log := rawServe(t, "--backend", "local", "--python", py, "--workspace", ws, "--workdir", data, "--disk-quota", "64MiB")

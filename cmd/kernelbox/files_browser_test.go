@@ -37,7 +37,6 @@ const hostileName = `<img src=x onerror="window.kbNameRan=1">.txt`
 // makes is application/octet-stream, and neither those URLs nor the files
 // routes opened in a tab run the scripts.
 func TestDashboardFiles(t *testing.T) {
-	t.Parallel() // its own serves, gateway and Chromium
 	for _, backend := range []string{"local", "remote"} {
 		t.Run(backend, func(t *testing.T) {
 			var s *server

@@ -15,7 +15,6 @@ import (
 // or wrong token is 401, and nothing is written either way; a path that leaves the
 // session (even one serve's mux would clean first) is invalid_path.
 func TestServeFilesGuarded(t *testing.T) {
-	t.Parallel() // its own serve
 	s := startServe(t)
 	do := func(method, path, host, token, body string) (int, string) {
 		t.Helper()

@@ -44,7 +44,6 @@ func startServeRemote(t testing.TB) (*server, string) {
 // 14.8 MB by the end of the first upload, 30 MB in all (47-57 MB before the
 // chunks' base64 stopped being copied).
 func TestServeUploadRSSBoundedRemote(t *testing.T) {
-	// Not parallel: it measures serve's peak RSS, which a loaded machine's GC pacing moves.
 	s, _ := startServeRemote(t)
 	serveThroughput(t, s, 96<<10, 32<<10)
 }
@@ -53,7 +52,6 @@ func TestServeUploadRSSBoundedRemote(t *testing.T) {
 // session (through the kernel) and back is byte-identical, and the kernel
 // reads what was copied in.
 func TestCpRoundTripRemote(t *testing.T) {
-	t.Parallel() // its own serve and gateway
 	s, _ := startServeRemote(t)
 	src := filepath.Join(t.TempDir(), "tree")
 	files := map[string][]byte{"a.txt": []byte("alpha"), "sub/b.bin": make([]byte, 3<<20+5), "sub/deep/c": {}}

@@ -40,7 +40,6 @@ func help(t *testing.T, args ...string) string {
 // TestRunHelpFitsOneScreen: `kernelbox run -h` is under 30 lines (it was 103, with
 // every server and backend flag), and so is `kernelbox exec -h`.
 func TestRunHelpFitsOneScreen(t *testing.T) {
-	// Not parallel: clearFlagEnv uses t.Setenv (this process's environment).
 	clearFlagEnv(t)
 	for _, cmd := range []string{"run", "exec"} {
 		out := help(t, cmd)
@@ -78,7 +77,6 @@ func helpGroups(t *testing.T, out string) (titles []string, groups map[string][]
 // TestServeHelpGroups: serve -h prints its flags under headings, each flag once,
 // each in its group; mcp -h has the same groups but the server's own.
 func TestServeHelpGroups(t *testing.T) {
-	// Not parallel: clearFlagEnv uses t.Setenv (this process's environment).
 	clearFlagEnv(t)
 	titles, groups := helpGroups(t, help(t, "serve"))
 	require.Equal(t, []string{"Engine", "Sessions", "Calls", "MCP", "Server",
@@ -108,7 +106,6 @@ func TestServeHelpGroups(t *testing.T) {
 // TestBackendFlagGroupsInRunHelp: `run --backend NAME -h` shows the groups of flags
 // that backend reads, as the backend table says, and names the others.
 func TestBackendFlagGroupsInRunHelp(t *testing.T) {
-	// Not parallel: clearFlagEnv uses t.Setenv (this process's environment).
 	clearFlagEnv(t)
 	for _, b := range backends() {
 		titles, _ := helpGroups(t, help(t, "run", "--backend", b.name))
@@ -149,7 +146,6 @@ var runDropped = []string{
 // TestFlagsKept: every flag serve, mcp and run had keeps its name, type and
 // default (run drops only runDropped), and no command gained one.
 func TestFlagsKept(t *testing.T) {
-	// Not parallel: clearFlagEnv uses t.Setenv (this process's environment).
 	clearFlagEnv(t)
 	serve, _ := serveFlagSet(io.Discard)
 	mcp, _, _ := mcpFlagSet(io.Discard)
@@ -173,7 +169,6 @@ func TestFlagsKept(t *testing.T) {
 
 // TestFlagEnvFallbacks: the flags that default to an environment variable still do.
 func TestFlagEnvFallbacks(t *testing.T) {
-	// Not parallel: clearFlagEnv uses t.Setenv (this process's environment).
 	clearFlagEnv(t)
 	t.Setenv("KERNELBOX_BACKEND", "docker")
 	t.Setenv("KERNELBOX_WORKSPACE", "/srv/ws")
@@ -212,7 +207,6 @@ func sampleArgs(list map[string][2]string, skip ...string) []string {
 // (run: but runDropped) is still accepted; the commands stop at their argument
 // check, after parsing, before building anything.
 func TestOldFlagsParse(t *testing.T) {
-	// Not parallel: clearFlagEnv uses t.Setenv (this process's environment).
 	clearFlagEnv(t)
 	for _, tc := range []struct {
 		cmd, want string
@@ -241,7 +235,6 @@ func TestOldFlagsParse(t *testing.T) {
 // TestRunBuildsNoServer: run's engine has no calls registry and no MCP options:
 // only serve and mcp, which serve clients, make them.
 func TestRunBuildsNoServer(t *testing.T) {
-	// Not parallel: clearFlagEnv uses t.Setenv (this process's environment).
 	clearFlagEnv(t)
 	dir := t.TempDir()
 	nb := filepath.Join(dir, "in.ipynb")
@@ -292,7 +285,6 @@ Not shown: Second (see elsewhere)
 // which -h never prints (package flag printed it: serve -h and exec -h showed
 // KERNELBOX_TOKEN).
 func TestHelpHidesTokens(t *testing.T) {
-	// Not parallel: clearFlagEnv uses t.Setenv (this process's environment).
 	clearFlagEnv(t)
 	t.Setenv("KERNELBOX_TOKEN", "s3cret-token-value")
 	for _, cmd := range []string{"serve", "mcp", "exec", "attach", "sessions", "cp", "dashboard"} {

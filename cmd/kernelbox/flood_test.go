@@ -33,7 +33,6 @@ const floodConns = 10000
 // /healthz, each on a new connection, answer within 1 s, and once the flood
 // closes the server serves as before.
 func TestServeTenThousandIdleConns(t *testing.T) {
-	// Not parallel: 10,000 connections, and it raises this process's file limit.
 	py := testenv.Jupyter(t)
 	// The test holds floodConns descriptors and so does the serve child, which
 	// inherits the hard limit (Go raises its soft limit to it); its default

@@ -17,7 +17,6 @@ import (
 // bar at once. A wrong #token shows the refusal and is not kept; a #token set on an
 // already open page (no reload) logs in too. Serve's own output never holds the token.
 func TestDashboardFragmentLogin(t *testing.T) {
-	t.Parallel() // its own serve, runtime dir and Chromium
 	b := newBrowser(t)
 	rt := t.TempDir()
 	s := startServeWith(t, serveOpts{runtimeDir: rt})

@@ -16,7 +16,6 @@ import (
 
 // A language image other than R is a usage error, before anything is built.
 func TestImageBuildWithUnknown(t *testing.T) {
-	t.Parallel() // a usage error: nothing is built
 	var out strings.Builder
 	err := imageCmd(context.Background(), []string{"build", "--with", "julia"}, &out, &out)
 	var ec exitCode
@@ -31,7 +30,6 @@ func TestImageBuildWithUnknown(t *testing.T) {
 // runs it on every `make test`): nothing is rebuilt, and the R image's labels tie it
 // to the kernel image it was built on.
 func TestImageBuildWithRReuses(t *testing.T) {
-	t.Parallel() // it only reuses (and reads) the images make image built
 	testenv.Image(t, docker.DefaultImage)
 	testenv.Image(t, docker.RImage)
 	var out strings.Builder

@@ -21,14 +21,13 @@ import (
 // not found" dialog, runs its cells on the default template, and keeps its
 // kernelspec.
 func TestNotebookBrowserPython3(t *testing.T) {
-	t.Parallel() // its own serve, Notebook server and Chromium
 	py := testenv.Jupyter(t)
 	testenv.Imports(t, py, "notebook.gateway.managers")
 	b := newBrowser(t)
 	const tok = "nb-python3-token"
+	t.Setenv("KERNELBOX_TOKEN", tok) // serve reads it: no token in a command line
 	ws, data := testDirs(t)
-	// serve reads the token from its environment: no token in a command line.
-	_, url, log := rawServeEnv(t, []string{"KERNELBOX_TOKEN=" + tok}, "--backend", "local", "--python", py, "--workspace", ws, "--workdir", data)
+	_, url, log := rawServe(t, "--backend", "local", "--python", py, "--workspace", ws, "--workdir", data)
 	jurl := startJupyterServer(t, py, "notebook", url, tok)
 
 	nb := map[string]any{"type": "notebook", "content": map[string]any{

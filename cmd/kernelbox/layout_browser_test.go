@@ -40,7 +40,6 @@ const layoutOverflow = `(() => {
 // activity" column ran over the card), with the ids, templates, states and
 // counts a busy server shows. The page's own width is checked too. About 10 s.
 func TestDashboardLayoutWidths(t *testing.T) {
-	t.Parallel() // its own serve and Chromium
 	b := newBrowser(t)
 	tmpl := filepath.Join(t.TempDir(), "templates.json")
 	require.NoError(t, os.WriteFile(tmpl, []byte(`{"templates": [{"name": "analysis-large"}]}`), 0o600))

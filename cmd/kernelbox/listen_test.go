@@ -219,7 +219,6 @@ func serveUnix(t testing.TB, sock string) (stop func(), log *lockedBuffer) {
 // `kernelbox serve` starts there, 20 times, gets no answer: before, it got
 // GET /v1/sessions -> 200 in most starts (the socket was 0777 until chmodded).
 func TestServeUnixStartRace(t *testing.T) {
-	// Not parallel: its racer must make over 1000 attempts in 20 starts (a rate).
 	requireRoot(t)
 	bin := sharedTestBin(t)
 	sock := filepath.Join(openDir(t), "kb.sock")
@@ -248,7 +247,6 @@ func TestServeUnixStartRace(t *testing.T) {
 // start, uid 65534 can connect, but the peer check closes the connection
 // before any answer; the serving uid is still served, and the refusal is logged.
 func TestServeUnixPeerCred(t *testing.T) {
-	t.Parallel() // its own socket directory and serve
 	requireRoot(t)
 	bin := sharedTestBin(t)
 	sock := filepath.Join(openDir(t), "kb.sock")
@@ -275,7 +273,6 @@ func TestServeUnixPeerCred(t *testing.T) {
 // works, a regular file is not replaced, and remove leaves a socket that is
 // not its own.
 func TestListenUnix(t *testing.T) {
-	t.Parallel() // its own sockets in temporary directories; no umask change
 	log := slog.New(slog.DiscardHandler)
 	t.Run("private", func(t *testing.T) {
 		dir := t.TempDir()

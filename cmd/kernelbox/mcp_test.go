@@ -21,7 +21,6 @@ import (
 // TestMCPStdio drives `kernelbox mcp` as a desktop client would: a child process
 // speaking MCP on stdin/stdout.
 func TestMCPStdio(t *testing.T) {
-	t.Parallel() // its own mcp process and workspace
 	py := testenv.Jupyter(t)
 	bin := kernelboxBin(t)
 	ws, data := testDirs(t)
@@ -42,7 +41,6 @@ func TestMCPStdio(t *testing.T) {
 // TestMCPHTTP drives MCP over streamable HTTP at /mcp of `kernelbox serve`, with the
 // bearer token, and checks that /metrics moves.
 func TestMCPHTTP(t *testing.T) {
-	t.Parallel() // its own serve, whose metrics only it moves
 	s := startServe(t)
 
 	status, body := s.get(t, "/mcp", false)

@@ -15,7 +15,6 @@ import (
 // TestMetricsHTTPAPI checks that a call through the HTTP API moves the counters at
 // /metrics of `kernelbox serve`.
 func TestMetricsHTTPAPI(t *testing.T) {
-	t.Parallel() // its own serve, whose metrics only it moves
 	s := startServe(t)
 	status, before := s.get(t, "/metrics", true)
 	require.Equal(t, http.StatusOK, status)

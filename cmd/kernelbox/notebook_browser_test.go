@@ -21,17 +21,16 @@ import (
 // the template's preload) and one that plots; the page shows the text and the
 // image, and the kernel is a kernelbox session of that template.
 func TestNotebookBrowser(t *testing.T) {
-	t.Parallel() // its own serve, Notebook server and Chromium
 	py := testenv.Jupyter(t)
 	testenv.Imports(t, py, "notebook.gateway.managers", "matplotlib")
 	b := newBrowser(t)
 	const tok = "nb-browser-token"
+	t.Setenv("KERNELBOX_TOKEN", tok) // serve reads it: no token in a command line
 	ws, data := testDirs(t)
 	tmpl := filepath.Join(t.TempDir(), "templates.json")
 	require.NoError(t, os.WriteFile(tmpl, []byte(`{"templates": [
 		{"name": "analyst", "description": "x preset", "preload": ["preset = 7"]}]}`), 0o600))
-	// serve reads the token from its environment: no token in a command line.
-	_, url, log := rawServeEnv(t, []string{"KERNELBOX_TOKEN=" + tok}, "--backend", "local", "--python", py, "--workspace", ws, "--workdir", data, "--templates", tmpl)
+	_, url, log := rawServe(t, "--backend", "local", "--python", py, "--workspace", ws, "--workdir", data, "--templates", tmpl)
 	jurl := startJupyterServer(t, py, "notebook", url, tok)
 
 	// The notebook file, on the analyst template's kernelspec, through Notebook's

@@ -69,7 +69,6 @@ var (
 // As root (CI) it runs in its own network namespace, so port 8700 is its own; else
 // it needs 8700 free. The README's backend is docker, so it needs the image.
 func TestQuickStart(t *testing.T) {
-	// Not parallel: the quick start's fixed 127.0.0.1:8700 and a new HOME.
 	lines := quickStart(t)
 	require.NotEmpty(t, lines)
 	serveLine, _ := comment(lines[0])

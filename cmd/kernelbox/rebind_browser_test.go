@@ -63,7 +63,6 @@ const rebindAttack = `(async (marker) => {
 // dashboard, /v1/sessions, /metrics, /mcp and execute; no session exists
 // afterwards (asked with the real client and the token) and the code never ran.
 func TestDashboardDNSRebinding(t *testing.T) {
-	t.Parallel() // its own serve, runtime dir and Chromium (its resolver rule is that browser's flag)
 	b := newBrowser(t, chromedp.Flag("host-resolver-rules", "MAP "+rebindHost+" 127.0.0.1"))
 	rt := t.TempDir()
 	s := startServeWith(t, serveOpts{runtimeDir: rt})

@@ -27,7 +27,6 @@ func parseRemote(t *testing.T, args ...string) (remote.Options, error) {
 }
 
 func TestRemoteFlags(t *testing.T) {
-	// Not parallel: t.Setenv (this process's environment).
 	t.Setenv("KERNELBOX_GATEWAY_TOKEN", "from-env")
 	t.Setenv("KERNELBOX_GATEWAY", "")
 	o, err := parseRemote(t, "--gateway", "http://a:1, https://b:2/eg", "--gateway", "http://c:3",
@@ -78,7 +77,6 @@ func TestRemoteFlags(t *testing.T) {
 // TestServeRemote runs `kernelbox serve --backend remote` against a Jupyter Server
 // on loopback TCP and runs code through `kernelbox exec`.
 func TestServeRemote(t *testing.T) {
-	t.Parallel() // its own serve and gateway
 	py := testenv.Jupyter(t)
 	gw, err := jupyterproc.Start(context.Background(), jupyterproc.Options{Python: py, RootDir: t.TempDir(), TCPAddr: "127.0.0.1:0"})
 	require.NoError(t, err)

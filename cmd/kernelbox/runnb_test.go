@@ -70,7 +70,6 @@ func cellText(nb map[string]any, i int) string {
 }
 
 func TestRunCommand(t *testing.T) {
-	t.Parallel() // its own workspace; in this process, no global state
 	py := testenv.Jupyter(t)
 	dir := t.TempDir()
 	engine := []string{"--python", py, "--workspace", filepath.Join(dir, "ws"), "--workdir", dir, "--log-level", "warn"}

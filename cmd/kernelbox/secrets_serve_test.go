@@ -28,7 +28,6 @@ import (
 // kernel wrote from everything it could read, GET /v1/templates, /metrics,
 // the workspace's files, docker inspect and serve's log at debug level.
 func TestServeDockerSecrets(t *testing.T) {
-	t.Parallel() // its own serve, and network namespace (unique name)
 	testenv.Docker(t)
 	testnet.Require(t)
 	const secret, rotated = "kb-serve-SECRET-5d8e11", "kb-serve-ROTATED-77aa03"

@@ -17,7 +17,6 @@ import (
 // SIGHUP re-reads a template's secrets: a file gone fails the reload (logged,
 // with the rule and the source, never the value), a new file is read.
 func TestSecretsReloadOnHUP(t *testing.T) {
-	// Not parallel: it sends SIGHUP to this test process.
 	dir := t.TempDir()
 	key := filepath.Join(dir, "key")
 	if err := os.WriteFile(key, []byte("old-hup-value\n"), 0o600); err != nil {

@@ -76,7 +76,6 @@ func execCLI(t *testing.T, url, session, code string) (*api.Result, int) {
 // TestServeLocal is the foundation's must-show: state persists, an error is an error,
 // and no Python process of kernelbox's is left after serve exits, by SIGTERM or SIGKILL.
 func TestServeLocal(t *testing.T) {
-	t.Parallel() // it counts only its own serve's processes (by owner pid)
 	py := testenv.Jupyter(t)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
@@ -108,7 +107,6 @@ func TestServeLocal(t *testing.T) {
 // is the start that has it) reaps them; after SIGTERM with --on-stop close
 // nothing is left.
 func TestServeDockerKilled(t *testing.T) {
-	t.Parallel() // it counts only its own serves' containers (by owner pid); what its start reaps has a dead owner and no state
 	testenv.Docker(t)
 	ws, data := testDirs(t)
 	cmd, url, _ := rawServe(t, "--backend", "docker", "--workspace", ws, "--workdir", data)
@@ -144,7 +142,6 @@ func describe(pids []int) []string {
 // TestServeNotebookLimitFlags: the notebook limits of serve's flags reach the
 // handler, and its answers name them.
 func TestServeNotebookLimitFlags(t *testing.T) {
-	t.Parallel() // its own serve
 	testenv.Jupyter(t)
 	ws, data := testDirs(t) // not the default .kernelbox in the source tree
 	_, url, _ := rawServe(t, "--backend", "local", "--token", "tok", "--max-notebook-bytes", "4096", "--max-notebook-cells", "2",
@@ -173,7 +170,6 @@ func TestServeNotebookLimitFlags(t *testing.T) {
 // leave room for an authenticated call and /healthz. Under a file limit of 256
 // the default --max-conns derives from it; with --max-conns 50 the cap is set.
 func TestServeConnCap(t *testing.T) {
-	// Not parallel: it times a reserved slot's close (under 5 s) during a flood.
 	for name, tc := range map[string]struct {
 		ulimit int
 		args   []string

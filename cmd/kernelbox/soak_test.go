@@ -50,7 +50,6 @@ func soakDuration(t *testing.T) time.Duration {
 // mounted, no loop device bound to one, the kept disk images bounded; and after
 // SIGTERM nothing at all.
 func TestServeSoak(t *testing.T) {
-	// Not parallel: a soak (its two backends run at once, as subtests) wants the machine to itself.
 	if os.Geteuid() != 0 {
 		t.Skip("the soak checks session disks, which need root")
 	}

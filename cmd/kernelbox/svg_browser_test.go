@@ -87,7 +87,6 @@ type opened struct {
 // made, and the artifact routes themselves, each in a new tab, and sees the script
 // run nowhere. No Blob the page turns into a URL may carry an active type.
 func TestDashboardSVGNotInOrigin(t *testing.T) {
-	t.Parallel() // its own serve and Chromium (downloads refused)
 	b := newBrowser(t)
 	s := startServe(t)
 	const session = "svg-demo"

@@ -18,7 +18,6 @@ import (
 // field, what it asked and the cap, before any backend starts (no container is
 // made); a field the backend cannot apply is refused as the executor is built.
 func TestTemplatesRefusedAtLoad(t *testing.T) {
-	t.Parallel() // its own commands; it counts only their containers (by owner pid)
 	py := testenv.Jupyter(t)
 	bin := kernelboxBin(t)
 	tests := []struct {

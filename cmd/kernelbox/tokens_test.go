@@ -101,7 +101,6 @@ func TestScopedTokensDocker(t *testing.T) {
 // answered as for a missing session (404, the same words), and every attempt
 // is in the audit log, without a secret.
 func TestScopedTokens(t *testing.T) {
-	t.Parallel() // its own serve
 	s := startTokenServe(t)
 	t.Run("abuse", func(t *testing.T) { t.Parallel(); scopedAbuse(t, s) })
 	t.Run("limits", func(t *testing.T) { t.Parallel(); scopedLimits(t, s) })
