@@ -15,6 +15,40 @@ import (
 	"github.com/kernelbox/kernelbox/workspace"
 )
 
+// stopEnv is what executors opened one after the other share across a stop:
+// a fake backend whose placements can hibernate (their kernels see the session
+// directory) and outlive an executor, a workspace and a state directory.
+type stopEnv struct {
+	fb  *fakeBackend
+	b   *reattaching
+	ws  *workspace.Manager
+	dir string
+}
+
+func newStopEnv(t *testing.T) *stopEnv {
+	t.Helper()
+	ws, err := workspace.New(workspace.Options{Root: filepath.Join(t.TempDir(), "ws")})
+	require.NoError(t, err)
+	t.Cleanup(func() { ws.Close() })
+	fb := newFakeBackend(t)
+	fb.dirs = true
+	t.Cleanup(func() { _ = fb.Close(context.Background()) })
+	return &stopEnv{fb: fb, b: &reattaching{fakeBackend: fb}, ws: ws, dir: filepath.Join(t.TempDir(), "state")}
+}
+
+// open opens an executor over the env with stop policy; mod adjusts its options.
+func (v *stopEnv) open(t *testing.T, policy executor.StopPolicy, mod func(*executor.Options)) *executor.Executor {
+	t.Helper()
+	o := executor.Options{Backend: v.b, Workspace: v.ws, StateDir: v.dir, OnClose: policy,
+		StartTimeout: 10 * time.Second, ShutdownTimeout: 5 * time.Second, InterruptGrace: 300 * time.Millisecond}
+	if mod != nil {
+		mod(&o)
+	}
+	e, err := executor.New(o)
+	require.NoError(t, err)
+	return e
+}
+
 // TestFakeHibernateInFlightAtStop: a stop (keep or close) that comes while a
 // hibernate is saving the namespace either waits for it, and the session comes
 // back hibernated, or the hibernate is refused and the session is kept as the
@@ -41,21 +75,12 @@ func TestFakeHibernateInFlightAtStop(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			ws, err := workspace.New(workspace.Options{Root: filepath.Join(t.TempDir(), "ws")})
-			require.NoError(t, err)
-			t.Cleanup(func() { ws.Close() })
-			dir := filepath.Join(t.TempDir(), "state")
-			fb := newFakeBackend(t)
-			fb.dirs = true
+			v := newStopEnv(t)
+			fb, b := v.fb, v.b
 			fb.script.saveDelay = c.saveDelay
 			fb.closeDelay = c.closeDelay
-			b := &reattaching{fakeBackend: fb}
-			t.Cleanup(func() { _ = fb.Close(context.Background()) })
 			open := func(policy executor.StopPolicy) *executor.Executor {
-				e, err := executor.New(executor.Options{Backend: b, Workspace: ws, StateDir: dir, OnClose: policy,
-					StartTimeout: 10 * time.Second, ShutdownTimeout: c.shutdown, InterruptGrace: 300 * time.Millisecond})
-				require.NoError(t, err)
-				return e
+				return v.open(t, policy, func(o *executor.Options) { o.ShutdownTimeout = c.shutdown })
 			}
 
 			e1 := open(c.policy)
@@ -117,18 +142,12 @@ func TestFakeHibernateInFlightAtStop(t *testing.T) {
 // default one; a call naming another template may change it (the session is gone).
 func TestFakeLostSessionKeepsItsTemplate(t *testing.T) {
 	t.Parallel()
-	ws, err := workspace.New(workspace.Options{Root: filepath.Join(t.TempDir(), "ws")})
-	require.NoError(t, err)
-	t.Cleanup(func() { ws.Close() })
-	dir := filepath.Join(t.TempDir(), "state")
-	b := &reattaching{fakeBackend: newFakeBackend(t)}
-	t.Cleanup(func() { _ = b.fakeBackend.Close(context.Background()) })
+	v := newStopEnv(t)
+	b := v.b
 	open := func() *executor.Executor {
-		e, err := executor.New(executor.Options{Backend: b, Workspace: ws, StateDir: dir, OnClose: executor.StopKeep,
-			Templates:    []executor.Template{{Name: "analyst", Preload: "set p preloaded"}},
-			StartTimeout: 10 * time.Second, ShutdownTimeout: 5 * time.Second, InterruptGrace: 300 * time.Millisecond})
-		require.NoError(t, err)
-		return e
+		return v.open(t, executor.StopKeep, func(o *executor.Options) {
+			o.Templates = []executor.Template{{Name: "analyst", Preload: "set p preloaded"}}
+		})
 	}
 	e1 := open()
 	ctx := context.Background()
@@ -169,20 +188,12 @@ func TestFakeLostSessionKeepsItsTemplate(t *testing.T) {
 // with call 4's value there, and state_lost, over an intact kernel).
 func TestFakeResumedKernelAdoptedWhole(t *testing.T) {
 	t.Parallel()
-	ws, err := workspace.New(workspace.Options{Root: filepath.Join(t.TempDir(), "ws")})
-	require.NoError(t, err)
-	t.Cleanup(func() { ws.Close() })
-	dir := filepath.Join(t.TempDir(), "state")
-	fb := newFakeBackend(t)
-	fb.dirs = true
-	b := &reattaching{fakeBackend: fb}
-	t.Cleanup(func() { _ = fb.Close(context.Background()) })
+	v := newStopEnv(t)
+	b := v.b
 	open := func() *executor.Executor {
-		e, err := executor.New(executor.Options{Backend: b, Workspace: ws, StateDir: dir, OnClose: executor.StopKeep,
-			Templates:    []executor.Template{{Name: "ckpt", Checkpoint: executor.CheckpointAfterCall}},
-			StartTimeout: 10 * time.Second, ShutdownTimeout: 5 * time.Second, InterruptGrace: 300 * time.Millisecond})
-		require.NoError(t, err)
-		return e
+		return v.open(t, executor.StopKeep, func(o *executor.Options) {
+			o.Templates = []executor.Template{{Name: "ckpt", Checkpoint: executor.CheckpointAfterCall}}
+		})
 	}
 	e1 := open()
 	ctx := context.Background()
@@ -191,7 +202,7 @@ func TestFakeResumedKernelAdoptedWhole(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, api.StatusOK, r.Status)
 	}
-	_, err = e1.Hibernate(ctx, "s1")
+	_, err := e1.Hibernate(ctx, "s1")
 	require.NoError(t, err)
 	res, err := e1.Resume(ctx, "s1")
 	require.NoError(t, err)
@@ -218,19 +229,10 @@ func TestFakeResumedKernelAdoptedWhole(t *testing.T) {
 // not start once the stop has begun, and the session is kept hibernated.
 func TestFakeHibernateStopNotHeldByAWakingCall(t *testing.T) {
 	t.Parallel()
-	ws, err := workspace.New(workspace.Options{Root: filepath.Join(t.TempDir(), "ws")})
-	require.NoError(t, err)
-	t.Cleanup(func() { ws.Close() })
-	dir := filepath.Join(t.TempDir(), "state")
-	fb := newFakeBackend(t)
-	fb.dirs = true
-	b := &reattaching{fakeBackend: fb}
-	t.Cleanup(func() { _ = fb.Close(context.Background()) })
+	v := newStopEnv(t)
+	fb := v.fb
 	open := func(policy executor.StopPolicy) *executor.Executor {
-		e, err := executor.New(executor.Options{Backend: b, Workspace: ws, StateDir: dir, OnClose: policy,
-			StartTimeout: 10 * time.Second, ShutdownTimeout: 8 * time.Second, InterruptGrace: 300 * time.Millisecond})
-		require.NoError(t, err)
-		return e
+		return v.open(t, policy, func(o *executor.Options) { o.ShutdownTimeout = 8 * time.Second })
 	}
 	e1 := open(executor.StopHibernate)
 	ctx := context.Background()
