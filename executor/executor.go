@@ -251,11 +251,7 @@ func (e *Executor) check(ctx context.Context, req api.Request) ([]workspace.Inpu
 // the new one waits for it, bounded by ctx: it would otherwise open the directory
 // that close is about to delete.
 func (e *Executor) session(ctx context.Context, id, template string) (*session, error) {
-	name := template
-	if name == "" {
-		name = e.retiredTemplate(id) // a session whose state was lost keeps its template
-	}
-	t, err := e.template(name)
+	t, err := e.template(template)
 	if err != nil {
 		return nil, err
 	}
@@ -286,6 +282,13 @@ func (e *Executor) session(ctx context.Context, id, template string) (*session, 
 		if n := e.liveCountLocked(); n >= e.opts.MaxSessions {
 			return nil, fmt.Errorf("%w: %d sessions are live, the limit; close one, or wait for idle sessions to be closed",
 				api.ErrTooManySessions, n)
+		}
+		if rt := e.retired[id].template; template == "" && rt != "" {
+			// A session whose state was lost keeps its template (looked up
+			// only when one is made: not on every call's path).
+			if own, err := e.template(rt); err == nil {
+				t = own
+			}
 		}
 		s := newSession(e, id, t)
 		e.sessions[id] = s
