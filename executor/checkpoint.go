@@ -122,7 +122,7 @@ func (s *session) restoreCheckpoint(ctx context.Context, lost bool, why string, 
 	ctx, cancel := context.WithTimeout(ctx, s.e.opts.RestoreTimeout)
 	defer cancel()
 	t0 := time.Now()
-	r, err := runSnapshot(ctx, s.k.conn, fmt.Sprintf("_kb_load(%s)", pyStr(p)))
+	r, err := s.runSnapshot(ctx, fmt.Sprintf("_kb_load(%s)", pyStr(p)))
 	took := time.Since(t0)
 	switch {
 	case err != nil:

@@ -24,6 +24,8 @@ import (
 //	sleep DURATION   the cell runs that long; an interrupt stops it (KeyboardInterrupt)
 //	hang             the cell runs until the kernel is restarted; interrupts are ignored
 //	die              the kernel dies ("restarting"): its state is lost
+//	dropreply        the cell ends idle without an execute_reply (ipykernel's
+//	                 answer to a KeyboardInterrupt in its own code)
 //	drop             the WebSocket drops and re-dials are refused (503) until the
 //	                 test calls Refuse(0): the kernel and its state live on
 //
@@ -35,6 +37,12 @@ type fakeScript struct {
 	// saveDelay, when set, is how long a snapshot save takes before it writes
 	// (as an 80 MB namespace's does); the cell is busy until then.
 	saveDelay time.Duration
+	// preamble, when set, is how long the kernel handles an execute request
+	// before the cell's code starts (its busy status and execute_input come
+	// after it). An interrupt that arrives then drops the request's reply: the
+	// kernel goes idle without answering, as ipykernel 6.17 does when a
+	// KeyboardInterrupt lands in its own code rather than the cell's.
+	preamble time.Duration
 }
 
 // fakeKernel is one kernel's state.
@@ -42,7 +50,11 @@ type fakeKernel struct {
 	restarts int // k.Restarts() when vars were last valid
 	vars     map[string]string
 	running  *fakeCell
+	pre      *fakePre // the request in its preamble
 }
+
+// fakePre is an execute request in its preamble (fakeScript.preamble).
+type fakePre struct{ lost bool }
 
 // fakeCell is a cell that has not ended yet.
 type fakeCell struct {
@@ -76,6 +88,33 @@ func (s *fakeScript) handle(k *jupytertest.Kernel, req *jupyter.Message) {
 		jupytertest.DefaultHandler(k, req)
 		return
 	}
+	if s.preamble > 0 {
+		s.mu.Lock()
+		fk := s.state(k)
+		p := &fakePre{}
+		fk.pre = p
+		s.mu.Unlock()
+		time.AfterFunc(s.preamble, func() {
+			s.mu.Lock()
+			lost := p.lost
+			if fk.pre == p {
+				fk.pre = nil
+			}
+			s.mu.Unlock()
+			if lost { // "KeyboardInterrupt caught in kernel."
+				k.Status(req, "busy")
+				k.Status(req, "idle")
+				return
+			}
+			s.run(k, req)
+		})
+		return
+	}
+	s.run(k, req)
+}
+
+// run runs an execute request's cell.
+func (s *fakeScript) run(k *jupytertest.Kernel, req *jupyter.Message) {
 	var ex jupyter.ExecuteRequest
 	_ = req.DecodeContent(&ex)
 	s.mu.Lock()
@@ -138,6 +177,9 @@ func (s *fakeScript) handle(k *jupytertest.Kernel, req *jupyter.Message) {
 			delete(s.kernels, k)
 			k.SetExecutionState("idle") // the server restarted it
 			return
+		case "dropreply":
+			k.Status(req, "idle")
+			return
 		case "drop":
 			k.Refuse(http.StatusServiceUnavailable)
 			k.DropConnection()
@@ -184,11 +226,16 @@ func (s *fakeScript) finish(k *jupytertest.Kernel, c *fakeCell, exprs map[string
 }
 
 // interrupt is the servers' OnInterrupt: a sleeping cell ends with a
-// KeyboardInterrupt; a hanging one ignores it.
+// KeyboardInterrupt; a hanging one ignores it; a request in its preamble loses
+// its reply.
 func (s *fakeScript) interrupt(k *jupytertest.Kernel) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fk := s.kernels[k]
+	if fk != nil && fk.pre != nil && fk.restarts == k.Restarts() {
+		fk.pre.lost = true
+		return
+	}
 	if fk == nil || fk.running == nil || !fk.running.interruptible || fk.restarts != k.Restarts() {
 		return
 	}

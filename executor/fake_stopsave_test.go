@@ -275,3 +275,60 @@ func TestFakeHibernateStopNotHeldByAWakingCall(t *testing.T) {
 	assert.Equal(t, "kept", r.Result, "%s", strings.Join(r.Notes, "; "))
 	assert.False(t, r.StateLost)
 }
+
+// TestFakeHibernateStopSparesIdleKernels: a SIGTERM --on-stop hibernate
+// interrupts only code that runs. The chaos test (CI, seed 1796680149004032531
+// on local) found that its interrupts of idle sessions raced the stop's own
+// saves: ipykernel drops the reply of a request a KeyboardInterrupt reaches
+// outside the cell's code, so those saves waited out the stop's bound, the
+// sessions were lost (told) and every close failed past its deadline. The fake
+// kernel drops a reply the same way (fakeScript.preamble). The running call is
+// still interrupted, and every session comes back hibernated, whole.
+func TestFakeHibernateStopSparesIdleKernels(t *testing.T) {
+	t.Parallel()
+	v := newStopEnv(t)
+	v.fb.script.preamble = 150 * time.Millisecond
+	open := func(policy executor.StopPolicy) *executor.Executor {
+		return v.open(t, policy, func(o *executor.Options) { o.ShutdownTimeout = 10 * time.Second })
+	}
+	e1 := open(executor.StopHibernate)
+	ctx := context.Background()
+	ids := []string{"s1", "s2", "s3", "s4", "busy"}
+	for _, id := range ids {
+		r, err := e1.Execute(ctx, api.Request{SessionID: id, Code: "set x value-of-" + id})
+		require.NoError(t, err)
+		require.Equal(t, api.StatusOK, r.Status)
+	}
+	call := make(chan *api.Result, 1)
+	go func() {
+		r, _ := e1.Execute(ctx, api.Request{SessionID: "busy", Code: "sleep 60s"})
+		call <- r
+	}()
+	time.Sleep(600 * time.Millisecond) // past the call's preamble: its code runs
+	t0 := time.Now()
+	require.NoError(t, e1.Close(), "every session closed within the stop's bound")
+	took := time.Since(t0)
+	assert.Less(t, took, 3*time.Second, "the stop waited on saves whose replies were dropped")
+	select {
+	case r := <-call:
+		require.NotNil(t, r)
+		assert.NotEqual(t, api.StatusOK, r.Status, "the running call was interrupted")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the running call did not end with the stop")
+	}
+
+	v.fb.mu.Lock()
+	v.fb.closed = false
+	v.fb.mu.Unlock()
+	e2 := open(executor.StopClose)
+	t.Cleanup(func() { _ = e2.Close() })
+	for _, id := range ids {
+		info, err := e2.Session(id)
+		require.NoError(t, err, id)
+		assert.Equal(t, api.StateHibernated, info.State, id)
+		r, err := e2.Execute(ctx, api.Request{SessionID: id, Code: "get x"})
+		require.NoError(t, err, id)
+		assert.Equal(t, "value-of-"+id, r.Result, "%s: %s", id, strings.Join(r.Notes, "; "))
+		assert.False(t, r.StateLost, id)
+	}
+}

@@ -197,3 +197,31 @@ func TestFakeServerGone(t *testing.T) {
 	require.Len(t, b.placements(), 2)
 	assert.True(t, b.placements()[0].isClosed())
 }
+
+// A call whose kernel goes idle without its execute_reply (ipykernel drops the
+// reply of a request an interrupt reached outside the cell's code) ends within a
+// few seconds as an error that says so, not at its timeout; the kernel and its
+// state are kept. An interrupt asked while no code runs is not sent at all (it is
+// what drops replies).
+func TestFakeReplyLost(t *testing.T) {
+	t.Parallel()
+	e, b := newFakeEnv(t, nil, nil)
+	e.run(t, "t", "set x kept")
+	k := e.fakeKernel(t, b, "t")
+	require.NoError(t, e.Interrupt(context.Background(), "t"))
+	assert.Zero(t, k.Interrupts(), "an idle kernel is not interrupted")
+
+	start := time.Now()
+	r, err := e.Execute(context.Background(), api.Request{SessionID: "t", Code: "set y 1\ndropreply", Timeout: time.Minute})
+	require.NoError(t, err)
+	assert.Less(t, time.Since(start), 10*time.Second, "ended by the lost reply, not the timeout")
+	assert.Equal(t, api.StatusError, r.Status)
+	require.NotNil(t, r.Error)
+	assert.Equal(t, "ReplyLost", r.Error.Ename)
+	assert.Contains(t, r.Error.Evalue, "may or may not have run")
+	assert.False(t, r.StateLost)
+	r = e.run(t, "t", "get x")
+	assert.Equal(t, "kept", r.Result)
+	assert.False(t, r.StateLost)
+	assert.Zero(t, k.Restarts())
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kernelbox/kernelbox/api"
+	"github.com/kernelbox/kernelbox/jupyter"
 )
 
 // sleepState is a session's saved namespace while it has no kernel: set by
@@ -58,7 +59,7 @@ func (s *session) saveSnapshotTo(ctx context.Context, name string, timeout time.
 	defer cancel()
 	t0 := time.Now()
 	limit := s.e.snapshotLimit()
-	r, err := runSnapshot(sctx, s.k.conn, fmt.Sprintf("_kb_save(%s, %d, %s)", pyStr(p), limit, pyMeta(meta)))
+	r, err := s.runSnapshot(sctx, fmt.Sprintf("_kb_save(%s, %d, %s)", pyStr(p), limit, pyMeta(meta)))
 	took := time.Since(t0)
 	if err != nil || r == nil || !r.OK {
 		s.sweepSaves(name)
@@ -216,7 +217,7 @@ func (s *session) restore(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.e.opts.RestoreTimeout)
 	defer cancel()
 	t0 := time.Now()
-	r, err := runSnapshot(ctx, s.k.conn, fmt.Sprintf("_kb_load(%s)", pyStr(p)))
+	r, err := s.runSnapshot(ctx, fmt.Sprintf("_kb_load(%s)", pyStr(p)))
 	took := time.Since(t0)
 	hostFile := filepath.Join(s.ws.Dir(), SnapshotFile)
 	switch {
@@ -283,9 +284,16 @@ func (s *session) discardSnapshot() {
 // snapshot kept, and the error says why, naming an OOM, and how to recover.
 func (s *session) backToSleep(ctx context.Context, err error, took time.Duration) error {
 	why := err.Error()
-	if ctx.Err() != nil && s.ctx.Err() == nil {
+	hint := "give its template more memory (or time) and resume it, or reset or close the session to discard it"
+	switch {
+	case errors.Is(err, errSnapInterrupted), errors.Is(err, jupyter.ErrReplyLost):
+		why, hint = "its load was interrupted", "resume it (or call it) again"
+		if s.e.stopping() {
+			why += " (kernelbox is stopping)"
+		}
+	case ctx.Err() != nil && s.ctx.Err() == nil:
 		why = fmt.Sprintf("loading it took over %s (the restore timeout)", s.e.opts.RestoreTimeout)
-	} else {
+	default:
 		// Bounded: a placement that does not answer must not hold this up.
 		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), diagnoseWait)
 		cause := s.k.diagnose(dctx)
@@ -318,9 +326,8 @@ func (s *session) backToSleep(ctx context.Context, err error, took time.Duration
 	s.state.State, s.state.Snapshot = api.StateHibernated, &s.sleep.info
 	s.mu.Unlock()
 	s.e.stateChanged()
-	return fmt.Errorf("%w: session %q's snapshot (%d bytes) could not be loaded: %s; it is kept and the session stays hibernated: "+
-		"give its template more memory (or time) and resume it, or reset or close the session to discard it",
-		api.ErrCannotResume, s.id, s.sleep.info.Bytes, why)
+	return fmt.Errorf("%w: session %q's snapshot (%d bytes) could not be loaded: %s; it is kept and the session stays hibernated: %s",
+		api.ErrCannotResume, s.id, s.sleep.info.Bytes, why, hint)
 }
 
 // restoredNote sums up a restore for a result's notes.

@@ -384,7 +384,10 @@ func (e *Executor) hibernateAll(ctx context.Context, list []*session) []keptSess
 			ictx, stopInterrupts := context.WithCancel(ctx)
 			go s.interruptUntil(ictx, started)
 			err := s.runFunc(ctx, opHibernate, func(s *session, _ *job) error {
+				// Under intrMu: no interrupt of the stop's lands in its own save.
+				s.intrMu.Lock()
 				close(started)
+				s.intrMu.Unlock()
 				if s.k == nil && s.sleep == nil {
 					return errNoKernel
 				}
@@ -409,15 +412,25 @@ func (e *Executor) hibernateAll(ctx context.Context, list []*session) []keptSess
 	return recs
 }
 
-// interruptUntil interrupts the session's kernel now and then every second
-// until started is closed (the stop's own job began) or ctx ends: a call whose
-// kernel was still starting at the first interrupt (a resume, a cold start) is
-// stopped once its code runs, instead of holding the stop until its bound.
+// interruptUntil interrupts the session's running code (a call's, a snapshot's
+// load) now and then every second until started is closed (the stop's own job
+// began) or ctx ends: a call whose kernel was still starting at the first try (a
+// resume, a cold start) is stopped once its code runs, instead of holding the
+// stop until its bound. A session running no code is not interrupted (interrupt
+// says why), and no interrupt is sent once started is closed.
 func (s *session) interruptUntil(ctx context.Context, started <-chan struct{}) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
-		_ = s.interrupt(ctx)
+		s.intrMu.Lock()
+		select {
+		case <-started:
+			s.intrMu.Unlock()
+			return
+		default:
+		}
+		_ = s.interruptLocked(ctx)
+		s.intrMu.Unlock()
 		select {
 		case <-started:
 			return

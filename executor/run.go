@@ -141,12 +141,15 @@ func (s *session) call(ctx context.Context, j *job, col *collector, syncer FileS
 	stopWatch := s.k.closeOnLost()
 	defer stopWatch()
 	f.codeStart = time.Now()
+	s.afterInterrupts()
 	ex, err := s.k.conn.Execute(ctx, req)
 	if err != nil {
 		f.end = s.kernelFailed(s.ctx, nil, err)
 		return nil, nil
 	}
 	defer ex.Close()
+	s.running.Store(ex)
+	defer s.running.Store(nil)
 	f.end, err = s.await(ctx, j, ex, col, timeout)
 	return ex, err
 }
@@ -161,6 +164,10 @@ func (s *session) await(ctx context.Context, j *job, ex *jupyter.Execution, col 
 			col.add(m)
 		case err == io.EOF:
 			return s.completed(ex), nil
+		case errors.Is(err, jupyter.ErrReplyLost):
+			s.log.Warn("the kernel dropped a call's reply", "err", err)
+			return ending{status: api.StatusError, verdict: &api.ErrorInfo{Ename: "ReplyLost",
+				Evalue: "the kernel went idle without answering the call (an interrupt reached it outside the cell's code, and the kernel drops that request's reply): the code may or may not have run; the session's state is kept"}}, nil
 		case ctx.Err() != nil:
 			if s.ctx.Err() != nil {
 				return ending{}, fmt.Errorf("%w: %q closed during the call", api.ErrSessionClosed, s.id)
@@ -253,7 +260,9 @@ func (s *session) timedOut(ctx context.Context, ex *jupyter.Execution, col *coll
 				col.add(m)
 				continue
 			}
-			if err == io.EOF {
+			if err == io.EOF || errors.Is(err, jupyter.ErrReplyLost) {
+				// A lost reply: the interrupt reached the kernel outside the
+				// cell's code (the code had ended); the kernel is idle and whole.
 				end := ending{status: api.StatusTimeout,
 					verdict: &api.ErrorInfo{Ename: "Timeout", Evalue: why + "; it was interrupted and the session's state is kept"}}
 				if reply, rerr := ex.Reply(); rerr == nil {

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"github.com/kernelbox/kernelbox/api"
+	"github.com/kernelbox/kernelbox/jupyter"
 
 	"context"
 	"errors"
@@ -57,6 +58,14 @@ type session struct {
 	// interrupted: a caller asked for an interrupt during the running call, so a
 	// KeyboardInterrupt it ends with is theirs (cleared as each call starts).
 	interrupted atomic.Bool
+
+	// running is the execution an interrupt may stop: a call's code or a
+	// snapshot's load, while it is in flight (nil otherwise). intrMu is held
+	// while an interrupt is delivered; the worker takes it before it sends the
+	// kernel a request (afterInterrupts), so that no interrupt meant for what ran
+	// before lands in that request (interrupt).
+	running atomic.Pointer[jupyter.Execution]
+	intrMu  sync.Mutex
 
 	// detached: the executor closes with StopKeep, so release lets go of the
 	// kernel without stopping it (keepstate.go).
@@ -281,16 +290,43 @@ func (s *session) restartKernel(ctx context.Context) error {
 	return nil
 }
 
-// interrupt interrupts the running call.
+// interrupt interrupts the running call's code, or a snapshot's load, if the
+// kernel is in it now; otherwise it does nothing (the running call's kernel is
+// starting, its files being staged, or the session is idle). An interrupt is
+// sent only then because ipykernel takes one that lands in its own handling of
+// a request, rather than in the cell's code, as a KeyboardInterrupt in that
+// handling: the request's reply is dropped, or the kernel's shell stops for good
+// (jupyter.Execution.InCode). Each interrupt is delivered before the worker
+// sends the kernel its next request (afterInterrupts).
 func (s *session) interrupt(ctx context.Context) error {
+	s.intrMu.Lock()
+	defer s.intrMu.Unlock()
+	return s.interruptLocked(ctx)
+}
+
+// interruptLocked is interrupt with s.intrMu held. The server is given
+// interruptBound to take it.
+func (s *session) interruptLocked(ctx context.Context) error {
 	s.mu.Lock()
 	k := s.kref
 	s.mu.Unlock()
-	if k == nil {
+	ex := s.running.Load()
+	if k == nil || ex == nil || !ex.InCode() {
 		return nil
 	}
 	s.interrupted.Store(true)
+	ctx, cancel := context.WithTimeout(ctx, interruptBound)
+	defer cancel()
 	return k.client.Interrupt(ctx, k.id)
+}
+
+// afterInterrupts returns once no interrupt is being delivered to the session's
+// kernel: the worker calls it before it sends the kernel a request that must not
+// be hit by an interrupt meant for the one before.
+func (s *session) afterInterrupts() {
+	s.intrMu.Lock()
+	//nolint:staticcheck // an empty critical section: a barrier
+	s.intrMu.Unlock()
 }
 
 func (s *session) markLost(why string) {

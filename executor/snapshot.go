@@ -95,15 +95,26 @@ func pyStr(s string) string {
 	return string(b)
 }
 
-// runSnapshot runs one snapshot.py call silently in the kernel and returns its
+// errSnapInterrupted: the snapshot code ended with a KeyboardInterrupt (a stop's
+// or a user's interrupt).
+var errSnapInterrupted = errors.New("the snapshot code was interrupted (KeyboardInterrupt)")
+
+// runSnapshot runs one snapshot.py call silently in the session's kernel and returns its
 // report. An error is a kernel that raised (MemoryError, an interrupt), died, or
 // printed no report.
-func runSnapshot(ctx context.Context, conn *jupyter.Conn, call string) (*snapReport, error) {
-	ex, err := conn.Execute(ctx, jupyter.ExecuteRequest{Code: snapshotCode(call), Silent: true})
+func (s *session) runSnapshot(ctx context.Context, call string) (*snapReport, error) {
+	s.afterInterrupts()
+	ex, err := s.k.conn.Execute(ctx, jupyter.ExecuteRequest{Code: snapshotCode(call), Silent: true})
 	if err != nil {
 		return nil, err
 	}
 	defer ex.Close()
+	if strings.HasPrefix(call, "_kb_load(") {
+		// A load may be interrupted (a stop, the user): it shows that its code
+		// runs by a first line of output (a silent request has no execute_input).
+		s.running.Store(ex)
+		defer s.running.Store(nil)
+	}
 	var out strings.Builder
 	for {
 		m, err := ex.Next(ctx)
@@ -121,6 +132,9 @@ func runSnapshot(ctx context.Context, conn *jupyter.Conn, call string) (*snapRep
 	reply, err := ex.Reply()
 	if err != nil {
 		return nil, err
+	}
+	if reply.Status != "ok" && reply.Ename == "KeyboardInterrupt" {
+		return nil, errSnapInterrupted
 	}
 	if reply.Status != "ok" {
 		return nil, fmt.Errorf("the snapshot code failed in the kernel: %s: %s", reply.Ename, clip(reply.Evalue, 300))

@@ -415,6 +415,10 @@ def _kb_read_v1(data):
 
 
 def _kb_load(path):
+    # A first line out: the load's request is silent, and this output shows
+    # kernelbox that its code runs (an interrupt is safe from now on).
+    sys.stdout.write("\x1ekernelbox-loading\n")
+    sys.stdout.flush()
     _kb_sweep(path)
     try:
         import dill

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Calls: Request and Execute register one, the reader completes it, and Close or
@@ -28,6 +29,13 @@ type call struct {
 	// started is set by the reader when the kernel shows it took the request (its
 	// busy status or execute_input): a kernel that dies before then never ran it.
 	started atomic.Bool
+	// inCode is set by the reader from the request's execute_input until its
+	// reply or idle status: the kernel is inside the request's handler (see
+	// Execution.InCode).
+	inCode atomic.Bool
+	// lostTimer, set by the reader at an idle status that came before the reply,
+	// ends the call with ErrReplyLost if the reply does not follow (replyLostAfter).
+	lostTimer *time.Timer
 
 	// written by the reader goroutine before done is closed
 	reply *Message
@@ -61,7 +69,32 @@ func (c *Conn) unregister(id string) {
 
 func (c *Conn) complete(cl *call) {
 	c.unregister(cl.id)
+	if cl.lostTimer != nil {
+		cl.lostTimer.Stop()
+	}
 	cl.finish(nil)
+}
+
+// replyLostAfter is how long an execution whose idle status has arrived waits for
+// its execute_reply before it ends with ErrReplyLost. A kernel sends the reply
+// before the idle status; the two travel on different channels, so the idle may be
+// read first, but by microseconds, not seconds.
+var replyLostAfter = 3 * time.Second
+
+// awaitReply arms cl's lost-reply timer: the kernel went idle without answering.
+// Called by the reader.
+func (c *Conn) awaitReply(cl *call) {
+	cl.lostTimer = time.AfterFunc(replyLostAfter, func() {
+		c.mu.Lock()
+		mine := c.pending[cl.id] == cl
+		if mine {
+			delete(c.pending, cl.id)
+		}
+		c.mu.Unlock()
+		if mine {
+			cl.finish(fmt.Errorf("%w: the kernel went idle %s ago without answering execute_request %s", ErrReplyLost, replyLostAfter, cl.id))
+		}
+	})
 }
 
 // anyPending reports whether any of calls is still waiting.

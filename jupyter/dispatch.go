@@ -39,6 +39,7 @@ func (c *Conn) dispatch(m *Message) {
 	switch {
 	case m.Channel == ChannelShell || m.Channel == ChannelControl:
 		cl.started.Store(true)
+		cl.inCode.Store(false)
 		cl.reply = m
 		if !cl.execute || cl.idle {
 			c.complete(cl)
@@ -52,13 +53,24 @@ func (c *Conn) dispatch(m *Message) {
 		cl.started.Store(true)
 		if st.ExecutionState == "idle" {
 			cl.idle = true
+			cl.inCode.Store(false)
 			if cl.reply != nil {
 				c.complete(cl)
+			} else if cl.lostTimer == nil {
+				c.awaitReply(cl)
 			}
 		}
 	case m.Header.MsgType == "execute_input":
 		cl.started.Store(true)
+		if !cl.idle && cl.reply == nil {
+			cl.inCode.Store(true)
+		}
 	default:
+		if isOutput(m.Header.MsgType) && !cl.idle && cl.reply == nil {
+			// Output comes from the code: a silent request (no execute_input)
+			// shows that it runs by its first output.
+			cl.inCode.Store(true)
+		}
 		c.queue(cl, m)
 	}
 }

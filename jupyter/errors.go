@@ -18,6 +18,12 @@ var (
 	// re-established.
 	ErrConnectionLost = errors.New("kernel connection lost")
 
+	// ErrReplyLost is returned for an execution whose kernel went idle and never
+	// sent its execute_reply: ipykernel drops the reply of a request when a
+	// KeyboardInterrupt (an interrupt) lands in its own code around the cell's. The
+	// kernel lives on with its state; the cell may or may not have run.
+	ErrReplyLost = errors.New("the kernel dropped the execute_reply")
+
 	// ErrClosed is returned for calls on a Conn after Close.
 	ErrClosed = errors.New("kernel connection closed")
 )

@@ -56,6 +56,17 @@ func (c *Conn) Execute(ctx context.Context, req ExecuteRequest) (*Execution, err
 // failed before it started never ran its code.
 func (e *Execution) Started() bool { return e.call.started.Load() }
 
+// InCode reports whether the kernel is inside the request's handler: its
+// execute_input (or, for a silent request, which has none, its first output) has
+// arrived and neither its reply nor its idle status yet. That is
+// the only time an interrupt is safe: ipykernel (6.17, Debian's) takes SIGINT as a
+// KeyboardInterrupt from the moment it begins handling any request to the moment
+// it ends, and one that lands in its own code rather than the cell's drops that
+// request's reply (the execution then ends with ErrReplyLost) or, in a window at
+// the handler's start, stops the kernel's shell channel for good. An interrupt of
+// a kernel between requests is ignored.
+func (e *Execution) InCode() bool { return e.call.inCode.Load() }
+
 // MsgID returns the request's msg_id, the parent id of every message it causes.
 func (e *Execution) MsgID() string { return e.call.id }
 
