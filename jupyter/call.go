@@ -79,7 +79,7 @@ func (c *Conn) complete(cl *call) {
 // its execute_reply before it ends with ErrReplyLost. A kernel sends the reply
 // before the idle status; the two travel on different channels, so the idle may be
 // read first, but by microseconds, not seconds.
-var replyLostAfter = 3 * time.Second
+const replyLostAfter = 3 * time.Second
 
 // awaitReply arms cl's lost-reply timer: the kernel went idle without answering.
 // Called by the reader.
